@@ -1,0 +1,41 @@
+"""One base exception for btswarm; every message reads `subject: problem`."""
+
+from __future__ import annotations
+
+
+class BtswarmError(Exception):
+    """Base of every error btswarm raises on purpose.
+
+    `subject` names what is wrong (a file, a key, a dataset, a peer) and
+    `problem` says what; both stay available as attributes for callers
+    that translate errors at an edge (HTTP middleware, a CLI's main).
+    """
+
+    def __init__(self, subject: object, problem: str) -> None:
+        self.subject = str(subject)
+        self.problem = problem
+        super().__init__(f"{self.subject}: {problem}")
+
+
+class BencodeError(BtswarmError):
+    """Malformed, oversized or too deeply nested bencoded data."""
+
+
+class MetainfoError(BtswarmError):
+    """A .torrent that is unsafe, inconsistent or not a torrent at all."""
+
+
+class DatasetError(BtswarmError):
+    """A dataset, file name or manifest that cannot be used."""
+
+
+class ConfigError(BtswarmError):
+    """A bad configuration file, key or value."""
+
+
+class AuthError(BtswarmError):
+    """A control request that is unsigned, stale, replayed or wrongly signed."""
+
+
+class NotFound(BtswarmError):
+    """A named thing (dataset, info-hash, site) that does not exist."""

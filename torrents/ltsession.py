@@ -1,0 +1,81 @@
+"""libtorrent session settings shared by bt-server seeds and bt-get workers.
+
+What decides whether anything moves (see shared/LIBTORRENT-NOTES.md):
+TCP only (uTP crawls on loopback), outgoing connections bound to the
+process's own address (else every peer looks like 127.0.0.1 and bans
+itself), and no DHT, local discovery, UPnP or NAT-PMP (no traffic off the
+federation). Imports libtorrent: use it only from the processes that run
+a session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import libtorrent as lt
+
+ALERTS = (lt.alert.category_t.error_notification | lt.alert.category_t.status_notification
+          | lt.alert.category_t.storage_notification | lt.alert.category_t.tracker_notification
+          | lt.alert.category_t.peer_notification | lt.alert.category_t.connect_notification)
+
+
+def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: Any) -> dict[str, Any]:
+    """A settings pack for a session on `listen_ip:port` (port 0: any free port)."""
+    host = f"[{listen_ip}]" if ":" in listen_ip else listen_ip
+    pack: dict[str, Any] = {
+        "listen_interfaces": f"{host}:{port}",
+        "outgoing_interfaces": listen_ip,
+        "enable_outgoing_utp": False,
+        "enable_incoming_utp": False,
+        "enable_dht": False,
+        "enable_lsd": False,
+        "enable_upnp": False,
+        "enable_natpmp": False,
+        "dht_bootstrap_nodes": "",
+        "alert_mask": int(ALERTS),
+        "user_agent": "btswarm/0.1 libtorrent/" + lt.__version__,
+        # Trackers here are on private addresses; libtorrent's SSRF guard
+        # would refuse announce URLs on loopback that have a query path.
+        "ssrf_mitigation": False,
+        "validate_https_trackers": False,
+        "tick_interval": 100,
+        "announce_to_all_trackers": True,
+        "connection_speed": 200,
+        "smooth_connects": False,
+        "min_reconnect_time": 1,
+        "peer_connect_timeout": 3,
+        "handshake_timeout": 5,
+        "connections_limit": 500,
+        "unchoke_slots_limit": 64,
+        "max_out_request_queue": 1500,
+        "max_allowed_in_request_queue": 4000,
+        "request_queue_time": 2,
+        "send_buffer_watermark": 8 * 1024 * 1024,
+        "send_buffer_low_watermark": 1024 * 1024,
+        "send_buffer_watermark_factor": 150,
+        "max_queued_disk_bytes": 256 * 1024 * 1024,
+        "aio_threads": 8,
+        "hashing_threads": 2,
+        "file_pool_size": 500,
+        "active_downloads": -1,
+        "active_seeds": -1,
+        "active_limit": -1,
+        "active_checking": 4,
+        "auto_manage_startup": 0,
+        "allow_multiple_connections_per_ip": True,
+    }
+    if seeding:
+        pack.update({
+            "seeding_outgoing_connections": False,
+            "close_file_interval": 30,
+        })
+    pack.update(extra)
+    return pack
+
+
+def session(listen_ip: str, port: int = 0, **kw: Any) -> "lt.session":
+    return lt.session(settings(listen_ip, port, **kw))
+
+
+def listen_port(ses: "lt.session") -> int:
+    return ses.listen_port()

@@ -1,0 +1,291 @@
+"""Torrent metainfo (BEP 3, 12, 27, 19; hybrid v1+v2 recognised): pure, no I/O.
+
+Building: `piece_length_for(total)` is a function of the total size alone,
+and `info_dict` lists files in LFN order with no creation date or creator,
+so two sites that hold the same files compute the same info-hash on their
+own. Reading: `parse` refuses anything unsafe to write to disk (absolute,
+`..`, empty or control-character path components, symlink attributes,
+duplicate paths) or absurd in size, with a `subject: problem` error.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+from urllib.parse import quote
+
+from torrents import bencoding
+from torrents.dataset import check_component
+from torrents.errors import BencodeError, DatasetError, MetainfoError
+
+MIN_PIECE = 256 * 1024
+MAX_PIECE = 16 * 1024 * 1024
+TARGET_PIECES = 2048
+HASH_LEN = 20
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    max_bytes: int = 64 * 1024 * 1024
+    max_pieces: int = 2_000_000
+    max_files: int = 1_000_000
+    max_total: int = 1 << 50  # 1 PiB
+    max_piece_length: int = 256 * 1024 * 1024
+    max_depth: int = 32
+
+
+DEFAULT_READ_LIMITS = ReadLimits()
+
+
+def piece_length_for(total_size: int) -> int:
+    """Smallest power of two in [256 KiB, 16 MiB] giving at most ~2048 pieces."""
+    length = MIN_PIECE
+    while length < MAX_PIECE and total_size > length * TARGET_PIECES:
+        length *= 2
+    return length
+
+
+def piece_count(total_size: int, piece_length: int) -> int:
+    return (total_size + piece_length - 1) // piece_length
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: tuple[str, ...]
+    length: int
+    pad: bool = False  # BEP 47 padding in hybrid torrents: never written
+
+    @property
+    def lfn(self) -> str:
+        return "/".join(self.path)
+
+
+@dataclass(frozen=True)
+class Metainfo:
+    name: str
+    files: tuple[FileEntry, ...]
+    piece_length: int
+    pieces: bytes
+    private: bool
+    info_hash: str  # hex SHA1 of the exact info bytes
+    info_bytes: bytes
+    announce: str | None = None
+    announce_list: tuple[tuple[str, ...], ...] = ()
+    url_list: tuple[str, ...] = ()
+    info_hash_v2: str | None = None  # hex SHA256 when the torrent is hybrid
+    single_file: bool = False
+
+    @property
+    def total_size(self) -> int:
+        return sum(f.length for f in self.files)
+
+    @property
+    def num_pieces(self) -> int:
+        return len(self.pieces) // HASH_LEN
+
+    @property
+    def data_files(self) -> tuple[FileEntry, ...]:
+        return tuple(f for f in self.files if not f.pad)
+
+    def piece_hash(self, index: int) -> bytes:
+        return self.pieces[index * HASH_LEN:(index + 1) * HASH_LEN]
+
+    def trackers(self) -> list[str]:
+        urls = [u for tier in self.announce_list for u in tier]
+        if self.announce and self.announce not in urls:
+            urls.insert(0, self.announce)
+        return urls
+
+    def magnet(self) -> str:
+        parts = [f"xt=urn:btih:{self.info_hash}", f"dn={quote(self.name, safe='')}"]
+        parts += [f"tr={quote(u, safe='')}" for u in self.trackers()]
+        return "magnet:?" + "&".join(parts)
+
+
+def info_dict(name: str, files: Sequence[tuple[str, int]], piece_length: int, pieces: bytes,
+              private: bool = True) -> dict:
+    """The v1 info dict for `files` (LFN, size), sorted by LFN for determinism."""
+    ordered = sorted(files)
+    info: dict = {
+        b"files": [{b"length": size, b"path": [p.encode() for p in lfn.split("/")]} for lfn, size in ordered],
+        b"name": name.encode(),
+        b"piece length": piece_length,
+        b"pieces": pieces,
+    }
+    if private:
+        info[b"private"] = 1
+    return info
+
+
+def dump(info: dict, announce: str | None = None, url_list: Iterable[str] = (),
+         comment: str | None = None) -> bytes:
+    """Bencode a whole .torrent. Announce and url-list stay outside the info dict."""
+    top: dict = {b"info": info}
+    if announce:
+        top[b"announce"] = announce.encode()
+    urls = list(url_list)
+    if urls:
+        top[b"url-list"] = [u.encode() for u in urls]
+    if comment:
+        top[b"comment"] = comment.encode()
+    return bencoding.encode(top)
+
+
+def info_hash(info_bytes: bytes) -> str:
+    return hashlib.sha1(info_bytes).hexdigest()
+
+
+def parse(data: bytes, limits: ReadLimits = DEFAULT_READ_LIMITS, subject: str = "torrent") -> Metainfo:
+    """Decode and validate a .torrent; raise MetainfoError on anything unsafe."""
+    if len(data) > limits.max_bytes:
+        raise MetainfoError(subject, f"{len(data)} bytes is over the limit of {limits.max_bytes}")
+    blimits = bencoding.Limits(max_size=limits.max_bytes, max_depth=limits.max_depth,
+                               max_tokens=8 * limits.max_files + 1024)
+    try:
+        top = bencoding.decode(data, blimits, subject)
+    except BencodeError as exc:
+        raise MetainfoError(subject, exc.problem) from None
+    if not isinstance(top, dict):
+        raise MetainfoError(subject, "not a dictionary")
+    info = top.get(b"info")
+    if not isinstance(info, dict):
+        raise MetainfoError(subject, "no info dictionary")
+    span = bencoding.dict_value_span(data, b"info")
+    assert span is not None
+    info_bytes = data[span[0]:span[1]]
+
+    name = _text(info.get(b"name.utf-8", info.get(b"name")), subject, "name")
+    try:
+        check_component(subject, name)
+    except DatasetError as exc:
+        raise MetainfoError(subject, f"unsafe name {name!r} ({exc.problem})") from None
+    if "/" in name:
+        raise MetainfoError(subject, f"unsafe name {name!r} (contains '/')")
+
+    piece_length = info.get(b"piece length")
+    if not _is_int(piece_length) or piece_length <= 0 or piece_length > limits.max_piece_length:
+        raise MetainfoError(subject, f"bad piece length {piece_length!r}")
+    if piece_length & (piece_length - 1) or piece_length < 16 * 1024:
+        raise MetainfoError(subject, f"piece length {piece_length} is not a power of two of at least 16 KiB")
+    pieces = info.get(b"pieces")
+    if not isinstance(pieces, bytes) or len(pieces) % HASH_LEN:
+        raise MetainfoError(subject, "pieces is not a string of 20-byte hashes")
+    if len(pieces) // HASH_LEN > limits.max_pieces:
+        raise MetainfoError(subject, f"{len(pieces) // HASH_LEN} pieces is over the limit of {limits.max_pieces}")
+
+    single = b"files" not in info
+    files = _files(info, name, subject, limits) if not single else (_single(info, name, subject),)
+    total = sum(f.length for f in files)
+    if total > limits.max_total:
+        raise MetainfoError(subject, f"total size {total} is over the limit of {limits.max_total}")
+    if total == 0:
+        raise MetainfoError(subject, "torrent has no data")
+    expected = piece_count(total, piece_length)
+    if len(pieces) // HASH_LEN != expected:
+        raise MetainfoError(subject, f"{len(pieces) // HASH_LEN} piece hashes for {expected} pieces")
+    private = info.get(b"private") == 1
+
+    announce = top.get(b"announce")
+    tiers = top.get(b"announce-list")
+    url_list = top.get(b"url-list")
+    if isinstance(url_list, bytes):
+        url_list = [url_list]
+    v2 = hashlib.sha256(info_bytes).hexdigest() if info.get(b"meta version") == 2 else None
+    return Metainfo(
+        name=name,
+        files=files,
+        piece_length=piece_length,
+        pieces=pieces,
+        private=private,
+        info_hash=info_hash(info_bytes),
+        info_bytes=info_bytes,
+        announce=_opt_text(announce),
+        announce_list=tuple(
+            tuple(u for u in (_opt_text(x) for x in tier) if u)
+            for tier in (tiers if isinstance(tiers, list) else [])
+            if isinstance(tier, list)
+        ),
+        url_list=tuple(u for u in (_opt_text(x) for x in (url_list or [])) if u),
+        info_hash_v2=v2,
+        single_file=single,
+    )
+
+
+def _single(info: dict, name: str, subject: str) -> FileEntry:
+    length = info.get(b"length")
+    if not _is_int(length) or length < 0:
+        raise MetainfoError(subject, f"bad length {length!r}")
+    return FileEntry((name,), length)
+
+
+def _files(info: dict, name: str, subject: str, limits: ReadLimits) -> tuple[FileEntry, ...]:
+    raw = info.get(b"files")
+    if not isinstance(raw, list) or not raw:
+        raise MetainfoError(subject, "files is not a non-empty list")
+    if len(raw) > limits.max_files:
+        raise MetainfoError(subject, f"{len(raw)} files is over the limit of {limits.max_files}")
+    out = []
+    seen: set[tuple[str, ...]] = set()
+    dirs: set[tuple[str, ...]] = set()
+    for i, f in enumerate(raw):
+        where = f"{subject}: file {i}"
+        if not isinstance(f, dict):
+            raise MetainfoError(subject, f"file {i} is not a dictionary")
+        length = f.get(b"length")
+        if not _is_int(length) or length < 0:
+            raise MetainfoError(subject, f"file {i} has bad length {length!r}")
+        path_raw = f.get(b"path.utf-8", f.get(b"path"))
+        if not isinstance(path_raw, list) or not path_raw:
+            raise MetainfoError(subject, f"file {i} has no path")
+        path = tuple(_text(p, where, "path") for p in path_raw)
+        attr = f.get(b"attr", b"")
+        attr = attr if isinstance(attr, bytes) else b""
+        pad = b"p" in attr
+        if b"l" in attr or b"symlink path" in f:
+            raise MetainfoError(subject, f"{'/'.join(path)}: symlinks are not allowed")
+        if not pad:
+            for part in path:
+                try:
+                    check_component("/".join(path), part)
+                except DatasetError as exc:
+                    raise MetainfoError(subject, f"unsafe path {'/'.join(path)!r} ({exc.problem})") from None
+            if path in seen:
+                raise MetainfoError(subject, f"duplicate path {'/'.join(path)!r}")
+            seen.add(path)
+            dirs.update(path[:k] for k in range(1, len(path)))
+        out.append(FileEntry(path, length, pad))
+    clash = seen & dirs
+    if clash:
+        raise MetainfoError(subject, f"{'/'.join(min(clash))!r} is both a file and a directory")
+    return tuple(out)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(value: object, subject: str, what: str) -> str:
+    if not isinstance(value, bytes):
+        raise MetainfoError(subject, f"{what} is missing or not a string")
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MetainfoError(subject, f"{what} is not UTF-8") from None
+
+
+def _opt_text(value: object) -> str | None:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
+def from_base64(text: str, subject: str = "torrent") -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (ValueError, TypeError):
+        raise MetainfoError(subject, "not valid base64") from None

@@ -1,0 +1,56 @@
+"""Human units: sizes and durations, parsed and shown."""
+
+from __future__ import annotations
+
+import re
+
+from torrents.errors import BtswarmError
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$")
+_SCALE = {"ms": 0.001, "s": 1, None: 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?i?b?)?\s*$", re.I)
+
+
+def parse_duration(text: str | int | float) -> float:
+    """'90', '90s', '10m', '1.5h', '2d' → seconds."""
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise BtswarmError(text, "duration is negative")
+        return float(text)
+    m = _DURATION.match(text)
+    if not m:
+        raise BtswarmError(text, "not a duration (examples: 30, 30s, 10m, 2h)")
+    return float(m.group(1)) * _SCALE[m.group(2)]
+
+
+def parse_size(text: str | int) -> int:
+    """'512', '4k', '16MiB', '2G' → bytes (binary multiples)."""
+    if isinstance(text, int):
+        return text
+    m = _SIZE.match(text)
+    if not m:
+        raise BtswarmError(text, "not a size (examples: 512, 256K, 16MiB, 4G)")
+    unit = (m.group(2) or "").lower().rstrip("b").rstrip("i")
+    power = " kmgtp".index(unit) if unit else 0
+    return int(float(m.group(1)) * 1024 ** power)
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"
+
+
+def human_rate(bytes_per_s: float) -> str:
+    return human_size(bytes_per_s) + "/s"
+
+
+def human_duration(seconds: float) -> str:
+    if seconds != seconds or seconds == float("inf"):
+        return "--:--"
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"

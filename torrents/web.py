@@ -1,0 +1,111 @@
+"""aiohttp helpers shared by the services: errors to HTTP in one place,
+signed requests (both ends), Prometheus metrics, and running an app.
+
+Imports aiohttp and prometheus_client: used by services only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Awaitable, Callable
+from urllib.parse import urlsplit
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from torrents import auth
+from torrents.errors import AuthError, BencodeError, BtswarmError, ConfigError, DatasetError, MetainfoError, NotFound
+
+log = logging.getLogger("btswarm.web")
+
+MAX_CONTROL_BODY = 1024 * 1024
+REGISTRY_KEY = web.AppKey("metrics_registry", CollectorRegistry)
+
+_STATUS = {NotFound: 404, AuthError: 401, MetainfoError: 400, DatasetError: 400, BencodeError: 400,
+           ConfigError: 400}
+
+
+def status_for(exc: BtswarmError) -> int:
+    for cls, status in _STATUS.items():
+        if isinstance(exc, cls):
+            return status
+    return 400
+
+
+def json_error(status: int, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"error": message, **extra}, status=status)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    """Domain errors become JSON errors here, and only here; nothing else escapes as a 500 page."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status >= 400 and exc.content_type != "application/json" and request.path.startswith("/api/"):
+            return json_error(exc.status, exc.reason)
+        raise
+    except BtswarmError as exc:
+        return json_error(status_for(exc), str(exc))
+    except Exception:
+        log.exception("%s %s: internal error", request.method, request.path)
+        return json_error(500, "internal error")
+
+
+async def read_signed(request: web.Request, verifier: auth.Verifier, max_body: int = MAX_CONTROL_BODY) -> tuple[str, bytes]:
+    """Read a signed request's body (bounded) and check its signature → (site, body)."""
+    if request.content_length is not None and request.content_length > max_body:
+        raise web.HTTPRequestEntityTooLarge(max_size=max_body, actual_size=request.content_length)
+    body = b""
+    while True:
+        chunk = await request.content.read(65536)
+        if not chunk:
+            break
+        body += chunk
+        if len(body) > max_body:
+            raise web.HTTPRequestEntityTooLarge(max_size=max_body, actual_size=len(body))
+    site = verifier.verify(request.method, request.path_qs, request.headers, body)
+    return site, body
+
+
+def parse_json_body(body: bytes, subject: str = "request") -> Any:
+    try:
+        return json.loads(body or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BtswarmError(subject, f"body is not valid JSON ({exc})") from None
+
+
+async def signed_request(session: aiohttp.ClientSession, method: str, url: str, *, site: str, secret: str,
+                         payload: Any = None, timeout: float = 10.0) -> tuple[int, Any]:
+    """Send a signed JSON request → (status, decoded JSON or None). Network errors propagate."""
+    body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
+    parts = urlsplit(url)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    headers = auth.sign(secret, site, method, path, body)
+    headers["Content-Type"] = "application/json"
+    async with session.request(method, url, data=body, headers=headers,
+                               timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+        try:
+            data = await resp.json(content_type=None)
+        except (json.JSONDecodeError, aiohttp.ContentTypeError, UnicodeDecodeError):
+            data = None
+        return resp.status, data
+
+
+def add_metrics_route(app: web.Application, registry: CollectorRegistry) -> None:
+    app[REGISTRY_KEY] = registry
+
+    async def metrics(request: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest(request.app[REGISTRY_KEY]))
+        resp.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+        return resp
+
+    app.router.add_get("/metrics", metrics)
+
+
+def run(app: web.Application, host: str, port: int, *, name: str) -> None:
+    """Serve until SIGINT/SIGTERM; aiohttp runs the cleanup contexts on the way out."""
+    log.info("%s listening on http://%s:%d", name, host, port)
+    web.run_app(app, host=host, port=port, print=None, access_log=None, handle_signals=True)
