@@ -33,6 +33,9 @@ DEFAULT_LIMITS = Limits()
 def scan(data: bytes, limits: Limits = DEFAULT_LIMITS, subject: str = "bencode") -> None:
     """Check that `data` is one well-formed bencoded value within `limits`.
 
+    Besides size, depth and token limits, dictionary keys must be strings,
+    each with a value, and appear once per dictionary: bencode.py would keep
+    the last of two `info` keys while the info-hash is taken from the first.
     Raises BencodeError naming the offset of the first problem.
     """
     n = len(data)
@@ -41,25 +44,34 @@ def scan(data: bytes, limits: Limits = DEFAULT_LIMITS, subject: str = "bencode")
     if n == 0:
         raise BencodeError(subject, "empty input")
     pos = 0
-    depth = 0
     tokens = 0
+    # One entry per open container: None for a list; for a dict, the keys seen
+    # so far and whether the next item is a key.
+    stack: list[_DictState | None] = []
     while True:
         if pos >= n:
             raise BencodeError(subject, f"truncated at byte {pos}")
         tokens += 1
         if tokens > limits.max_tokens:
             raise BencodeError(subject, f"more than {limits.max_tokens} values")
+        here = pos
         c = data[pos]
+        top = stack[-1] if stack else None
+        wants_key = top is not None and top.wants_key
+        if wants_key and c != 0x65 and c not in _DIGITS:
+            raise BencodeError(subject, f"dictionary key at byte {pos} is not a string")
         if c in (0x6C, 0x64):  # 'l', 'd'
-            depth += 1
-            if depth > limits.max_depth:
+            if len(stack) >= limits.max_depth:
                 raise BencodeError(subject, f"nested deeper than {limits.max_depth} at byte {pos}")
+            stack.append(_DictState() if c == 0x64 else None)
             pos += 1
             continue
         if c == 0x65:  # 'e' closes a list or dict
-            if depth == 0:
+            if not stack:
                 raise BencodeError(subject, f"unexpected 'e' at byte {pos}")
-            depth -= 1
+            if top is not None and not top.wants_key:
+                raise BencodeError(subject, f"dictionary key without a value at byte {pos}")
+            stack.pop()
             pos += 1
         elif c == 0x69:  # 'i'
             end = data.find(b"e", pos + 1)
@@ -78,15 +90,31 @@ def scan(data: bytes, limits: Limits = DEFAULT_LIMITS, subject: str = "bencode")
             if data[pos] == 0x30 and colon - pos > 1:
                 raise BencodeError(subject, f"bad string length at byte {pos}")
             length = int(data[pos:colon])
-            pos = colon + 1 + length
+            start = colon + 1
+            pos = start + length
             if pos > n:
-                raise BencodeError(subject, f"string at byte {colon + 1} runs past the end")
+                raise BencodeError(subject, f"string at byte {start} runs past the end")
+            if wants_key:
+                key = data[start:pos]
+                if key in top.keys:  # type: ignore[union-attr]
+                    raise BencodeError(subject, f"duplicate dictionary key {key!r} at byte {here}")
+                top.keys.add(key)  # type: ignore[union-attr]
         else:
             raise BencodeError(subject, f"unexpected byte 0x{c:02x} at byte {pos}")
-        if depth == 0:
+        if not stack:
             break
+        if stack[-1] is not None:  # a key or a value of the innermost dict is complete
+            stack[-1].wants_key = not stack[-1].wants_key
     if pos != n:
         raise BencodeError(subject, f"{n - pos} bytes of trailing data after byte {pos}")
+
+
+class _DictState:
+    __slots__ = ("keys", "wants_key")
+
+    def __init__(self) -> None:
+        self.keys: set[bytes] = set()
+        self.wants_key = True
 
 
 def decode(data: bytes, limits: Limits = DEFAULT_LIMITS, subject: str = "bencode") -> Any:
@@ -105,6 +133,10 @@ def encode(value: Any) -> bytes:
     """Encode a value: int, bytes, str (as UTF-8), list/tuple, dict with str or bytes keys."""
     try:
         return _CODEC.encode(value)
+    except KeyError as exc:
+        # bencode.py signals an unsupported type (float, None, set) with KeyError(type)
+        culprit = exc.args[0] if exc.args and isinstance(exc.args[0], type) else type(value)
+        raise BencodeError("bencode", f"cannot encode a value of type {culprit.__name__}") from None
     except (BencodeDecodeError, ValueError, TypeError) as exc:
         raise BencodeError("bencode", f"cannot encode {type(value).__name__} ({exc})") from None
 

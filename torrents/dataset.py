@@ -24,9 +24,10 @@ import io
 import json
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from torrents.errors import DatasetError
 
@@ -37,8 +38,13 @@ _ADLER = re.compile(r"^[0-9a-fA-F]{1,8}$")
 
 
 def check_component(subject: str, part: str) -> None:
+    """Refuse a path component that is empty, '.', '..', or holds '/', '\\' or a control character."""
     if part in ("", ".", ".."):
         raise DatasetError(subject, f"path component {part!r} is not allowed")
+    # A .torrent's path list is split by its author: one component may hold
+    # '../../etc/passwd' or '/etc/passwd' and must not slip through as one name.
+    if "/" in part:
+        raise DatasetError(subject, "'/' in path component")
     if _CONTROL.search(part):
         raise DatasetError(subject, "control character in path component")
     if "\\" in part:
@@ -47,7 +53,9 @@ def check_component(subject: str, part: str) -> None:
 
 def validate_name(name: str) -> str:
     """A dataset name is one path component: no '/', '..', control characters."""
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str):
+        raise DatasetError(repr(name), "dataset name is not a string")
+    if not name:
         raise DatasetError(repr(name), "dataset name is empty")
     if len(name) > MAX_NAME:
         raise DatasetError(name[:40] + "…", f"dataset name longer than {MAX_NAME} characters")
@@ -61,7 +69,9 @@ def validate_name(name: str) -> str:
 
 def validate_lfn(lfn: str) -> tuple[str, ...]:
     """Split a logical file name into safe relative components, or raise."""
-    if not isinstance(lfn, str) or not lfn:
+    if not isinstance(lfn, str):
+        raise DatasetError(repr(lfn), "file name is not a string")
+    if not lfn:
         raise DatasetError(repr(lfn), "file name is empty")
     if len(lfn) > MAX_LFN:
         raise DatasetError(lfn[:40] + "…", f"file name longer than {MAX_LFN} characters")
@@ -84,7 +94,9 @@ class DatasetFile:
         validate_lfn(self.lfn)
         if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 0:
             raise DatasetError(self.lfn, f"bad size {self.size!r}")
-        if self.adler32 is not None and not _ADLER.match(self.adler32):
+        if not isinstance(self.pfns, tuple) or not all(isinstance(p, str) and p for p in self.pfns):
+            raise DatasetError(self.lfn, f"bad PFN list {self.pfns!r}")
+        if self.adler32 is not None and (not isinstance(self.adler32, str) or not _ADLER.match(self.adler32)):
             raise DatasetError(self.lfn, f"bad adler32 {self.adler32!r}")
         if self.adler32 is not None:
             object.__setattr__(self, "adler32", self.adler32.lower().rjust(8, "0"))
@@ -162,7 +174,9 @@ def read_manifest(path: str | os.PathLike, dataset: str | None = None) -> list[D
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DatasetError(p, f"cannot read manifest ({exc})") from None
-    return parse_manifest(text, subject=str(p), dataset=dataset, tsv=p.suffix.lower() in (".tsv", ".txt"))
+    suffix = p.suffix.lower()
+    tsv = True if suffix in (".tsv", ".txt") else False if suffix == ".json" else None
+    return parse_manifest(text, subject=str(p), dataset=dataset, tsv=tsv)
 
 
 def parse_manifest(text: str, subject: str = "manifest", dataset: str | None = None,
@@ -182,25 +196,42 @@ def parse_manifest(text: str, subject: str = "manifest", dataset: str | None = N
 
 
 def _json_dataset(doc: dict, subject: str) -> Dataset:
-    try:
-        files = tuple(
-            DatasetFile(f["lfn"], _int(f["size"], subject), f.get("adler32"), tuple(f.get("pfns", ())))
-            for f in doc["files"]
-        )
-        return Dataset(doc["name"], files, doc.get("description", ""), source=subject)
-    except (KeyError, TypeError) as exc:
-        raise DatasetError(subject, f"missing or bad field {exc}") from None
+    if "name" not in doc:
+        raise DatasetError(subject, "missing field 'name'")
+    raw = doc["files"]
+    if not isinstance(raw, list):
+        raise DatasetError(subject, "'files' is not a list")
+    files = []
+    for i, f in enumerate(raw):
+        where = f"{subject}: files[{i}]"
+        if not isinstance(f, dict):
+            raise DatasetError(where, "expected an object")
+        for key in ("lfn", "size"):
+            if key not in f:
+                raise DatasetError(where, f"missing field {key!r}")
+        with _context(where):
+            files.append(DatasetFile(f["lfn"], _int(f["size"], where), f.get("adler32"),
+                                     _pfns(f.get("pfns", ()), where)))
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise DatasetError(subject, f"bad description {description!r}")
+    with _context(subject):
+        return Dataset(doc["name"], tuple(files), description, source=subject)
 
 
 def _tsv_rows(text: str, subject: str) -> Iterable[tuple[str, DatasetFile]]:
-    for lineno, row in enumerate(csv.reader(io.StringIO(text), delimiter="\t"), 1):
+    # QUOTE_NONE: a '"' in a path is a character, not the start of a quoted field
+    for lineno, row in enumerate(csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE), 1):
         if not row or not "".join(row).strip() or row[0].startswith("#"):
             continue
         if len(row) < 5:
             raise DatasetError(f"{subject}:{lineno}", "expected DATASET, LFN, SIZE, ADLER32, PFN...")
         name, lfn, size, adler, *pfns = (c.strip() for c in row)
-        yield name, DatasetFile(lfn, _int(size, f"{subject}:{lineno}"), None if adler in ("", "-") else adler,
-                                tuple(p for p in pfns if p))
+        where = f"{subject}:{lineno}"
+        with _context(where):
+            validate_name(name)
+            yield name, DatasetFile(lfn, _int(size, where), None if adler in ("", "-") else adler,
+                                    tuple(p for p in pfns if p))
 
 
 def _rucio_rows(items: list, subject: str, dataset: str | None) -> Iterable[tuple[str, DatasetFile]]:
@@ -214,25 +245,57 @@ def _rucio_rows(items: list, subject: str, dataset: str | None) -> Iterable[tupl
         pfns = item.get("pfns") or {}
         if isinstance(pfns, dict):
             # Rucio lists PFNs with a priority; lower is preferred.
-            pfns = sorted(pfns, key=lambda p: (pfns[p] or {}).get("priority", 0) if isinstance(pfns[p], dict) else 0)
-        try:
-            yield name, DatasetFile(item["name"], _int(item["bytes"], where), item.get("adler32"), tuple(pfns))
-        except KeyError as exc:
-            raise DatasetError(where, f"missing field {exc}") from None
+            pfns = sorted(pfns, key=lambda p: _priority(pfns[p]))
+        for key in ("name", "bytes"):
+            if key not in item:
+                raise DatasetError(where, f"missing field {key!r}")
+        with _context(where):
+            validate_name(name)
+            yield name, DatasetFile(item["name"], _int(item["bytes"], where), item.get("adler32"),
+                                    _pfns(pfns, where))
 
 
 def _group(rows: Iterable[tuple[str, DatasetFile]], subject: str) -> list[Dataset]:
     grouped: dict[str, list[DatasetFile]] = {}
     for name, f in rows:
         grouped.setdefault(name, []).append(f)
-    return [Dataset(name, tuple(files), source=subject) for name, files in grouped.items()]
+    with _context(subject):
+        return [Dataset(name, tuple(files), source=subject) for name, files in grouped.items()]
+
+
+@contextmanager
+def _context(subject: str) -> Iterator[None]:
+    """Prefix a DatasetError raised inside with the manifest (and line or entry) it came from."""
+    try:
+        yield
+    except DatasetError as exc:
+        raise DatasetError(subject, str(exc)) from None
+
+
+def _pfns(value: object, subject: str) -> tuple[str, ...]:
+    if isinstance(value, str):  # one PFN given bare; tuple("...") would split it into characters
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) and p for p in value):
+        raise DatasetError(subject, f"bad pfns {value!r} (expected a list of paths)")
+    return tuple(value)
+
+
+def _priority(attrs: object) -> float:
+    if isinstance(attrs, dict):
+        p = attrs.get("priority", 0)
+        if isinstance(p, (int, float)) and not isinstance(p, bool):
+            return p
+    return 0
 
 
 def _int(value: object, subject: str) -> int:
-    try:
-        n = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise DatasetError(subject, f"bad size {value!r}") from None
+    # JSON gives ints, TSV gives digit strings; 1.5, true or "1_000" are mistakes, not sizes
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit() and value.strip().isascii():
+        n = int(value)
+    else:
+        raise DatasetError(subject, f"bad size {value!r}")
     if n < 0:
         raise DatasetError(subject, f"negative size {n}")
     return n

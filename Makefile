@@ -1,0 +1,37 @@
+# The two commands of the README:
+#   make demo   a local federation (tracker, repository, sites on 127.0.0.x) and a real bt-get of a sample dataset
+#   make test   the whole test suite (what .ci/run calls)
+# Both create .venv themselves; `make deps` installs the system packages the tests and benchmarks use.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test test-faults deps bench bench-quick clean lint
+
+$(STAMP): setup.cfg pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "btswarm needs Python 3.11 or newer (set PYTHON=...)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,bench]'
+	@touch $@
+
+demo: $(STAMP)
+	$(BIN)/btswarm demo $(if $(KEEP),--keep)
+
+deps:
+	bash scripts/install-system-deps.sh
+
+test: $(STAMP) deps
+	@$(BIN)/pytest -q $(PYTEST_ARGS); code=$$?; \
+	if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$code
+
+bench: $(STAMP) deps
+	$(BIN)/btswarm bench
+
+bench-quick: $(STAMP) deps
+	$(BIN)/btswarm bench --quick
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

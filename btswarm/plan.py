@@ -1,0 +1,155 @@
+"""The layout of a one-host federation: addresses, ports, configs. Pure."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    ip: str
+    control_port: int
+    peer_port: int
+    secret: str
+
+    @property
+    def control_url(self) -> str:
+        return f"http://{self.ip}:{self.control_port}"
+
+    @property
+    def peer(self) -> str:
+        return f"{self.ip}:{self.peer_port}"
+
+
+@dataclass(frozen=True)
+class Service:
+    """One process of the federation: its label, its command line and its health URL."""
+    label: str
+    argv: tuple[str, ...]
+    health_url: str
+    config_path: Path
+
+
+@dataclass(frozen=True)
+class Federation:
+    state: Path
+    data: Path
+    tracker_port: int
+    repo_port: int
+    sites: tuple[Site, ...]
+    idle_ttl: float = 600.0
+    heartbeat_interval: float = 5.0
+    host: str = "127.0.0.1"
+    extra_tracker: dict = field(default_factory=dict)
+
+    @property
+    def tracker_url(self) -> str:
+        return f"http://{self.host}:{self.tracker_port}"
+
+    @property
+    def announce_url(self) -> str:
+        return f"{self.tracker_url}/announce"
+
+    @property
+    def repo_url(self) -> str:
+        return f"http://{self.host}:{self.repo_port}"
+
+
+def site_ip(index: int) -> str:
+    """Site i (0-based) lives on 127.0.0.(i+2): 127.0.0.1 is the tracker's, the repository's and the clients'."""
+    if not 0 <= index < 250:
+        raise ValueError(f"site index {index} out of range")
+    return f"127.0.0.{index + 2}"
+
+
+def site_name(index: int) -> str:
+    return f"site{index + 1}"
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def toml(sections: dict[str, dict[str, object]]) -> str:
+    lines = ["# written by btswarm up; edit the command line, not this file", ""]
+    for section, values in sections.items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{key} = {_toml_value(v)}" for key, v in values.items())
+        lines.append("")
+    return "\n".join(lines)
+
+
+def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
+    """Config sections per service label ('tracker', 'repo', 'site1', ...)."""
+    secrets = {s.name: s.secret for s in fed.sites}
+    out: dict[str, dict[str, dict[str, object]]] = {
+        "tracker": {"tracker": {
+            "listen": f"{fed.host}:{fed.tracker_port}",
+            "site_secrets": secrets,
+            "repo": fed.repo_url,
+            "interval": 60,
+            **fed.extra_tracker,
+        }},
+        "repo": {"repo": {
+            "listen": f"{fed.host}:{fed.repo_port}",
+            "state": str(fed.state / "repo"),
+            "tracker": fed.tracker_url,
+            "site_secrets": secrets,
+        }},
+    }
+    for s in fed.sites:
+        out[s.name] = {"server": {
+            "site": s.name,
+            "secret": s.secret,
+            "listen": f"{s.ip}:{s.control_port}",
+            "peer_listen": s.peer,
+            "control_url": s.control_url,
+            "state": str(fed.state / "sites" / s.name),
+            "roots": [str(fed.data)],
+            "tracker": fed.tracker_url,
+            "repo": fed.repo_url,
+            "heartbeat_interval": fed.heartbeat_interval,
+            "idle_ttl": fed.idle_ttl,
+        }}
+    return out
+
+
+def services(fed: Federation, bin_dir: Path) -> list[Service]:
+    """The processes to start, in start order (tracker and repository before the sites)."""
+    conf = fed.state / "config"
+    out = [
+        Service("tracker", (str(bin_dir / "bt-tracker"), "run", "--config", str(conf / "tracker.toml")),
+                f"{fed.tracker_url}/healthz", conf / "tracker.toml"),
+        Service("repo", (str(bin_dir / "bt-repo"), "run", "--config", str(conf / "repo.toml")),
+                f"{fed.repo_url}/healthz", conf / "repo.toml"),
+    ]
+    for s in fed.sites:
+        path = conf / f"{s.name}.toml"
+        out.append(Service(s.name, (str(bin_dir / "bt-server"), "run", "--config", str(path)),
+                           f"{s.control_url}/healthz", path))
+    return out
+
+
+def ready_document(fed: Federation, datasets: list[str]) -> dict:
+    return {
+        "tracker": fed.announce_url,
+        "tracker_url": fed.tracker_url,
+        "repo": fed.repo_url,
+        "sites": [{"name": s.name, "peer": s.peer, "control_url": s.control_url} for s in fed.sites],
+        "datasets": datasets,
+        "state": str(fed.state),
+        "data": str(fed.data),
+    }

@@ -1,0 +1,177 @@
+"""`btswarm up`: tracker, repository and N sites on one host, each site on its own loopback address."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import aiohttp
+
+from btswarm import plan
+from btswarm.supervisor import StartError, Supervisor
+from torrents import sample
+from torrents.errors import BtswarmError
+
+log = logging.getLogger("btswarm.up")
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    state: Path
+    data: Path | None = None
+    sites: int = 2
+    base_port: int = 0  # 0: free ports
+    sample_files: int = 29
+    sample_size: int = 300 * 2**20
+    idle_ttl: float = 600.0
+    heartbeat_interval: float = 5.0
+    ready_file: Path | None = None
+    timeout: float = 300.0
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "btswarm" / "up"
+
+
+def free_port(ip: str) -> int:
+    with socket.socket() as s:
+        s.bind((ip, 0))
+        return s.getsockname()[1]
+
+
+def layout(opts: UpOptions, data: Path) -> plan.Federation:
+    """Addresses and ports: from --base-port (tracker P, repo P+1, site i P+10+2i / P+11+2i) or free."""
+    if not 1 <= opts.sites <= 250:
+        raise BtswarmError("--sites", f"{opts.sites} is out of range (1-250)")
+    sites = []
+    for i in range(opts.sites):
+        ip = plan.site_ip(i)
+        if opts.base_port:
+            cport, pport = opts.base_port + 10 + 2 * i, opts.base_port + 11 + 2 * i
+        else:
+            cport, pport = free_port(ip), free_port(ip)
+        sites.append(plan.Site(plan.site_name(i), ip, cport, pport, secrets.token_hex(16)))
+    tport = opts.base_port or free_port("127.0.0.1")
+    rport = opts.base_port + 1 if opts.base_port else free_port("127.0.0.1")
+    return plan.Federation(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
+                           idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval)
+
+
+def prepare(opts: UpOptions, report: Callable[[str], None]) -> tuple[plan.Federation, list[str]]:
+    """Create the state directory, the data (sample unless --data) and every config file."""
+    opts.state.mkdir(parents=True, exist_ok=True)
+    if opts.data is not None:
+        data = opts.data.resolve()
+        if not data.is_dir():
+            raise BtswarmError(data, "--data is not a directory")
+    else:
+        data = opts.state / "data"
+        report(f"sample dataset: {opts.sample_files} files, {opts.sample_size / 2**20:.0f} MiB in {data}")
+        sample.generate(data, files=opts.sample_files, total_size=opts.sample_size)
+    names = sorted(p.name for p in data.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not names:
+        raise BtswarmError(data, "no dataset directories in --data")
+    fed = layout(opts, data)
+    conf_dir = opts.state / "config"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    for label, sections in plan.configs(fed).items():
+        path = conf_dir / f"{label}.toml"
+        # Secrets inside: readable by the owner only.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(plan.toml(sections))
+    return fed, names
+
+
+async def wait_published(fed: plan.Federation, names: list[str], timeout: float) -> None:
+    """Until every dataset is in the repository from every site and every site has a heartbeat at the tracker."""
+    want_sites = {s.name for s in fed.sites}
+    deadline = time.monotonic() + timeout
+    missing: object = names
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+        while True:
+            try:
+                missing = []
+                for name in names:
+                    async with http.get(f"{fed.repo_url}/api/datasets/{name}") as resp:
+                        doc = await resp.json() if resp.status == 200 else {}
+                    if not want_sites <= set(doc.get("sites", [])):
+                        missing.append(name)
+                async with http.get(f"{fed.tracker_url}/api/sites") as resp:
+                    doc = await resp.json() if resp.status == 200 else {}
+                up = {s["name"] for s in doc.get("sites", []) if s.get("up")}
+                if not missing and want_sites <= up:
+                    return
+                if not missing:
+                    missing = f"sites without heartbeat: {sorted(want_sites - up)}"
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError):
+                pass
+            if time.monotonic() > deadline:
+                raise StartError("btswarm up", f"not published after {timeout:.0f} s (waiting for {missing})")
+            await asyncio.sleep(0.2)
+
+
+async def run_up(opts: UpOptions, *, report: Callable[[str], None], bin_dir: Path | None = None,
+                 stop: asyncio.Event | None = None) -> int:
+    """Start everything, print how to use it, run until SIGINT/SIGTERM (or `stop`), then stop all."""
+    bin_dir = bin_dir or Path(sys.executable).parent
+    fed, names = await asyncio.get_running_loop().run_in_executor(None, prepare, opts, report)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with Supervisor(opts.state / "logs", report=report) as sup:
+        for service in plan.services(fed, bin_dir):
+            await _or_stop(sup.start(service), stop)
+            report(f"started {service.label}: {service.health_url.rsplit('/', 1)[0]}")
+        await _or_stop(wait_published(fed, names, opts.timeout), stop)
+        doc = plan.ready_document(fed, names)
+        if opts.ready_file:
+            tmp = opts.ready_file.with_name(opts.ready_file.name + ".tmp")
+            tmp.write_text(json.dumps(doc, indent=2))
+            os.replace(tmp, opts.ready_file)
+        report(banner(fed, names))
+        await sup.watch(stop.wait())
+        report("stopping the federation")
+    if opts.ready_file:
+        opts.ready_file.unlink(missing_ok=True)
+    return 0
+
+
+class Interrupted(Exception):
+    pass
+
+
+async def _or_stop(work, stop: asyncio.Event):
+    """Run `work` unless a stop is asked for first."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        stopper.cancel()
+        return task.result()
+    task.cancel()
+    raise Interrupted()
+
+
+def banner(fed: plan.Federation, names: list[str]) -> str:
+    lines = [
+        "btswarm federation is up:",
+        f"  repository  {fed.repo_url}/",
+        f"  tracker     {fed.announce_url}",
+    ]
+    lines += [f"  {s.name:<10}  control {s.control_url}  peers {s.peer}" for s in fed.sites]
+    lines += ["datasets:"] + [f"  {n}" for n in names]
+    lines += ["try:", f"  bt-get {names[0]} --repo {fed.repo_url} -o /tmp/btswarm-get", "Ctrl-C stops it."]
+    return "\n".join(lines)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# System packages used by the tests and benchmarks: Chromium (browser tests),
+# transmission-show (a second .torrent reader), and the third-party baselines
+# (mktorrent, opentracker, aria2c, nginx, wrk). Installs only what is missing.
+set -euo pipefail
+
+declare -A need=(
+  [chromium]=chromium [transmission-show]=transmission-cli [mktorrent]=mktorrent
+  [opentracker]=opentracker [aria2c]=aria2 [nginx]=nginx-light [wrk]=wrk
+)
+missing=()
+for cmd in "${!need[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/usr/bin/$cmd" ] || missing+=("${need[$cmd]}")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO="sudo"
+else
+  echo "install-system-deps: need root to install: ${missing[*]}" >&2
+  exit 1
+fi
+echo "install-system-deps: installing ${missing[*]}" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
