@@ -101,6 +101,7 @@ def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
             "site_secrets": secrets,
             "repo": fed.repo_url,
             "interval": 60,
+            "min_seeds": min(2, len(fed.sites)),
             **fed.extra_tracker,
         }},
         "repo": {"repo": {

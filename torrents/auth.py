@@ -70,7 +70,8 @@ class Verifier:
         if abs(now - when) > self.max_skew:
             raise AuthError(site, f"request timestamp is {int(now - when)} s off (limit {self.max_skew} s)")
         expected = hmac.new(secret.encode(), _message(method, path, ts, nonce, body), hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(expected, sig):
+        # compared as bytes: compare_digest raises TypeError on a str with non-ASCII characters
+        if not hmac.compare_digest(expected.encode(), sig.encode("utf-8", "surrogateescape")):
             raise AuthError(site, "bad signature")
         self._forget(now)
         key = f"{site}\0{nonce}"

@@ -264,11 +264,31 @@ def build_torrent(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
     return data, metainfo.parse(data, subject=name)
 
 
+def hybrid_order_clash(lfns: Sequence[str]) -> tuple[str, str] | None:
+    """Two LFNs that v1 and v2 order differently, or None.
+
+    libtorrent (2.1) lists v1 files sorted by whole path, while a v2 file
+    tree sorts siblings by name, so "a-b" comes before "a/x" in v1 and after
+    it in v2 ('-' < '/'). BEP 52 wants one order, and libtorrent's own loader
+    rejects such a hybrid as "v1 and v2 file metadata does not match".
+    """
+    by_path = sorted(lfns)
+    by_tree = sorted(lfns, key=lambda lfn: lfn.split("/"))
+    for a, b in zip(by_path, by_tree):
+        if a != b:
+            return (a, b)
+    return None
+
+
 def _hybrid_torrent(name: str, sized: Sequence[tuple[str, str | os.PathLike, int]], piece_length: int,
                     private: bool, progress: Progress | None, announce: str | None,
                     url_list: Sequence[str]) -> bytes:
     import libtorrent as lt  # only here: importing torrents must not load libtorrent
 
+    clash = hybrid_order_clash([lfn for lfn, _, _ in sized])
+    if clash:
+        raise DatasetError(name, f"no hybrid torrent: {clash[0]!r} and {clash[1]!r} sort differently in v1 and v2 "
+                                 "(libtorrent would write a torrent it cannot load); build v1 only")
     total = sum(s for _, _, s in sized)
     with tempfile.TemporaryDirectory(prefix="btswarm-hybrid-") as root:
         # libtorrent reads <root>/<name>/<LFN>; the entries' paths may lie
@@ -277,11 +297,7 @@ def _hybrid_torrent(name: str, sized: Sequence[tuple[str, str | os.PathLike, int
             link = os.path.join(root, name, *lfn.split("/"))
             os.makedirs(os.path.dirname(link), exist_ok=True)
             os.symlink(os.path.abspath(path), link)
-        # BEP 52 lists v2 files as a tree, siblings sorted by name; the v1
-        # list must follow the same order ("a/b" before "a-b"), or libtorrent
-        # refuses the torrent as inconsistent.
-        tree_order = sorted(sized, key=lambda e: e[0].split("/"))
-        files = [lt.create_file_entry(f"{name}/{lfn}", size) for lfn, _, size in tree_order]
+        files = [lt.create_file_entry(f"{name}/{lfn}", size) for lfn, _, size in sized]
         ct = lt.create_torrent(files, piece_length)  # default flags: hybrid v1+v2
         ct.set_priv(private)
         try:

@@ -10,8 +10,10 @@ value of the wrong type is an error naming the file and the key.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import os
+import re
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -71,6 +73,7 @@ class TrackerConfig:
     site_secrets: Mapping[str, str] = field(default_factory=lambda: {"site1": "btswarm-dev-secret"})
     site_networks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     start_wait: float = 2.0
+    min_seeds: int = 1  # seeds wanted in every active swarm, before counting leechers
     leechers_per_seed: int = 4
     max_seeds_per_swarm: int = 3
     site_backoff: float = 30.0
@@ -141,7 +144,10 @@ def load_config(explicit: str | os.PathLike | None = None, *,
     built = {}
     for name, cls in SECTIONS.items():
         values = dict(raw.get(name, {}))
-        values.update(_from_env(name, cls, env))
+        hints = typing.get_type_hints(cls)
+        for key, value in _from_env(name, cls, env).items():
+            # checked here so that a bad value names the variable, not the file
+            values[key] = _coerce(value, hints[key], f"${_env_name(name, key)}")
         values.update({k: v for k, v in (overrides or {}).get(name, {}).items() if v is not None})
         built[name] = section_from_dict(cls, values, f"{where}: [{name}]")
     return Config(**built, path=str(path) if path else None)
@@ -158,18 +164,21 @@ def section_from_dict(cls: type, values: Mapping[str, Any], where: str) -> Any:
     return cls(**kwargs)
 
 
+def _env_name(section: str, key: str) -> str:
+    return f"BTSWARM_{section.upper()}_{key.upper()}"
+
+
 def _from_env(section: str, cls: type, env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    prefix = f"BTSWARM_{section.upper()}_"
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        key = prefix + f.name.upper()
+        key = _env_name(section, f.name)
         if key in env:
             text = env[key]
             origin = typing.get_origin(hints[f.name])
             if origin is tuple:
                 out[f.name] = [s for s in text.split(os.pathsep) if s]
-            elif origin in (Mapping, dict) or hints[f.name] is Mapping:
+            elif origin in (dict, collections.abc.Mapping):  # get_origin(typing.Mapping[..]) is the abc
                 out[f.name] = dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
             else:
                 out[f.name] = text
@@ -185,19 +194,21 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             return value.lower() in ("1", "true", "yes", "on")
         raise ConfigError(where, f"expected true or false, got {value!r}")
     if hint is int:
-        if isinstance(value, bool):
-            raise ConfigError(where, f"expected a whole number, got {value!r}")
-        try:
+        # int(2.5) would quietly give 2; only ints, or digit strings from the environment
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
             return int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(where, f"expected a whole number, got {value!r}") from None
+        raise ConfigError(where, f"expected a whole number, got {value!r}")
     if hint is float:
-        if isinstance(value, bool):
-            raise ConfigError(where, f"expected a number, got {value!r}")
-        try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(where, f"expected a number, got {value!r}") from None
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(where, f"expected a number, got {value!r}")
     if hint is str:
         if not isinstance(value, str):
             raise ConfigError(where, f"expected a string, got {value!r}")
@@ -221,13 +232,15 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
 def parse_hostport(text: str, subject: str = "address") -> tuple[str, int]:
     """'127.0.0.1:8080', '[::1]:80' → (host, port)."""
     host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host or "[" in host or "]" in host:  # '::1:80' is ambiguous: IPv6 needs brackets
+        raise ConfigError(subject, f"{text!r} is not HOST:PORT (write an IPv6 address as [::1]:PORT)")
     if not sep or not host:
         raise ConfigError(subject, f"{text!r} is not HOST:PORT")
-    host = host.strip("[]")
-    try:
-        p = int(port)
-    except ValueError:
-        raise ConfigError(subject, f"{text!r} has a bad port") from None
+    if not (port.isascii() and port.isdigit()):
+        raise ConfigError(subject, f"{text!r} has a bad port")
+    p = int(port)
     if not 0 <= p <= 65535:
         raise ConfigError(subject, f"{text!r}: port out of range")
     return host, p

@@ -94,8 +94,9 @@ class DatasetFile:
         validate_lfn(self.lfn)
         if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 0:
             raise DatasetError(self.lfn, f"bad size {self.size!r}")
-        if not isinstance(self.pfns, tuple) or not all(isinstance(p, str) and p for p in self.pfns):
+        if not isinstance(self.pfns, (list, tuple)) or not all(isinstance(p, str) and p for p in self.pfns):
             raise DatasetError(self.lfn, f"bad PFN list {self.pfns!r}")
+        object.__setattr__(self, "pfns", tuple(self.pfns))
         if self.adler32 is not None and (not isinstance(self.adler32, str) or not _ADLER.match(self.adler32)):
             raise DatasetError(self.lfn, f"bad adler32 {self.adler32!r}")
         if self.adler32 is not None:

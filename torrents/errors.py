@@ -39,3 +39,7 @@ class AuthError(BtswarmError):
 
 class NotFound(BtswarmError):
     """A named thing (dataset, info-hash, site) that does not exist."""
+
+
+class Conflict(BtswarmError):
+    """A request that contradicts itself or the current state (HTTP 409)."""

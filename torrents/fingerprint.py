@@ -19,7 +19,7 @@ def fingerprint(entries: Iterable[tuple[str, str | os.PathLike]], extra: str = "
     so that a change of build options also counts as a change.
     """
     h = xxhash.xxh3_128()
-    h.update(extra.encode())
+    h.update(extra.encode() + b"\0\n")  # a separator: extra "ab" + LFN "c" must differ from "a" + "bc"
     for lfn, path in sorted(entries, key=lambda e: e[0]):
         target = os.path.realpath(path)
         st = os.stat(target)

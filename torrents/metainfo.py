@@ -192,6 +192,8 @@ def parse(data: bytes, limits: ReadLimits = DEFAULT_READ_LIMITS, subject: str = 
     url_list = top.get(b"url-list")
     if isinstance(url_list, bytes):
         url_list = [url_list]
+    elif not isinstance(url_list, list):  # an int or dict here is junk, not a list to iterate
+        url_list = []
     v2 = hashlib.sha256(info_bytes).hexdigest() if info.get(b"meta version") == 2 else None
     return Metainfo(
         name=name,

@@ -8,14 +8,14 @@ from torrents.errors import BtswarmError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h|d)?\s*$")
 _SCALE = {"ms": 0.001, "s": 1, None: 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?i?b?)?\s*$", re.I)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgtp])(?:ib?|b)?|b)?\s*$", re.I)
 
 
 def parse_duration(text: str | int | float) -> float:
     """'90', '90s', '10m', '1.5h', '2d' → seconds."""
     if isinstance(text, (int, float)):
-        if text < 0:
-            raise BtswarmError(text, "duration is negative")
+        if not text >= 0:  # also refuses NaN
+            raise BtswarmError(text, "duration is negative" if text < 0 else "not a duration")
         return float(text)
     m = _DURATION.match(text)
     if not m:
@@ -26,11 +26,13 @@ def parse_duration(text: str | int | float) -> float:
 def parse_size(text: str | int) -> int:
     """'512', '4k', '16MiB', '2G' → bytes (binary multiples)."""
     if isinstance(text, int):
+        if text < 0:
+            raise BtswarmError(text, "size is negative")
         return text
     m = _SIZE.match(text)
     if not m:
         raise BtswarmError(text, "not a size (examples: 512, 256K, 16MiB, 4G)")
-    unit = (m.group(2) or "").lower().rstrip("b").rstrip("i")
+    unit = (m.group(2) or "").lower()
     power = " kmgtp".index(unit) if unit else 0
     return int(float(m.group(1)) * 1024 ** power)
 

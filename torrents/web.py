@@ -16,7 +16,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from torrents import auth
-from torrents.errors import AuthError, BencodeError, BtswarmError, ConfigError, DatasetError, MetainfoError, NotFound
+from torrents.errors import (AuthError, BencodeError, BtswarmError, ConfigError, Conflict, DatasetError,
+                             MetainfoError, NotFound)
 
 log = logging.getLogger("btswarm.web")
 
@@ -24,7 +25,7 @@ MAX_CONTROL_BODY = 1024 * 1024
 REGISTRY_KEY = web.AppKey("metrics_registry", CollectorRegistry)
 
 _STATUS = {NotFound: 404, AuthError: 401, MetainfoError: 400, DatasetError: 400, BencodeError: 400,
-           ConfigError: 400}
+           ConfigError: 400, Conflict: 409}
 
 
 def status_for(exc: BtswarmError) -> int:

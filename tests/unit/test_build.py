@@ -15,7 +15,7 @@ import libtorrent as lt
 import pytest
 
 from torrents import metainfo
-from torrents.build import build_torrent, hash_pieces, plan_segments
+from torrents.build import build_torrent, hash_pieces, hybrid_order_clash, plan_segments
 from torrents.errors import DatasetError
 
 PIECE = 32 * 1024
@@ -180,20 +180,39 @@ def test_written_torrent_loads_in_transmission_show(dataset, tmp_path):
         assert f"{root.name}/{lfn} (" in out.stdout
 
 
-def test_hybrid_has_both_hashes(dataset):
-    root, entries = dataset
+def test_hybrid_has_both_hashes(tmp_path):
+    layout = {lfn: size for lfn, size in LAYOUT.items() if lfn != "a-b"}
+    root = tmp_path / "data08_cos.sample"
+    entries = write_dataset(root, layout)
     data, meta = build_torrent(root.name, entries, hybrid=True, announce="http://127.0.0.1:1/announce",
                                piece_length=PIECE, progress=lambda n: None)
     parsed = metainfo.parse(data)
     assert parsed.info_hash_v2 is not None and len(parsed.info_hash_v2) == 64
     assert parsed.private and parsed.announce == "http://127.0.0.1:1/announce"
-    assert {f.lfn: f.length for f in parsed.data_files} == LAYOUT
+    assert {f.lfn: f.length for f in parsed.data_files} == layout
     hashes = lt.torrent_info(data).info_hashes()
     assert (str(hashes.v1), str(hashes.v2)) == (meta.info_hash, meta.info_hash_v2)
     # the v1 part is hashed over padded files, so it is not the plain v1 torrent
     assert meta.info_hash != build_torrent(root.name, entries, piece_length=PIECE)[1].info_hash
     assert build_torrent(root.name, entries, hybrid=True, piece_length=PIECE)[0] == \
         build_torrent(root.name, entries, hybrid=True, piece_length=PIECE, announce=None)[0]
+
+
+def test_hybrid_refuses_names_libtorrent_orders_two_ways(dataset):
+    root, entries = dataset
+    with pytest.raises(DatasetError) as err:
+        build_torrent(root.name, entries, hybrid=True)
+    assert str(err.value) == (f"{root.name}: no hybrid torrent: 'a-b' and 'a/b/c.pool.root.1' sort differently "
+                              "in v1 and v2 (libtorrent would write a torrent it cannot load); build v1 only")
+
+
+@pytest.mark.parametrize("lfns,clash", [
+    (["a", "b/c", "d"], None),
+    (["x/1", "x.1"], ("x.1", "x/1")),
+    (["dir/f", "dir0"], None),
+])
+def test_hybrid_order_clash(lfns, clash):
+    assert hybrid_order_clash(lfns) == clash
 
 
 def test_importing_build_loads_no_libtorrent():

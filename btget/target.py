@@ -1,0 +1,81 @@
+"""What the user asked for: a dataset NAME, a FILE.torrent, an http(s) URL or a magnet (pure).
+
+`classify` decides from the text alone, plus a predicate saying whether a
+path names an existing file (passed in so this module does no I/O): a
+local file wins over a dataset name of the same spelling, because a
+physicist who typed `./x.torrent` or `x.torrent` means the file.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass
+from typing import Callable, Literal
+from urllib.parse import parse_qs, urlsplit
+
+from torrents.dataset import validate_name
+from torrents.errors import DatasetError
+
+from btget.errors import UsageError
+
+Kind = Literal["name", "file", "url", "magnet"]
+_HEX40 = re.compile(r"^[0-9a-fA-F]{40}$")
+_BASE32 = re.compile(r"^[A-Za-z2-7]{32}$")
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: Kind
+    value: str  # the name, the path, the URL or the magnet URI as typed
+    info_hash: str | None = None  # magnets: 40 lowercase hex
+    display_name: str | None = None  # magnets: the dn= parameter
+    trackers: tuple[str, ...] = ()  # magnets: tr= parameters
+    peers: tuple[str, ...] = ()  # magnets: x.pe= parameters (BEP 9)
+
+
+def classify(text: str, is_file: Callable[[str], bool] = lambda _p: False) -> Target:
+    """Classify TARGET; raise UsageError when it is none of the four kinds."""
+    if not text or not text.strip():
+        raise UsageError("TARGET", "is empty")
+    lowered = text.lower()
+    if lowered.startswith("magnet:"):
+        return parse_magnet(text)
+    if lowered.startswith(("http://", "https://")):
+        parts = urlsplit(text)
+        if not parts.hostname:
+            raise UsageError(text, "URL has no host")
+        return Target("url", text)
+    if is_file(text):
+        return Target("file", text)
+    if lowered.endswith(".torrent") or "/" in text:
+        raise UsageError(text, "no such .torrent file")
+    try:
+        validate_name(text)
+    except DatasetError as exc:
+        raise UsageError(text, f"not a dataset name ({exc.problem})") from None
+    return Target("name", text)
+
+
+def parse_magnet(uri: str) -> Target:
+    """A BitTorrent v1 magnet URI → Target with its info-hash, name, trackers and peers."""
+    query = uri.split("?", 1)[1] if "?" in uri else ""
+    params = parse_qs(query, keep_blank_values=False)
+    info_hash = None
+    for xt in params.get("xt", []):
+        if xt.lower().startswith("urn:btih:"):
+            info_hash = _btih(xt[len("urn:btih:"):], uri)
+            break
+    if info_hash is None:
+        raise UsageError("magnet", "no xt=urn:btih: info-hash (only BitTorrent v1 magnets are supported)")
+    names = params.get("dn", [])
+    return Target("magnet", uri, info_hash=info_hash, display_name=names[0] if names else None,
+                  trackers=tuple(params.get("tr", [])), peers=tuple(params.get("x.pe", [])))
+
+
+def _btih(text: str, uri: str) -> str:
+    if _HEX40.match(text):
+        return text.lower()
+    if _BASE32.match(text):
+        return base64.b32decode(text.upper()).hex()
+    raise UsageError("magnet", f"bad info-hash {text!r} (expected 40 hex or 32 base32 characters)")

@@ -1,0 +1,283 @@
+"""One bt-get worker: a libtorrent session in its own process, fetching one share.
+
+The parent (btget.download) starts `run(spec, conn)` in a spawned process
+and talks over a duplex pipe: the worker sends events (plain dicts, see
+EVENT TYPES below) and receives commands (`("connect", [(ip, port)...])`,
+`("stop",)`). The worker never draws anything: the parent owns the terminal.
+
+Layout on disk: save_path is DIR, so libtorrent writes DIR/NAME/<LFN>.
+Everything of bt-get's own lives in DIR/NAME/.bt-get/ (a dot name, which
+no dataset reader takes for a file): one resume file per share, and the
+share's part file (libtorrent keeps there the bytes of pieces that straddle
+into files of other shares), in a directory per share so that two workers
+never write the same part file.
+
+EVENT TYPES
+  listening  {"worker", "ip", "port"}
+  progress   {"worker", "done", "wanted", "rate", "up_rate", "peers", "seeds",
+              "downloaded", "uploaded", "hash_failures", "sources", "state", "finished"}
+  finished   progress fields + {"files": {index: verified bytes}}
+  error      {"worker", "kind": "disk_full" | "file" | "listen" | "torrent", "subject", "problem"}
+  stopped    progress fields + {"files": {...}}  (last event; resume data is on disk)
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+log = logging.getLogger("btget.worker")
+
+RESUME_SUFFIX = ".resume"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    index: int  # 1-based, as shown to the user
+    torrent: bytes  # the .torrent file
+    save_path: str  # DIR: libtorrent writes DIR/NAME/<LFN>
+    state_dir: str  # DIR/NAME/.bt-get
+    key: str  # names this share's resume state (plan.share_key)
+    wanted: tuple[int, ...]  # file indices this worker downloads; the rest get priority 0
+    listen_ip: str = "127.0.0.1"
+    peers: tuple[tuple[str, int], ...] = ()
+    web_seeds: tuple[str, ...] = ()
+    recheck: bool = False  # --check: ignore saved resume state, hash what is on disk
+    max_connections: int = 200
+    report_interval: float = 0.5
+    # Resume state is written at most this often while pieces arrive: a kill -9
+    # then costs at most this long of transfer on the rerun.
+    resume_interval: float = 1.0
+    settings: dict[str, Any] = field(default_factory=dict)  # extra libtorrent settings
+
+    @property
+    def resume_path(self) -> str:
+        return os.path.join(self.state_dir, f"{self.key}{RESUME_SUFFIX}")
+
+    @property
+    def part_dir(self) -> str:
+        return os.path.join(self.state_dir, self.key)
+
+
+def run(spec: WorkerSpec, conn: Connection) -> None:
+    """Process entry point (multiprocessing, spawn)."""
+    logging.basicConfig(level=logging.WARNING)
+    stop = {"signal": None}
+
+    def on_signal(signum: int, _frame: object) -> None:
+        # Ctrl-C reaches the whole process group: save state and leave; the
+        # parent decides the exit status.
+        stop["signal"] = signum
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        Worker(spec, conn, stop).loop()
+    except (BrokenPipeError, EOFError, ConnectionResetError):
+        pass  # the parent is gone; nothing left to report to
+    finally:
+        conn.close()
+
+
+class Worker:
+    def __init__(self, spec: WorkerSpec, conn: Connection, stop: dict) -> None:
+        import libtorrent as lt
+
+        from torrents import ltsession
+
+        self.lt = lt
+        self.spec = spec
+        self.conn = conn
+        self.stop = stop
+        self.hash_failures = 0
+        self.sources: dict[str, int] = {}  # peer endpoint → payload bytes from it (all connections)
+        self._last_conn: dict[str, int] = {}
+        self.finished = False
+        self.failed = False
+        self.status: Any = None
+        self.pending_saves = 0
+        extra = {"connections_limit": spec.max_connections, **spec.settings}
+        self.ses = ltsession.session(spec.listen_ip, 0, **extra)
+        self.handle = self.ses.add_torrent(self._params())
+        self.send({"type": "listening", "ip": spec.listen_ip, "port": self.ses.listen_port()})
+        for peer in spec.peers:
+            self.handle.connect_peer(peer)
+
+    # --- set-up -------------------------------------------------------------------
+    def _params(self) -> Any:
+        lt, spec = self.lt, self.spec
+        ti = lt.torrent_info(lt.bdecode(spec.torrent))
+        atp = None
+        if not spec.recheck and os.path.isfile(spec.resume_path):
+            try:
+                with open(spec.resume_path, "rb") as f:
+                    atp = lt.read_resume_data(f.read())
+                if str(atp.info_hashes.v1) != str(ti.info_hashes().v1):
+                    atp = None  # state of another version of the dataset
+            except (RuntimeError, OSError) as exc:
+                log.warning("%s: ignoring unreadable resume state (%s)", spec.resume_path, exc)
+                atp = None
+        if atp is None:
+            atp = lt.add_torrent_params()
+        atp.ti = ti
+        atp.save_path = spec.save_path
+        os.makedirs(spec.part_dir, exist_ok=True)
+        atp.part_file_dir = spec.part_dir
+        wanted = set(spec.wanted)
+        atp.file_priorities = [4 if i in wanted else 0 for i in range(ti.num_files())]
+        atp.url_seeds = list(spec.web_seeds)
+        flags = atp.flags
+        flags &= ~lt.torrent_flags.paused
+        flags &= ~lt.torrent_flags.auto_managed
+        flags &= ~lt.torrent_flags.seed_mode
+        atp.flags = flags
+        return atp
+
+    # --- main loop ------------------------------------------------------------------
+    def loop(self) -> None:
+        next_report = 0.0
+        next_resume = time.monotonic() + self.spec.resume_interval
+        while self.stop["signal"] is None:
+            if self.ses.wait_for_alert(100) is not None:
+                for alert in self.ses.pop_alerts():
+                    self.on_alert(alert)
+            while self.conn.poll():
+                command = self.conn.recv()
+                if command[0] == "stop":
+                    self.stop["signal"] = "stop"
+                elif command[0] == "connect":
+                    for peer in command[1]:
+                        self.handle.connect_peer(tuple(peer))
+            now = time.monotonic()
+            if now >= next_report:
+                # Status arrives as a state_update_alert; get_peer_info is the
+                # only source of per-peer byte counts.
+                self.ses.post_torrent_updates()
+                self._count_sources()
+                next_report = now + self.spec.report_interval
+            if now >= next_resume and not self.failed:
+                self.save_resume()
+                next_resume = now + self.spec.resume_interval
+            if os.getppid() == 1:
+                break  # orphaned (the parent was killed): save and leave
+        self.shutdown()
+
+    def on_alert(self, a: Any) -> None:
+        lt = self.lt
+        if isinstance(a, lt.state_update_alert):
+            for st in a.status:
+                self.status = st
+            if self.status is not None:
+                self.send(self.progress("progress"))
+        elif isinstance(a, lt.torrent_finished_alert):
+            if not self.finished:
+                self.finished = True
+                self.save_resume(force=True)
+                self.status = self.handle.status()
+                self._count_sources()
+                self.send(self.progress("finished", files=True))
+        elif isinstance(a, lt.save_resume_data_alert):
+            self.pending_saves = max(0, self.pending_saves - 1)
+            self._write_resume(lt.write_resume_data_buf(a.params))
+        elif isinstance(a, lt.save_resume_data_failed_alert):
+            self.pending_saves = max(0, self.pending_saves - 1)
+        elif isinstance(a, lt.hash_failed_alert):
+            self.hash_failures += 1
+        elif isinstance(a, lt.file_error_alert):
+            self.failed = True
+            code = a.error.value()
+            kind = "disk_full" if code in (errno.ENOSPC, errno.EDQUOT) else "file"
+            problem = "disk full (free some space, then run bt-get again: it resumes)" if kind == "disk_full" \
+                else f"{a.error.message()} ({a.operation})"
+            self.send({"type": "error", "kind": kind, "subject": a.filename() or self.spec.save_path,
+                       "problem": problem})
+        elif isinstance(a, lt.listen_failed_alert):
+            self.failed = True
+            self.send({"type": "error", "kind": "listen", "subject": f"{self.spec.listen_ip}",
+                       "problem": f"cannot listen ({a.error.message()})"})
+        elif isinstance(a, lt.torrent_error_alert):
+            self.failed = True
+            self.send({"type": "error", "kind": "torrent", "subject": a.filename or "torrent",
+                       "problem": a.error.message()})
+
+    # --- resume state ---------------------------------------------------------------
+    def save_resume(self, force: bool = False) -> None:
+        if force or self.handle.need_save_resume_data():
+            self.handle.save_resume_data(self.lt.torrent_handle.flush_disk_cache)
+            self.pending_saves += 1
+
+    def _write_resume(self, data: bytes) -> None:
+        # Written to a temporary name and renamed: a kill at any instant
+        # leaves either the old state or the new one, never half of one.
+        path = self.spec.resume_path
+        tmp = f"{path}.tmp.{os.getpid()}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.warning("%s: cannot save resume state (%s)", path, exc.strerror)
+
+    def shutdown(self) -> None:
+        if not self.failed:
+            self.save_resume(force=True)
+            deadline = time.monotonic() + 10
+            while self.pending_saves and time.monotonic() < deadline:
+                if self.ses.wait_for_alert(200) is not None:
+                    for alert in self.ses.pop_alerts():
+                        self.on_alert(alert)
+        self.status = self.handle.status()
+        self._count_sources()
+        self.send(self.progress("stopped", files=True))
+        self.ses.pause()
+
+    # --- reports --------------------------------------------------------------------
+    def _count_sources(self) -> None:
+        try:
+            peers = self.handle.get_peer_info()
+        except RuntimeError:
+            return
+        for p in peers:
+            key = f"{p.ip[0]}:{p.ip[1]}"
+            total = p.total_download
+            last = self._last_conn.get(key, 0)
+            # A smaller count than last time is a new connection from the same
+            # endpoint: its bytes add to what the old one brought.
+            delta = total - last if total >= last else total
+            if delta:
+                self.sources[key] = self.sources.get(key, 0) + delta
+            self._last_conn[key] = total
+
+    def progress(self, kind: str, files: bool = False) -> dict:
+        st = self.status
+        event = {
+            "type": kind,
+            "done": st.total_wanted_done if st else 0,
+            "wanted": st.total_wanted if st else 0,
+            "rate": st.download_payload_rate if st else 0,
+            "up_rate": st.upload_payload_rate if st else 0,
+            "peers": st.num_peers if st else 0,
+            "seeds": st.num_seeds if st else 0,
+            "downloaded": st.total_payload_download if st else 0,
+            "uploaded": st.total_payload_upload if st else 0,
+            "state": str(st.state).rsplit(".", 1)[-1] if st else "starting",
+            "hash_failures": self.hash_failures,
+            "sources": dict(self.sources),
+            "finished": self.finished,
+        }
+        if files:
+            done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity)
+            event["files"] = {i: done[i] for i in self.spec.wanted}
+        return event
+
+    def send(self, event: dict) -> None:
+        event["worker"] = self.spec.index
+        self.conn.send(event)

@@ -1,0 +1,102 @@
+"""Precomputed .torrent files: <state>/torrents/<dataset>.torrent + .json.
+
+The .json holds the fingerprint (LFN, size, mtime, target of every farm
+link, plus the build parameters) and the info-hash. An unchanged
+fingerprint means the stored .torrent is still right and nothing is
+rehashed; a changed one means a new build and a new info-hash. Blocking
+(hashing, stat of every file): callers run `ensure` off the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from torrents import bencoding, metainfo
+from torrents.fingerprint import fingerprint
+
+from btserver.builder import BuildParams, make
+
+log = logging.getLogger("btswarm.server.metacache")
+
+
+@dataclass(frozen=True)
+class Cached:
+    name: str
+    info_hash: str
+    torrent_path: Path
+    fingerprint: str
+    built: bool  # True when this call hashed the files
+    meta: metainfo.Metainfo
+
+
+class MetaCache:
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.directory = Path(directory)
+        self.builds: list[str] = []  # dataset names hashed by this instance, in order
+        self._lock = threading.Lock()
+
+    def paths(self, name: str) -> tuple[Path, Path]:
+        return self.directory / f"{name}.torrent", self.directory / f"{name}.json"
+
+    def ensure(self, name: str, entries: Sequence[tuple[str, str]], params: BuildParams,
+               files_root: str | os.PathLike | None = None) -> Cached:
+        """The .torrent for (LFN, farm path) entries: reused if the fingerprint matches, else built."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        torrent_path, json_path = self.paths(name)
+        fp = fingerprint(entries, extra=params.key())
+        reused = self._load(name, fp, params.announce)
+        if reused is not None:
+            return reused
+        started = time.monotonic()
+        data, meta = make(name, entries, params, files_root)
+        _write_atomic(torrent_path, data)
+        record = {"name": name, "info_hash": meta.info_hash, "fingerprint": fp, "params": params.key(),
+                  "total_size": meta.total_size, "files": len(meta.data_files), "built_at": int(time.time())}
+        _write_atomic(json_path, json.dumps(record, indent=1).encode())
+        with self._lock:
+            self.builds.append(name)
+        log.info("torrent %s: built %s in %.2f s (%d files)", name, meta.info_hash,
+                 time.monotonic() - started, len(meta.data_files))
+        return Cached(name, meta.info_hash, torrent_path, fp, True, meta)
+
+    def _load(self, name: str, fp: str, announce: str | None) -> Cached | None:
+        torrent_path, json_path = self.paths(name)
+        try:
+            record = json.loads(json_path.read_text(encoding="utf-8"))
+            data = torrent_path.read_bytes()
+        except (OSError, ValueError):
+            return None
+        if record.get("fingerprint") != fp:
+            return None
+        try:
+            meta = metainfo.parse(data, subject=str(torrent_path))
+        except Exception as exc:  # a damaged cache entry is rebuilt, not fatal
+            log.warning("%s: unreadable cached torrent (%s); rebuilding", torrent_path, exc)
+            return None
+        if meta.info_hash != record.get("info_hash"):
+            return None
+        if announce and meta.announce != announce:
+            # The tracker moved: only the announce URL (outside the info
+            # dict) changes, so rewrite it without rehashing.
+            top = bencoding.decode(data)
+            top[b"announce"] = announce.encode()
+            top.pop(b"announce-list", None)
+            data = bencoding.encode(top)
+            _write_atomic(torrent_path, data)
+            meta = metainfo.parse(data, subject=str(torrent_path))
+        log.debug("torrent %s: unchanged (%s)", name, meta.info_hash)
+        return Cached(name, meta.info_hash, torrent_path, fp, False, meta)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)

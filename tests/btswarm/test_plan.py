@@ -1,0 +1,66 @@
+"""The one-host federation layout: addresses, ports and the configs each part reads."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from btswarm import plan
+from torrents.config import load_config
+
+
+def federation(tmp_path: Path, n: int = 3) -> plan.Federation:
+    sites = tuple(plan.Site(plan.site_name(i), plan.site_ip(i), 7010 + 2 * i, 7011 + 2 * i, f"secret-{i}")
+                  for i in range(n))
+    return plan.Federation(state=tmp_path / "state", data=tmp_path / "data", tracker_port=7000, repo_port=7001,
+                           sites=sites, idle_ttl=30.0)
+
+
+def test_each_site_has_its_own_loopback_address():
+    assert [plan.site_ip(i) for i in range(3)] == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+    with pytest.raises(ValueError):
+        plan.site_ip(250)
+
+
+def test_every_written_config_loads_and_agrees_on_secrets_and_urls(tmp_path):
+    fed = federation(tmp_path)
+    for label, sections in plan.configs(fed).items():
+        path = tmp_path / f"{label}.toml"
+        path.write_text(plan.toml(sections))
+        config = load_config(path, environ={})
+        if label == "tracker":
+            assert config.tracker.site_secrets == {"site1": "secret-0", "site2": "secret-1", "site3": "secret-2"}
+            assert config.tracker.listen == "127.0.0.1:7000"
+            assert config.tracker.repo == "http://127.0.0.1:7001"
+        elif label == "repo":
+            assert config.repo.site_secrets["site3"] == "secret-2"
+            assert config.repo.tracker == "http://127.0.0.1:7000"
+        else:
+            i = int(label[4:]) - 1
+            assert config.server.site == label
+            assert config.server.secret == f"secret-{i}"
+            assert config.server.peer_listen == f"127.0.0.{i + 2}:{7011 + 2 * i}"
+            assert config.server.roots == (str(tmp_path / "data"),)
+            assert config.server.idle_ttl == 30.0
+
+
+def test_toml_escapes_strings():
+    text = plan.toml({"server": {"site": 'we"ird\\name', "roots": ["/a b", "/c"]}})
+    assert tomllib.loads(text)["server"] == {"site": 'we"ird\\name', "roots": ["/a b", "/c"]}
+
+
+def test_services_start_tracker_and_repo_before_sites(tmp_path):
+    services = plan.services(federation(tmp_path, 2), Path("/venv/bin"))
+    assert [s.label for s in services] == ["tracker", "repo", "site1", "site2"]
+    assert services[2].argv[:2] == ("/venv/bin/bt-server", "run")
+    assert services[2].health_url == "http://127.0.0.2:7010/healthz"
+
+
+def test_ready_document_names_every_endpoint(tmp_path):
+    doc = plan.ready_document(federation(tmp_path, 2), ["ds1"])
+    assert doc["tracker"] == "http://127.0.0.1:7000/announce"
+    assert doc["repo"] == "http://127.0.0.1:7001"
+    assert doc["sites"][1] == {"name": "site2", "peer": "127.0.0.3:7013", "control_url": "http://127.0.0.3:7012"}
+    assert doc["datasets"] == ["ds1"]

@@ -1,0 +1,65 @@
+"""End to end through `btswarm up`: on-demand seeding, T3-to-T3 sharing, idle stop, the repository."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.request
+
+import pytest
+
+from btswarm.demo import compare_trees
+from tests.support import command, wait_for
+from tests.e2e.conftest import get_json
+
+pytestmark = pytest.mark.slow
+
+
+def test_nothing_seeds_until_asked_then_bt_get_fetches_from_both_sites(federation, tmp_path):
+    assert federation.seeding() == {"site1": 0, "site2": 0}
+
+    result = federation.bt_get(tmp_path, "--json")
+
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["exit_code"] == 0
+    assert compare_trees(federation.source, tmp_path / federation.dataset) == []
+    # The tracker asked both sites (min_seeds = 2 in `btswarm up`) and both sent bytes.
+    assert {"site1", "site2"} <= {k for k, v in doc["sources"].items() if v > 0}, doc["sources"]
+    swarm = get_json(f"{federation.tracker_url}/api/swarms/{doc['info_hash']}")
+    assert swarm["completed"] >= 1
+
+
+def test_second_t3_gets_bytes_from_the_first(federation, tmp_path):
+    first_dir, second_dir = tmp_path / "t3a", tmp_path / "t3b"
+    first = subprocess.Popen([command("bt-get"), federation.dataset, "--repo", federation.repo, "-o", str(first_dir),
+                              "--seed-time", "60", "--json", "--listen", "127.0.0.50"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: compare_trees(federation.source, first_dir / federation.dataset) == [] or first.poll() is not None,
+                 timeout=90, what="the first T3 to complete")
+        assert first.poll() is None, first.stderr.read()
+        second = federation.bt_get(second_dir, "--json", "--listen", "127.0.0.51")
+        assert second.returncode == 0, second.stderr
+        doc = json.loads(second.stdout)
+        assert compare_trees(federation.source, second_dir / federation.dataset) == []
+        from_t3 = {k: v for k, v in doc["sources"].items() if not k.startswith("site")}
+        assert any(k.startswith("127.0.0.50") and v > 0 for k, v in from_t3.items()), doc["sources"]
+    finally:
+        first.terminate()
+        first.wait(20)
+
+
+def test_repository_shows_dataset_sites_and_swarm(federation):
+    doc = get_json(f"{federation.repo}/api/datasets/{federation.dataset}")
+    assert set(doc["sites"]) == {"site1", "site2"}
+    assert doc["file_count"] == 12
+    with urllib.request.urlopen(f"{federation.repo}/datasets/{federation.dataset}") as resp:
+        page = resp.read().decode()
+    assert federation.dataset in page and "bt-get" in page
+
+
+def test_idle_seeds_stop(federation):
+    # Runs after the downloads above: with --idle-ttl 6s the sites drop their seeds.
+    wait_for(lambda: federation.seeding() == {"site1": 0, "site2": 0}, timeout=60, interval=0.5,
+             what="idle seeds to stop")

@@ -1,0 +1,91 @@
+"""Test support: free ports, deadlines, real processes stopped by PID.
+
+Import it as `from tests.support import ...` (pytest runs with pythonpath = .).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def command(name: str) -> str:
+    """Path of one of our console scripts in the running venv."""
+    path = BIN / name
+    if not path.exists():
+        pytest.fail(f"{name}: console script not installed in {BIN} (pip install -e .)")
+    return str(path)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 20.0, interval: float = 0.05,
+             what: str = "condition") -> object:
+    """Poll `predicate` until it returns something truthy, or fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+class Proc:
+    """A real process of ours; logs to a file; stopped by PID (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, args: list[str], log_path: Path, env: dict | None = None, cwd: str | None = None):
+        self.args = args
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.popen = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd,
+                                      env={**os.environ, **(env or {})}, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+        self._log.close()
+        return self.popen.returncode
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(5)
+
+

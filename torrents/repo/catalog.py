@@ -1,0 +1,206 @@
+"""The repository's rules, as pure functions: what a publish means, what a search asks.
+
+No I/O here. `parse_publish` turns a signed PUT body into a checked
+`Publication` (the .torrent parsed by torrents.metainfo, the record checked
+against it); `classify` decides what a publication does to what is already
+known; `parse_search` and `fts_query` turn query parameters into a search.
+The database applies the decisions (db.py); the HTTP layer maps errors to
+statuses in one place (torrents.web.error_middleware).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from torrents import metainfo
+from torrents.dataset import Dataset, DatasetFile
+from torrents.errors import AuthError, BtswarmError, Conflict, DatasetError, MetainfoError
+
+MAX_DESCRIPTION = 64 * 1024
+MAX_PER_PAGE = 200
+DEFAULT_PER_PAGE = 50
+SORTS = ("relevance", "name", "size", "date")
+
+
+@dataclass(frozen=True)
+class Publication:
+    """A checked publish request: the torrent and the record agree, the site signed it."""
+
+    site: str
+    dataset: Dataset  # name, description and files (LFN, size, adler32) from the record
+    meta: metainfo.Metainfo
+    torrent: bytes
+
+    @property
+    def name(self) -> str:
+        return self.dataset.name
+
+    @property
+    def info_hash(self) -> str:
+        return self.meta.info_hash
+
+
+class Outcome(enum.Enum):
+    """What a publication did; the value is the `result` label in answers and metrics."""
+
+    CREATED = "created"  # a dataset never seen before
+    NEW_VERSION = "new_version"  # a known name with a new info-hash
+    SITE_ADDED = "site_added"  # a known version, now also held by this site
+    UNCHANGED = "unchanged"  # this site had already published this version
+
+    @property
+    def status(self) -> int:
+        return 201 if self in (Outcome.CREATED, Outcome.NEW_VERSION) else 200
+
+
+def parse_publish(body: Any, path_name: str, signer: str) -> Publication:
+    """Check a publish body `{"site", "torrent": base64, "record": {...}}` for dataset `path_name`.
+
+    The signing site is authoritative; a body naming another site is refused.
+    Raises MetainfoError/DatasetError (400) when the torrent is unsafe or the
+    record does not describe it, Conflict (409) when the path names another
+    dataset, AuthError (401) when the body claims another site.
+    """
+    subject = f"publish {path_name}"
+    if not isinstance(body, dict):
+        raise BtswarmError(subject, "body must be a JSON object with site, torrent and record")
+    claimed = body.get("site", signer)
+    if claimed != signer:
+        raise AuthError(signer, f"signed as {signer!r} but the body says site {claimed!r}")
+    text = body.get("torrent")
+    if not isinstance(text, str) or not text:
+        raise MetainfoError(subject, "torrent (base64 of the .torrent bytes) is missing")
+    record = body.get("record")
+    if not isinstance(record, dict):
+        raise DatasetError(subject, "record is missing or not an object")
+    torrent = metainfo.from_base64(text, subject=f"{subject}: torrent")
+    meta = metainfo.parse(torrent, subject=f"{subject}: torrent")
+    dataset = _record_dataset(record, subject)
+    check_record_matches(dataset, record, meta)
+    if path_name != dataset.name:
+        raise Conflict(path_name, f"the path names this dataset but the record and torrent name {dataset.name!r}")
+    return Publication(site=signer, dataset=dataset, meta=meta, torrent=torrent)
+
+
+def _record_dataset(record: Mapping[str, Any], subject: str) -> Dataset:
+    name = record.get("name")
+    description = record.get("description") or ""
+    files = record.get("files")
+    if not isinstance(description, str):
+        raise DatasetError(subject, "record description is not a string")
+    if len(description) > MAX_DESCRIPTION:
+        raise DatasetError(subject, f"record description is longer than {MAX_DESCRIPTION} characters")
+    if not isinstance(files, list):
+        raise DatasetError(subject, "record files is missing or not a list")
+    entries = []
+    for i, f in enumerate(files):
+        if not isinstance(f, dict):
+            raise DatasetError(subject, f"record file {i} is not an object")
+        size = f.get("size")
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise DatasetError(subject, f"record file {i} has bad size {size!r}")
+        adler = f.get("adler32")
+        if adler is not None and not isinstance(adler, str):
+            raise DatasetError(subject, f"record file {i} has bad adler32 {adler!r}")
+        # DatasetFile and Dataset check LFN safety, sizes, checksums and duplicates.
+        entries.append(DatasetFile(f.get("lfn"), size, adler))  # type: ignore[arg-type]
+    return Dataset(name, tuple(entries), description)  # type: ignore[arg-type]
+
+
+def check_record_matches(dataset: Dataset, record: Mapping[str, Any], meta: metainfo.Metainfo) -> None:
+    """The record must describe exactly the torrent: name, info-hash, total size, files and sizes."""
+    subject = f"record {dataset.name}"
+    if dataset.name != meta.name:
+        raise MetainfoError(subject, f"name differs from the torrent's name {meta.name!r}")
+    claimed_hash = record.get("info_hash")
+    if claimed_hash is not None and str(claimed_hash).lower() != meta.info_hash:
+        raise MetainfoError(subject, f"info_hash {claimed_hash} differs from the torrent's {meta.info_hash}")
+    total = record.get("total_size", dataset.total_size)
+    if total != meta.total_size or dataset.total_size != meta.total_size:
+        raise MetainfoError(subject, f"total size {total} differs from the torrent's {meta.total_size}")
+    torrent_files = sorted((f.lfn, f.length) for f in meta.data_files)
+    record_files = sorted((f.lfn, f.size) for f in dataset.files)
+    if len(torrent_files) != len(record_files):
+        raise MetainfoError(subject, f"{len(record_files)} files but the torrent has {len(torrent_files)}")
+    for (t_lfn, t_size), (r_lfn, r_size) in zip(torrent_files, record_files):
+        if t_lfn != r_lfn:
+            raise MetainfoError(subject, f"file {r_lfn!r} is not in the torrent (it has {t_lfn!r})")
+        if t_size != r_size:
+            raise MetainfoError(subject, f"file {r_lfn!r} is {r_size} bytes but {t_size} in the torrent")
+
+
+def classify(info_hash: str, site: str, known: Mapping[str, frozenset[str]] | None) -> Outcome:
+    """What publishing `info_hash` from `site` does, given the dataset's versions (info-hash → sites).
+
+    `known` is None when no dataset of that name exists yet.
+    """
+    if known is None:
+        return Outcome.CREATED
+    sites = known.get(info_hash)
+    if sites is None:
+        return Outcome.NEW_VERSION
+    return Outcome.UNCHANGED if site in sites else Outcome.SITE_ADDED
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    q: str = ""
+    site: str = ""
+    page: int = 1
+    per_page: int = DEFAULT_PER_PAGE
+    sort: str = "date"
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.per_page
+
+    def pages(self, total: int) -> int:
+        return max(1, -(-total // self.per_page))
+
+
+def parse_search(query: Mapping[str, str], *, default_per_page: int = DEFAULT_PER_PAGE) -> SearchParams:
+    """Query parameters → SearchParams; a bad value is a 400 naming the parameter."""
+    q = query.get("q", "").strip()[:500]
+    site = query.get("site", "").strip()
+    page = _positive(query.get("page", ""), "page", 1, None)
+    per_page = _positive(query.get("per_page", ""), "per_page", default_per_page, MAX_PER_PAGE)
+    sort = query.get("sort", "").strip().lower() or ("relevance" if fts_query(q) else "date")
+    if sort not in SORTS:
+        raise BtswarmError(f"sort={query.get('sort')}", f"unknown sort order (use one of: {', '.join(SORTS)})")
+    if sort == "relevance" and not fts_query(q):
+        sort = "date"  # nothing to rank by without words
+    return SearchParams(q=q, site=site, page=page, per_page=per_page, sort=sort)
+
+
+def _positive(text: str, what: str, default: int, maximum: int | None) -> int:
+    text = text.strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise BtswarmError(f"{what}={text}", "must be a whole number of at least 1")
+    value = int(text)
+    if maximum is not None and value > maximum:
+        raise BtswarmError(f"{what}={text}", f"must be at most {maximum}")
+    return value
+
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def fts_query(q: str) -> str | None:
+    """User words → an FTS5 query: every word must match, each as a prefix phrase.
+
+    The index splits names on '.', '_' and other punctuation, so a word like
+    `DPD_IDCOMM` becomes the phrase "dpd idcomm" and finds
+    `...merge.DPD_IDCOMM.o4...`. Only letters and digits reach FTS5, so user
+    text can never be FTS5 syntax. None when there is no word to look for.
+    """
+    phrases = []
+    for word in q.split():
+        parts = _WORD.findall(word)
+        if parts:
+            phrases.append('"' + " ".join(parts) + '"*')
+    return " ".join(phrases) if phrases else None

@@ -1,0 +1,158 @@
+"""The sites the tracker knows, from their signed heartbeats.
+
+A site is up while its heartbeats keep coming; after three missed beats it
+is down and no seed is asked of it (its info-hashes stay known: the data
+did not go away). `holders` indexes which sites can seed which info-hash,
+rebuilt per heartbeat, so an announce looks it up in O(1).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from torrents.errors import BtswarmError
+
+MISSED_BEATS = 3
+MAX_HASHES = 200_000  # per heartbeat; a site announcing more is misconfigured
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+
+
+class HeartbeatError(BtswarmError):
+    """A heartbeat body the tracker cannot use (HTTP 400)."""
+
+
+@dataclass
+class Site:
+    name: str
+    control_url: str
+    peers: tuple[str, ...]
+    can_seed: frozenset[bytes]
+    seeding: frozenset[bytes]
+    load: int
+    capacity: int
+    last_seen: float  # wall clock, shown to users
+    seen_mono: float = field(default=0.0, repr=False)  # monotonic, for up/down
+
+    @property
+    def peer_ips(self) -> frozenset[str]:
+        return frozenset(p.rpartition(":")[0].strip("[]") for p in self.peers)
+
+
+def _hashes(body: Mapping[str, Any], key: str, site: str) -> frozenset[bytes]:
+    value = body.get(key, [])
+    if not isinstance(value, list) or len(value) > MAX_HASHES:
+        raise HeartbeatError(f"{site}: {key}", f"expected a list of at most {MAX_HASHES} info-hashes")
+    out = set()
+    for h in value:
+        if not isinstance(h, str) or not _HEX40.match(h):
+            raise HeartbeatError(f"{site}: {key}", f"{str(h)[:50]!r} is not 40 lowercase hex characters")
+        out.add(bytes.fromhex(h))
+    return frozenset(out)
+
+
+def _endpoint(text: object, site: str) -> str:
+    if not isinstance(text, str):
+        raise HeartbeatError(f"{site}: peers", f"{text!r} is not ip:port")
+    host, sep, port = text.rpartition(":")
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        ok = sep and 1 <= int(port) <= 65535
+    except ValueError:
+        ok = False
+    if not ok:
+        raise HeartbeatError(f"{site}: peers", f"{text[:60]!r} is not ip:port")
+    return text
+
+
+def parse_heartbeat(site: str, body: Any, *, now: float, mono: float) -> Site:
+    """Check a heartbeat body (docs/contracts.md) sent by `site` → Site."""
+    if not isinstance(body, dict):
+        raise HeartbeatError(site, "heartbeat body must be a JSON object")
+    if body.get("site", site) != site:
+        raise HeartbeatError(site, f"body names site {str(body.get('site'))[:60]!r}")
+    control_url = body.get("control_url")
+    if not isinstance(control_url, str) or not control_url.startswith(("http://", "https://")):
+        raise HeartbeatError(f"{site}: control_url", "must be an http(s) URL")
+    peers = body.get("peers", [])
+    if not isinstance(peers, list) or len(peers) > 64:
+        raise HeartbeatError(f"{site}: peers", "expected a list of at most 64 ip:port")
+    numbers = {}
+    for key in ("load", "capacity"):
+        value = body.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise HeartbeatError(f"{site}: {key}", "expected a whole number ≥ 0")
+        numbers[key] = value
+    return Site(name=site, control_url=control_url.rstrip("/"),
+                peers=tuple(_endpoint(p, site) for p in peers),
+                can_seed=_hashes(body, "can_seed", site), seeding=_hashes(body, "seeding", site),
+                load=numbers["load"], capacity=numbers["capacity"], last_seen=now, seen_mono=mono)
+
+
+class SiteRegistry:
+    def __init__(self, *, heartbeat_interval: float, clock: Callable[[], float] = time.monotonic,
+                 networks: Mapping[str, tuple[str, ...]] | None = None) -> None:
+        self.heartbeat_interval = heartbeat_interval
+        self.clock = clock
+        self._sites: dict[str, Site] = {}
+        self.holders: dict[bytes, tuple[str, ...]] = {}
+        self._networks = [(site, ipaddress.ip_network(net, strict=False))
+                          for site, nets in (networks or {}).items() for net in nets]
+        self._ip_site: dict[str, str] = {}
+        self._net_cache: dict[str, str | None] = {}
+
+    def beat(self, site: Site) -> None:
+        self._sites[site.name] = site
+        self._reindex()
+
+    def _reindex(self) -> None:
+        holders: dict[bytes, list[str]] = {}
+        ip_site: dict[str, str] = {}
+        for s in self._sites.values():
+            for h in s.can_seed | s.seeding:
+                holders.setdefault(h, []).append(s.name)
+            for ip in s.peer_ips:
+                ip_site.setdefault(ip, s.name)
+        self.holders = {h: tuple(names) for h, names in holders.items()}
+        self._ip_site = ip_site
+
+    def get(self, name: str) -> Site | None:
+        return self._sites.get(name)
+
+    def all(self) -> list[Site]:
+        return sorted(self._sites.values(), key=lambda s: s.name)
+
+    def is_up(self, site: Site) -> bool:
+        return self.clock() - site.seen_mono <= MISSED_BEATS * self.heartbeat_interval
+
+    def knows(self, info_hash: bytes) -> bool:
+        return info_hash in self.holders
+
+    def site_of(self, ip: str) -> str | None:
+        """The site an address belongs to: by configured networks, else by a site's registered peer addresses.
+
+        Not by /24: on one host every site is some 127.0.0.x, so a prefix
+        would put everyone at one site.
+        """
+        if self._networks:
+            cached = self._net_cache.get(ip, False)
+            if cached is not False:
+                return cached  # type: ignore[return-value]
+            if len(self._net_cache) > 65536:
+                self._net_cache.clear()
+            found = self._net_cache[ip] = self._match_network(ip)
+            return found
+        return self._ip_site.get(ip)
+
+    def _match_network(self, ip: str) -> str | None:
+        try:
+            addr = ipaddress.ip_address(ip)
+        except ValueError:
+            return None
+        for site, net in self._networks:
+            if addr.version == net.version and addr in net:
+                return site
+        return None
