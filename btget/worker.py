@@ -35,6 +35,7 @@ from typing import Any
 log = logging.getLogger("btget.worker")
 
 RESUME_SUFFIX = ".resume"
+SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class WorkerSpec:
     report_interval: float = 0.5
     # Resume state is written at most this often while pieces arrive: a kill -9
     # then costs at most this long of transfer on the rerun.
-    resume_interval: float = 1.0
+    resume_interval: float = 0.5
     settings: dict[str, Any] = field(default_factory=dict)  # extra libtorrent settings
 
     @property
@@ -98,8 +99,12 @@ class Worker:
         self.hash_failures = 0
         self.sources: dict[str, int] = {}  # peer endpoint → payload bytes from it (all connections)
         self._last_conn: dict[str, int] = {}
+        self._seen: dict[str, int] = {}  # every peer seen connected (small transfers end between samples)
+        self._recent: dict[str, int] = {}  # peer → bytes it sent in the last sample that saw any
         self.finished = False
         self.failed = False
+        self.parent_gone = False
+        self.ppid = os.getppid()
         self.status: Any = None
         self.pending_saves = 0
         extra = {"connections_limit": spec.max_connections, **spec.settings}
@@ -141,31 +146,42 @@ class Worker:
 
     # --- main loop ------------------------------------------------------------------
     def loop(self) -> None:
-        next_report = 0.0
+        next_report = next_sample = 0.0
         next_resume = time.monotonic() + self.spec.resume_interval
         while self.stop["signal"] is None:
-            if self.ses.wait_for_alert(100) is not None:
+            if self.ses.wait_for_alert(50) is not None:
                 for alert in self.ses.pop_alerts():
                     self.on_alert(alert)
-            while self.conn.poll():
-                command = self.conn.recv()
+            while not self.parent_gone and self.conn.poll():
+                try:
+                    command = self.conn.recv()
+                except (EOFError, OSError):
+                    # The parent died (kill -9): save what we have and leave.
+                    self.parent_gone = True
+                    self.stop["signal"] = "orphaned"
+                    break
                 if command[0] == "stop":
                     self.stop["signal"] = "stop"
                 elif command[0] == "connect":
                     for peer in command[1]:
                         self.handle.connect_peer(tuple(peer))
             now = time.monotonic()
-            if now >= next_report:
-                # Status arrives as a state_update_alert; get_peer_info is the
-                # only source of per-peer byte counts.
-                self.ses.post_torrent_updates()
+            if not self.finished and now >= next_sample:
+                # get_peer_info is the only source of per-peer byte counts, and
+                # a seed hangs up the moment we complete: sample often, so
+                # little of a connection's last stretch goes uncounted.
                 self._count_sources()
+                next_sample = now + SOURCE_SAMPLE
+            if now >= next_report:
+                # Status arrives as a state_update_alert, not by polling.
+                self.ses.post_torrent_updates()
                 next_report = now + self.spec.report_interval
             if now >= next_resume and not self.failed:
                 self.save_resume()
                 next_resume = now + self.spec.resume_interval
-            if os.getppid() == 1:
-                break  # orphaned (the parent was killed): save and leave
+            if os.getppid() != self.ppid:
+                self.parent_gone = True  # orphaned (the parent was killed): save and leave
+                break
         self.shutdown()
 
     def on_alert(self, a: Any) -> None:
@@ -181,12 +197,17 @@ class Worker:
                 self.save_resume(force=True)
                 self.status = self.handle.status()
                 self._count_sources()
+                self._attribute_rest()
                 self.send(self.progress("finished", files=True))
         elif isinstance(a, lt.save_resume_data_alert):
             self.pending_saves = max(0, self.pending_saves - 1)
             self._write_resume(lt.write_resume_data_buf(a.params))
         elif isinstance(a, lt.save_resume_data_failed_alert):
             self.pending_saves = max(0, self.pending_saves - 1)
+        elif isinstance(a, (lt.peer_connect_alert, lt.peer_disconnected_alert)):
+            ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
+            if ep:
+                self._seen.setdefault(f"{ep[0]}:{ep[1]}", 1)
         elif isinstance(a, lt.hash_failed_alert):
             self.hash_failures += 1
         elif isinstance(a, lt.file_error_alert):
@@ -195,7 +216,7 @@ class Worker:
             kind = "disk_full" if code in (errno.ENOSPC, errno.EDQUOT) else "file"
             problem = "disk full (free some space, then run bt-get again: it resumes)" if kind == "disk_full" \
                 else f"{a.error.message()} ({a.operation})"
-            self.send({"type": "error", "kind": kind, "subject": a.filename() or self.spec.save_path,
+            self.send({"type": "error", "kind": kind, "subject": _filename(a) or self.spec.save_path,
                        "problem": problem})
         elif isinstance(a, lt.listen_failed_alert):
             self.failed = True
@@ -203,7 +224,7 @@ class Worker:
                        "problem": f"cannot listen ({a.error.message()})"})
         elif isinstance(a, lt.torrent_error_alert):
             self.failed = True
-            self.send({"type": "error", "kind": "torrent", "subject": a.filename or "torrent",
+            self.send({"type": "error", "kind": "torrent", "subject": _filename(a) or "torrent",
                        "problem": a.error.message()})
 
     # --- resume state ---------------------------------------------------------------
@@ -235,7 +256,9 @@ class Worker:
                     for alert in self.ses.pop_alerts():
                         self.on_alert(alert)
         self.status = self.handle.status()
-        self._count_sources()
+        if not self.finished:
+            self._count_sources()
+            self._attribute_rest()
         self.send(self.progress("stopped", files=True))
         self.ses.pause()
 
@@ -245,16 +268,38 @@ class Worker:
             peers = self.handle.get_peer_info()
         except RuntimeError:
             return
+        recent: dict[str, int] = {}
         for p in peers:
             key = f"{p.ip[0]}:{p.ip[1]}"
             total = p.total_download
+            # Seeds weigh more than leechers when nothing was ever seen moving.
+            self._seen[key] = 1000 if p.flags & self.lt.peer_info.seed else 1
             last = self._last_conn.get(key, 0)
             # A smaller count than last time is a new connection from the same
             # endpoint: its bytes add to what the old one brought.
             delta = total - last if total >= last else total
             if delta:
                 self.sources[key] = self.sources.get(key, 0) + delta
+                recent[key] = delta
             self._last_conn[key] = total
+        if recent:
+            self._recent = recent
+
+    def _attribute_rest(self) -> None:
+        """Share the bytes that arrived after the last sample among the peers of that sample.
+
+        A seed hangs up the instant we complete, taking its byte count with
+        it; the rest is shared as the last sample that saw bytes moving was,
+        so `sources` adds up to what was downloaded.
+        """
+        total = self.status.total_payload_download if self.status else 0
+        rest = total - sum(self.sources.values())
+        if rest <= 0:
+            return
+        weights = self._recent or self.sources or self._seen or {"unattributed": 1}
+        whole = sum(weights.values())
+        for key, w in weights.items():
+            self.sources[key] = self.sources.get(key, 0) + rest * w // whole
 
     def progress(self, kind: str, files: bool = False) -> dict:
         st = self.status
@@ -279,5 +324,17 @@ class Worker:
         return event
 
     def send(self, event: dict) -> None:
+        if self.parent_gone:
+            return
         event["worker"] = self.spec.index
-        self.conn.send(event)
+        try:
+            self.conn.send(event)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            self.parent_gone = True
+            self.stop["signal"] = "orphaned"
+
+
+def _filename(alert: Any) -> str:
+    # A method in libtorrent 2.x bindings, an attribute in older ones.
+    name = getattr(alert, "filename", "")
+    return str(name() if callable(name) else name)

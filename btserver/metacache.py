@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from torrents import bencoding, metainfo
+from torrents.errors import MetainfoError
 from torrents.fingerprint import fingerprint
 
 from btserver.builder import BuildParams, make
@@ -77,7 +78,7 @@ class MetaCache:
             return None
         try:
             meta = metainfo.parse(data, subject=str(torrent_path))
-        except Exception as exc:  # a damaged cache entry is rebuilt, not fatal
+        except MetainfoError as exc:  # a damaged cache entry is rebuilt, not fatal
             log.warning("%s: unreadable cached torrent (%s); rebuilding", torrent_path, exc)
             return None
         if meta.info_hash != record.get("info_hash"):

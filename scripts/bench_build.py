@@ -101,26 +101,28 @@ def run_sha1sum(entries: Entries, scratch: Path) -> str:
     return ""
 
 
-def run_memory_limit(total: int, piece_length: int, threads: int) -> str:
-    """SHA1 of `total` bytes already in memory, in pieces, on `threads` threads: no reading at all."""
-    block = random.Random(1).randbytes(min(64 << 20, max(piece_length, total)))
-    view = memoryview(block)
+def memory_limit(total: int, piece_length: int, threads: int) -> Callable[[], str]:
+    """A tool hashing `total` bytes already in memory, in pieces, on `threads` threads: no reading at all."""
+    block = memoryview(random.Random(1).randbytes(max(piece_length, 64 << 20)))  # made once, outside the timing
     per_thread = total // threads
 
     def work() -> None:
         left, off = per_thread, 0
         while left > 0:
             n = min(piece_length, left, len(block) - off)
-            hashlib.sha1(view[off:off + n]).digest()
+            hashlib.sha1(block[off:off + n]).digest()
             left -= n
             off = (off + n) % len(block)
 
-    workers = [threading.Thread(target=work) for _ in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return ""
+    def run() -> str:
+        workers = [threading.Thread(target=work) for _ in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        return ""
+
+    return run
 
 
 def measure(tools: dict[str, Callable[[], str]], runs: int) -> tuple[dict[str, list[float]], dict[str, str]]:
@@ -147,7 +149,7 @@ def bench_set(label: str, root: Path, runs: int, threads: int, scratch: Path) ->
         f"mktorrent -t {threads}": lambda: run_mktorrent(root, plen, threads, scratch),
         "libtorrent v1": lambda: run_libtorrent(root, entries, plen),
         "sha1sum": lambda: run_sha1sum(entries, scratch),
-        f"memory limit ({threads} threads)": lambda: run_memory_limit(total, plen, threads),
+        f"memory limit ({threads} threads)": memory_limit(total, plen, threads),
     }
     seconds, hashes = measure(tools, runs)
     if len(set(hashes.values())) != 1:

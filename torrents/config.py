@@ -80,6 +80,8 @@ class TrackerConfig:
     trust_ip: bool = False
     default_numwant: int = 50
     failure_reason: str = "unknown info_hash: not published in this federation"
+    heartbeat_interval: float = 10.0  # asked of sites in the heartbeat answer; down after 3 missed
+    repo_poll: float = 30.0  # seconds between reads of the repository's published info-hashes
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,8 @@ def load_config(explicit: str | os.PathLike | None = None, *,
             raise ConfigError(path, f"not valid TOML ({exc})") from None
         except OSError as exc:
             raise ConfigError(path, f"cannot read ({exc.strerror})") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(path, f"not UTF-8 (byte {exc.start})") from None
     where = str(path) if path else "defaults"
     for section in raw:
         if section not in SECTIONS:

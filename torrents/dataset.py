@@ -270,6 +270,8 @@ def _context(subject: str) -> Iterator[None]:
     try:
         yield
     except DatasetError as exc:
+        if exc.subject == subject or exc.subject.startswith(subject + ":"):  # already says where
+            raise
         raise DatasetError(subject, str(exc)) from None
 
 
@@ -293,7 +295,7 @@ def _int(value: object, subject: str) -> int:
     # JSON gives ints, TSV gives digit strings; 1.5, true or "1_000" are mistakes, not sizes
     if isinstance(value, int) and not isinstance(value, bool):
         n = value
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit() and value.strip().isascii():
+    elif isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
         n = int(value)
     else:
         raise DatasetError(subject, f"bad size {value!r}")

@@ -232,7 +232,6 @@ def _files(info: dict, name: str, subject: str, limits: ReadLimits) -> tuple[Fil
     seen: set[tuple[str, ...]] = set()
     dirs: set[tuple[str, ...]] = set()
     for i, f in enumerate(raw):
-        where = f"{subject}: file {i}"
         if not isinstance(f, dict):
             raise MetainfoError(subject, f"file {i} is not a dictionary")
         length = f.get(b"length")
@@ -241,7 +240,7 @@ def _files(info: dict, name: str, subject: str, limits: ReadLimits) -> tuple[Fil
         path_raw = f.get(b"path.utf-8", f.get(b"path"))
         if not isinstance(path_raw, list) or not path_raw:
             raise MetainfoError(subject, f"file {i} has no path")
-        path = tuple(_text(p, where, "path") for p in path_raw)
+        path = tuple(_text(p, subject, f"file {i}: path") for p in path_raw)
         attr = f.get(b"attr", b"")
         attr = attr if isinstance(attr, bytes) else b""
         pad = b"p" in attr

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any, Awaitable, Callable
-from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from yarl import URL
 
 from torrents import auth
 from torrents.errors import (AuthError, BencodeError, BtswarmError, ConfigError, Conflict, DatasetError,
@@ -82,11 +82,12 @@ async def signed_request(session: aiohttp.ClientSession, method: str, url: str, 
                          payload: Any = None, timeout: float = 10.0) -> tuple[int, Any]:
     """Send a signed JSON request → (status, decoded JSON or None). Network errors propagate."""
     body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
-    parts = urlsplit(url)
-    path = parts.path + (f"?{parts.query}" if parts.query else "")
-    headers = auth.sign(secret, site, method, path, body)
+    # Sign the path exactly as it goes on the wire (percent-encoded by yarl, as
+    # the receiver's request.path_qs sees it), so names with spaces or '<' verify.
+    target = URL(url)
+    headers = auth.sign(secret, site, method, target.raw_path_qs, body)
     headers["Content-Type"] = "application/json"
-    async with session.request(method, url, data=body, headers=headers,
+    async with session.request(method, target, data=body, headers=headers,
                                timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
         try:
             data = await resp.json(content_type=None)

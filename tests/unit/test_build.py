@@ -145,6 +145,29 @@ def test_size_change_is_named(dataset):
     assert err.value.subject == str(changed)
 
 
+def test_returned_metainfo_is_what_the_file_parses_to(dataset):
+    root, entries = dataset
+    for announce, urls, private in [("http://127.0.0.1:1/announce", ("http://127.0.0.1:2/data/",), True),
+                                    (None, (), False)]:
+        data, meta = build_torrent(root.name, entries, announce=announce, url_list=urls, private=private)
+        assert meta == metainfo.parse(data)
+
+
+def test_unsafe_or_clashing_names_are_refused_before_hashing(tmp_path):
+    f = tmp_path / "f"
+    f.write_bytes(b"x")
+    with pytest.raises(DatasetError, match=r"^\.\./etc: path component '\.\.' is not allowed$"):
+        build_torrent("ds", [("../etc", f)])
+    with pytest.raises(DatasetError, match=r"^ds/a: is both a file and a directory$"):
+        build_torrent("ds", [("a", f), ("a/b", f)])
+
+
+def test_dataset_of_empty_files_is_refused(tmp_path):
+    (tmp_path / "e").write_bytes(b"")
+    with pytest.raises(DatasetError, match=r"^ds: dataset has no data \(every file is empty\)$"):
+        build_torrent("ds", [("e", tmp_path / "e")])
+
+
 def test_build_of_missing_entry_is_named(tmp_path):
     with pytest.raises(DatasetError, match=r"nothing\.root: cannot read \(No such file or directory\)"):
         build_torrent("ds", [("x", tmp_path / "nothing.root")])

@@ -118,9 +118,6 @@ def check_record_matches(dataset: Dataset, record: Mapping[str, Any], meta: meta
     claimed_hash = record.get("info_hash")
     if claimed_hash is not None and str(claimed_hash).lower() != meta.info_hash:
         raise MetainfoError(subject, f"info_hash {claimed_hash} differs from the torrent's {meta.info_hash}")
-    total = record.get("total_size", dataset.total_size)
-    if total != meta.total_size or dataset.total_size != meta.total_size:
-        raise MetainfoError(subject, f"total size {total} differs from the torrent's {meta.total_size}")
     torrent_files = sorted((f.lfn, f.length) for f in meta.data_files)
     record_files = sorted((f.lfn, f.size) for f in dataset.files)
     if len(torrent_files) != len(record_files):
@@ -130,6 +127,9 @@ def check_record_matches(dataset: Dataset, record: Mapping[str, Any], meta: meta
             raise MetainfoError(subject, f"file {r_lfn!r} is not in the torrent (it has {t_lfn!r})")
         if t_size != r_size:
             raise MetainfoError(subject, f"file {r_lfn!r} is {r_size} bytes but {t_size} in the torrent")
+    total = record.get("total_size", dataset.total_size)
+    if total != meta.total_size or dataset.total_size != meta.total_size:
+        raise MetainfoError(subject, f"total size {total} differs from the torrent's {meta.total_size}")
 
 
 def classify(info_hash: str, site: str, known: Mapping[str, frozenset[str]] | None) -> Outcome:

@@ -1,0 +1,268 @@
+"""bt-get: fetch a dataset with BitTorrent from every site and peer that holds it.
+
+`main` is the one place where errors become exit statuses and one-line
+messages (`bt-get: error: subject: problem`; a traceback with -vv).
+Results go to stdout (a summary, or one JSON document with --json);
+progress and logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import aiohttp
+import click
+
+from torrents import log as tlog
+from torrents import metainfo
+from torrents.config import GetConfig, load_config, parse_hostport
+from torrents.errors import BtswarmError, ConfigError
+from torrents.units import parse_duration
+
+from btget import download, plan, report
+from btget.client import Client, Resolved
+from btget.errors import RepoError, UsageError
+from btget.exitcodes import ExitStatus, status_for
+from btget.progress import make_display
+from btget.target import Target, classify
+
+log = logging.getLogger("btget")
+
+
+@click.command(name="bt-get", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("target")
+@click.option("-o", "--output", metavar="DIR", help="Download into DIR/NAME/ (default: config [get] output, or .).")
+@click.option("--repo", metavar="URL", help="Torrent repository URL (default: $BTSWARM_REPO, then config).")
+@click.option("--config", "config_path", metavar="FILE", help="Configuration file (TOML).")
+@click.option("--workers", metavar="N|auto", help="Local libtorrent sessions, each in its own process.")
+@click.option("--shard", metavar="K/N", help="Fetch only share K of N (batch arrays: one share per host).")
+@click.option("--files", "globs", multiple=True, metavar="GLOB", help="Only files whose LFN matches (repeatable).")
+@click.option("--nrandom", type=int, metavar="N", help="Only N files picked at random.")
+@click.option("--seed", "sample_seed", metavar="S", help="Random seed for --nrandom (same seed, same files).")
+@click.option("--seed-time", metavar="DURATION", help="Keep seeding this long after completion (e.g. 10m).")
+@click.option("--seed-ratio", type=float, metavar="R", help="Keep seeding until uploaded/size reaches R.")
+@click.option("--timeout", metavar="DURATION", help="Give up (exit 4, resumable) if not complete by then.")
+@click.option("--stall-timeout", metavar="DURATION", help="Give up (exit 4) after this long without progress.")
+@click.option("--check", is_flag=True, help="Ignore saved resume state; re-hash what is already on disk.")
+@click.option("--web-seed", "web_seeds", multiple=True, metavar="URL", help="Extra HTTP source (BEP 19).")
+@click.option("--peer", "peers", multiple=True, metavar="IP:PORT", help="Extra peer to connect to (repeatable).")
+@click.option("--listen", metavar="IP", help="Address of the libtorrent sessions (ports are chosen free).")
+@click.option("--json", "json_output", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress display and no summary.")
+@click.option("-v", "--verbose", count=True, help="-v: log to stderr; -vv: debug, tracebacks.")
+def command(**opts: Any) -> int:
+    """Download TARGET: a dataset NAME, a FILE.torrent, an http(s) URL of one, or a magnet link."""
+    tlog.setup(opts["verbose"], "bt-get")
+    return get(Options.from_click(opts))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point: the one place where errors become exit statuses."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    verbosity = sum(a.count("v") for a in args if a.startswith("-v") and set(a[1:]) == {"v"})
+    verbosity += sum(1 for a in args if a == "--verbose")
+    try:
+        return int(command.main(args=args, prog_name="bt-get", standalone_mode=False))
+    except click.exceptions.Exit as exc:  # --help
+        return exc.exit_code
+    except click.UsageError as exc:
+        if exc.ctx is not None:
+            click.echo(exc.ctx.get_usage(), err=True)
+        return _fail(UsageError(_click_subject(exc), exc.format_message()), verbosity)
+    except (KeyboardInterrupt, click.Abort):
+        click.echo("bt-get: interrupted", err=True)
+        return int(ExitStatus.INTERRUPTED)
+    except BtswarmError as exc:
+        return _fail(exc, verbosity)
+    except Exception as exc:  # a bug: still one line unless asked for the traceback
+        return _fail(BtswarmError("bt-get", f"internal error: {exc.__class__.__name__}: {exc}"), verbosity, exc)
+
+
+def _fail(exc: BtswarmError, verbosity: int, cause: BaseException | None = None) -> int:
+    if verbosity >= 2:
+        traceback.print_exception(cause or exc, file=sys.stderr)
+    click.echo(f"bt-get: error: {exc}", err=True)
+    return int(status_for(exc))
+
+
+def _click_subject(exc: click.UsageError) -> str:
+    param = getattr(exc, "param", None)
+    if param is not None and getattr(param, "opts", None):
+        return param.opts[-1]
+    return "usage"
+
+
+@dataclass(frozen=True)
+class Options:
+    """The command line, parsed and checked (durations in seconds, peers as tuples)."""
+    target: str
+    output: str | None
+    repo: str | None
+    config_path: str | None
+    workers: str | None
+    shard: tuple[int, int] | None
+    globs: tuple[str, ...]
+    nrandom: int | None
+    sample_seed: str | None
+    seed_time: float | None
+    seed_ratio: float | None
+    timeout: float | None
+    stall_timeout: float | None
+    check: bool
+    web_seeds: tuple[str, ...]
+    peers: tuple[tuple[str, int], ...]
+    listen: str | None
+    json_output: bool
+    quiet: bool
+    verbose: int
+
+    @classmethod
+    def from_click(cls, o: dict[str, Any]) -> "Options":
+        if o["sample_seed"] is not None and o["nrandom"] is None:
+            raise UsageError("--seed", "only makes sense with --nrandom")
+        if o["seed_ratio"] is not None and o["seed_ratio"] < 0:
+            raise UsageError("--seed-ratio", "must not be negative")
+        if o["listen"] is not None:
+            try:
+                ipaddress.ip_address(o["listen"])
+            except ValueError:
+                raise UsageError("--listen", f"{o['listen']!r} is not an IP address") from None
+        peers = []
+        for text in o["peers"]:
+            try:
+                peers.append(parse_hostport(text, "--peer"))
+            except ConfigError as exc:
+                raise UsageError(exc.subject, exc.problem) from None
+        return cls(
+            target=o["target"], output=o["output"], repo=o["repo"], config_path=o["config_path"],
+            workers=o["workers"], shard=plan.parse_shard(o["shard"]) if o["shard"] else None,
+            globs=tuple(o["globs"]), nrandom=o["nrandom"], sample_seed=o["sample_seed"],
+            seed_time=_duration("--seed-time", o["seed_time"]), seed_ratio=o["seed_ratio"],
+            timeout=_duration("--timeout", o["timeout"]), stall_timeout=_duration("--stall-timeout", o["stall_timeout"]),
+            check=o["check"], web_seeds=tuple(o["web_seeds"]), peers=tuple(peers), listen=o["listen"],
+            json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"])
+
+
+def _duration(flag: str, text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except BtswarmError as exc:
+        raise UsageError(flag, f"{exc.subject}: {exc.problem}") from None
+
+
+def configure(opts: Options) -> GetConfig:
+    """Config file < environment ($BTSWARM_GET_*, $BTSWARM_REPO) < flags."""
+    repo = opts.repo or os.environ.get("BTSWARM_REPO")
+    overrides = {"get": {"repo": repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
+                         "seed_ratio": opts.seed_ratio, "timeout": opts.timeout,
+                         "stall_timeout": opts.stall_timeout}}
+    return load_config(opts.config_path, overrides=overrides).get
+
+
+def get(opts: Options) -> int:
+    cfg = configure(opts)
+    target = classify(opts.target, os.path.isfile)
+    resolved, sites = asyncio.run(resolve(target, cfg, opts.peers))
+    meta = metainfo.parse(resolved.torrent, subject=opts.target)
+    if target.info_hash and meta.info_hash != target.info_hash:
+        raise RepoError(opts.target, f"the repository's torrent has info-hash {meta.info_hash}, "
+                        f"not the magnet's {target.info_hash}")
+    selected = choose_files(meta, opts)
+    workers = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
+                                os.cpu_count() or 1, len(selected))
+    shares = tuple(tuple(s) for s in plan.split(selected, workers) if s)
+    directory = Path(cfg.output).resolve()
+    job = download.Job(
+        meta=meta, torrent=resolved.torrent, directory=directory, shares=shares, selected=tuple(selected),
+        peers=opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers),
+        web_seeds=opts.web_seeds, listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
+        seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout,
+        checksums=checksums(resolved.record))
+    log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
+             sum(f.size for f in selected), len(shares), directory / meta.name)
+    outcome = download.run(job, make_display(opts.quiet, opts.json_output))
+    error = outcome.error
+    status = status_for(error) if error is not None else ExitStatus.OK
+    raw_sources: dict[str, int] = {}
+    for w in outcome.workers:
+        for ep, n in w.get("sources", {}).items():
+            raw_sources[ep] = raw_sources.get(ep, 0) + n
+    doc = report.document(meta, str(directory / meta.name), {f.index for f in selected}, outcome.files,
+                          outcome.verify_results, outcome.workers,
+                          report.name_sources(raw_sources, sites, outcome.endpoints, cfg.listen),
+                          outcome.seconds, status)
+    if opts.json_output:
+        click.echo(json.dumps(doc, indent=2))
+    elif not opts.quiet:
+        click.echo(report.human(doc))
+    if error is not None:
+        raise error
+    return int(status)
+
+
+def choose_files(meta: metainfo.Metainfo, opts: Options) -> list[plan.PlanFile]:
+    files = [plan.PlanFile(i, f.lfn, f.length) for i, f in enumerate(meta.files) if not f.pad]
+    chosen = plan.select(files, opts.globs)
+    if opts.nrandom is not None:
+        chosen = plan.sample(chosen, opts.nrandom, opts.sample_seed)
+    if opts.shard is not None:
+        chosen = plan.shard(chosen, *opts.shard)
+        if not chosen:
+            raise UsageError("--shard", f"{opts.shard[0]}/{opts.shard[1]}: this share is empty "
+                             f"(fewer files than shards)")
+    return chosen
+
+
+def checksums(record: dict[str, Any] | None) -> dict[str, str]:
+    if not record:
+        return {}
+    return {f["lfn"]: f["adler32"] for f in record.get("files", [])
+            if isinstance(f, dict) and isinstance(f.get("lfn"), str) and isinstance(f.get("adler32"), str)}
+
+
+async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int]]) -> tuple[Resolved, dict[str, str]]:
+    """TARGET → the .torrent bytes (and the repository record), plus site names for the summary."""
+    async with aiohttp.ClientSession() as session:
+        client = Client(cfg.repo, session)
+        if target.kind == "file":
+            try:
+                resolved = Resolved(None, Path(target.value).read_bytes(), None)
+            except OSError as exc:
+                raise UsageError(target.value, f"cannot read ({exc.strerror})") from None
+        elif target.kind == "url":
+            resolved = Resolved(None, await client.fetch(target.value), None)
+        elif target.kind == "name":
+            resolved = await client.resolve(target.value)
+        else:
+            resolved = await resolve_magnet(client, target, cfg, peers)
+        announce = metainfo.parse(resolved.torrent, subject=target.value).announce
+        sites = await client.site_names(announce) if announce else {}
+        return resolved, sites
+
+
+async def resolve_magnet(client: Client, target: Target, cfg: GetConfig,
+                         peers: Sequence[tuple[str, int]]) -> Resolved:
+    """A magnet: the repository's .torrent for its name and info-hash, else the metadata from peers."""
+    if target.display_name:
+        try:
+            return await client.resolve(target.display_name, target.info_hash)
+        except (BtswarmError, RepoError) as exc:
+            log.info("magnet: repository has no %s (%s); asking peers for the metadata", target.display_name, exc)
+    from btget.metadata import fetch_metadata
+
+    loop = asyncio.get_running_loop()
+    all_peers = list(peers) + [parse_hostport(p, "magnet x.pe") for p in target.peers]
+    data = await loop.run_in_executor(None, fetch_metadata, target.value, all_peers, cfg.listen,
+                                      cfg.timeout or 60.0)
+    return Resolved(None, data, None)

@@ -1,0 +1,169 @@
+"""HTTP to the repository and the tracker (aiohttp): records, .torrents, search, site names.
+
+bt-get talks to the services only over HTTP (docs/contracts.md); it never
+imports them. Every call has a deadline; a 404 for a dataset becomes
+NotFound with close names from the repository's search, so a typo in a
+60-character dataset name gets a "did you mean".
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import aiohttp
+
+from torrents.errors import NotFound
+
+from btget.errors import RepoError
+
+TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)
+MAX_TORRENT = 64 * 1024 * 1024
+MAX_JSON = 16 * 1024 * 1024
+MAX_SEARCHES = 4  # queries spent looking for close names
+
+
+@dataclass(frozen=True)
+class Resolved:
+    name: str | None
+    torrent: bytes
+    record: dict[str, Any] | None  # the repository's dataset record, when there is one
+
+
+class Client:
+    def __init__(self, repo: str, session: aiohttp.ClientSession) -> None:
+        self.repo = repo.rstrip("/")
+        self.session = session
+
+    async def _get(self, url: str, limit: int, what: str) -> tuple[int, bytes]:
+        try:
+            async with self.session.get(url, timeout=TIMEOUT) as resp:
+                body = await resp.content.read(limit + 1)
+                if len(body) > limit:
+                    raise RepoError(url, f"{what} larger than {limit} bytes")
+                return resp.status, body
+        except aiohttp.ClientError as exc:
+            raise RepoError(_base(url), f"cannot reach ({exc.__class__.__name__}: {exc})") from None
+        except TimeoutError:
+            raise RepoError(_base(url), "no answer in time") from None
+
+    async def _json(self, url: str) -> tuple[int, Any]:
+        status, body = await self._get(url, MAX_JSON, "answer")
+        try:
+            return status, json.loads(body) if body else None
+        except ValueError:
+            raise RepoError(url, f"answered HTTP {status} with something that is not JSON") from None
+
+    async def dataset(self, name: str) -> dict[str, Any]:
+        """GET /api/datasets/{name}; NotFound with suggestions on 404."""
+        status, doc = await self._json(f"{self.repo}/api/datasets/{quote(name, safe='')}")
+        if status == 404:
+            raise NotFound(name, _not_found_text(self.repo, await self.close_names(name)))
+        if status != 200 or not isinstance(doc, dict):
+            raise RepoError(self.repo, f"GET /api/datasets/{name}: HTTP {status}{_error_text(doc)}")
+        return doc
+
+    async def torrent(self, name: str, info_hash: str | None = None) -> bytes:
+        """GET /datasets/{name}.torrent (the newest version, or `info_hash`'s)."""
+        url = f"{self.repo}/datasets/{quote(name, safe='')}.torrent"
+        if info_hash:
+            url += f"?info_hash={info_hash}"
+        status, body = await self._get(url, MAX_TORRENT, ".torrent")
+        if status == 404:
+            raise NotFound(name, _not_found_text(self.repo, await self.close_names(name)))
+        if status != 200:
+            raise RepoError(self.repo, f"GET /datasets/{name}.torrent: HTTP {status}")
+        return body
+
+    async def search(self, query: str) -> list[str]:
+        status, doc = await self._json(f"{self.repo}/api/datasets?q={quote(query, safe='')}&per_page=100")
+        if status != 200 or not isinstance(doc, dict):
+            return []
+        return [d["name"] for d in doc.get("datasets", []) if isinstance(d, dict) and isinstance(d.get("name"), str)]
+
+    async def close_names(self, name: str) -> list[str]:
+        """Names in the repository close to `name`, best first (a few searches, difflib)."""
+        seen: list[str] = []
+        for query in search_queries(name)[:MAX_SEARCHES]:
+            try:
+                for found in await self.search(query):
+                    if found not in seen:
+                        seen.append(found)
+            except RepoError:
+                break
+        return suggest(name, seen)
+
+    async def resolve(self, name: str, info_hash: str | None = None) -> Resolved:
+        record = await self.dataset(name)
+        return Resolved(name, await self.torrent(name, info_hash), record)
+
+    async def fetch(self, url: str) -> bytes:
+        status, body = await self._get(url, MAX_TORRENT, ".torrent")
+        if status == 404:
+            raise NotFound(url, "HTTP 404")
+        if status != 200:
+            raise RepoError(url, f"HTTP {status}")
+        return body
+
+    async def site_names(self, announce: str) -> dict[str, str]:
+        """Peer endpoint 'ip:port' → site name, from the tracker's GET /api/sites (best effort)."""
+        url = tracker_api(announce, "/api/sites")
+        if url is None:
+            return {}
+        try:
+            status, doc = await self._json(url)
+        except RepoError:
+            return {}
+        if status != 200 or not isinstance(doc, dict):
+            return {}
+        names: dict[str, str] = {}
+        for site in doc.get("sites", []):
+            if isinstance(site, dict) and isinstance(site.get("name"), str):
+                for peer in site.get("peers", []) or []:
+                    if isinstance(peer, str):
+                        names[peer] = site["name"]
+        return names
+
+
+# --- pure helpers -------------------------------------------------------------------------
+
+def search_queries(name: str) -> list[str]:
+    """The name itself, then its longest distinctive tokens (full-text search matches words)."""
+    tokens = [t for t in re.split(r"[._\-]+", name) if len(t) >= 3]
+    tokens.sort(key=len, reverse=True)
+    return [name] + [t for t in dict.fromkeys(tokens)]
+
+
+def suggest(name: str, candidates: list[str], n: int = 3) -> list[str]:
+    return difflib.get_close_matches(name, candidates, n=n, cutoff=0.6)
+
+
+def _not_found_text(repo: str, close: list[str]) -> str:
+    text = f"no such dataset in {repo}"
+    if close:
+        text += "; did you mean: " + ", ".join(close)
+    return text
+
+
+def _error_text(doc: Any) -> str:
+    if isinstance(doc, dict) and isinstance(doc.get("error"), str):
+        return f" ({doc['error']})"
+    return ""
+
+
+def _base(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+
+
+def tracker_api(announce: str | None, path: str) -> str | None:
+    """The tracker's API URL: the announce URL with /announce replaced (docs/contracts.md)."""
+    if not announce or not announce.startswith(("http://", "https://")):
+        return None
+    parts = urlsplit(announce)
+    base = parts.path[: -len("/announce")] if parts.path.endswith("/announce") else parts.path.rsplit("/", 1)[0]
+    return urlunsplit((parts.scheme, parts.netloc, base + path, "", ""))

@@ -1,0 +1,254 @@
+"""Orchestration: start the workers, feed their events to the display, decide the outcome.
+
+The parent process owns the terminal and every decision (timeout, stall,
+seeding, verification, exit status); the workers only move bytes. Workers
+trade pieces with each other: once all listen, each is told the others'
+endpoints (connect_peer), so a piece one worker fetched for a boundary is
+not fetched twice from a storage site.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import multiprocessing
+import multiprocessing.connection
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from torrents.errors import BtswarmError
+from torrents.metainfo import Metainfo
+
+from btget import plan, verify
+from btget.errors import Incomplete, Interrupted, TransferError, VerifyFailed
+from btget.worker import WorkerSpec, run as worker_main
+
+log = logging.getLogger("btget.download")
+STATE_DIR = ".bt-get"
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything decided before the first byte moves."""
+    meta: Metainfo
+    torrent: bytes
+    directory: Path  # DIR: files land in DIR/NAME/<LFN>
+    shares: tuple[tuple[plan.PlanFile, ...], ...]  # one per worker, none empty
+    selected: tuple[plan.PlanFile, ...]
+    peers: tuple[tuple[str, int], ...] = ()
+    web_seeds: tuple[str, ...] = ()
+    listen_ip: str = "127.0.0.1"
+    recheck: bool = False
+    max_connections: int = 200
+    seed_time: float = 0.0
+    seed_ratio: float = 0.0
+    timeout: float = 0.0
+    stall_timeout: float = 300.0
+    checksums: dict[str, str] = field(default_factory=dict)  # LFN → adler32 hex, when the catalog has them
+    worker_settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class WorkerState:
+    spec: WorkerSpec
+    process: Any
+    conn: multiprocessing.connection.Connection
+    endpoint: tuple[str, int] | None = None
+    last: dict = field(default_factory=dict)
+    files: dict[int, int] = field(default_factory=dict)
+    finished: bool = False
+    stopped: bool = False
+
+
+@dataclass
+class Outcome:
+    complete: bool
+    error: BtswarmError | None
+    seconds: float  # from start until complete (or until it gave up): seeding not counted
+    workers: list[dict]  # last event of each worker
+    files: dict[int, int]  # file index → verified bytes on disk
+    verify_results: dict[str, bool]  # LFN → adler32 matched
+    endpoints: dict[str, int]  # "ip:port" of each worker → worker number
+
+
+class Display(Protocol):
+    def start(self, shares: list[tuple[int, int, int]]) -> None: ...
+    def update(self, event: dict) -> None: ...
+    def note(self, text: str) -> None: ...
+    def stop(self) -> None: ...
+
+
+def stop_seeding(elapsed: float, uploaded: int, size: int, seed_time: float, seed_ratio: float) -> bool:
+    """Seed until --seed-time has passed or --seed-ratio is reached, whichever comes first.
+
+    With neither set, stop at once; with only one set, that one decides.
+    """
+    ratio_reached = seed_ratio > 0 and size > 0 and uploaded / size >= seed_ratio
+    time_reached = seed_time > 0 and elapsed >= seed_time
+    if seed_time <= 0 and seed_ratio <= 0:
+        return True
+    return ratio_reached or time_reached
+
+
+def state_dir(job: Job) -> Path:
+    return job.directory / job.meta.name / STATE_DIR
+
+
+def run(job: Job, display: Display) -> Outcome:
+    """Download `job`; return how it ended (errors are returned, not raised, so the summary can report them)."""
+    sdir = state_dir(job)
+    sdir.mkdir(parents=True, exist_ok=True)
+    ctx = multiprocessing.get_context("spawn")
+    workers: list[WorkerState] = []
+    started = time.monotonic()
+    completed_at: float | None = None
+    error: BtswarmError | None = None
+    verifier: concurrent.futures.Future | None = None
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify")
+    previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    display.start([(k, len(s), sum(f.size for f in s)) for k, s in enumerate(job.shares, 1)])
+    try:
+        for k, share in enumerate(job.shares, 1):
+            spec = WorkerSpec(index=k, torrent=job.torrent, save_path=str(job.directory), state_dir=str(sdir),
+                              key=plan.share_key(share), wanted=tuple(f.index for f in share),
+                              listen_ip=job.listen_ip, peers=job.peers, web_seeds=job.web_seeds,
+                              recheck=job.recheck, max_connections=job.max_connections,
+                              settings=job.worker_settings)
+            parent_end, child_end = ctx.Pipe(duplex=True)
+            proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
+            proc.start()
+            child_end.close()
+            workers.append(WorkerState(spec, proc, parent_end))
+        introduced = False
+        best_done = -1
+        last_progress = time.monotonic()
+        while True:
+            live = [w.conn for w in workers if not w.stopped]
+            for conn in multiprocessing.connection.wait(live, timeout=0.2):
+                w = next(w for w in workers if w.conn is conn)
+                try:
+                    event = conn.recv()
+                except (EOFError, OSError):
+                    w.stopped = True
+                    if error is None:
+                        w.process.join(2)
+                        error = TransferError(f"worker {w.spec.index}",
+                                              f"exited unexpectedly (exit code {w.process.exitcode})")
+                    continue
+                _apply(w, event)
+                if event["type"] == "error" and error is None:
+                    error = TransferError(event["subject"], event["problem"])
+                display.update(event)
+            if error is not None:
+                break
+            if not introduced and len(workers) > 1 and all(w.endpoint for w in workers):
+                # Workers trade pieces: each connects to all the others.
+                for w in workers:
+                    others = [o.endpoint for o in workers if o is not w]
+                    w.conn.send(("connect", others))
+                introduced = True
+            now = time.monotonic()
+            done = sum(w.last.get("done", 0) for w in workers)
+            if done > best_done:
+                best_done, last_progress = done, now
+            if completed_at is None and all(w.finished for w in workers):
+                completed_at = now
+                if job.checksums:
+                    display.note("verifying checksums")
+                    verifier = executor.submit(verify.verify_files, job.directory / job.meta.name,
+                                               {f.lfn: job.checksums[f.lfn] for f in job.selected
+                                                if f.lfn in job.checksums})
+            if completed_at is None:
+                if job.timeout and now - started > job.timeout:
+                    error = Incomplete(job.meta.name, f"not complete after --timeout {job.timeout:g} s "
+                                       f"({_peer_note(workers)}); run again to resume")
+                    break
+                if job.stall_timeout and now - last_progress > job.stall_timeout:
+                    error = Incomplete(job.meta.name, f"no progress for {job.stall_timeout:g} s "
+                                       f"({_peer_note(workers)}); run again to resume")
+                    break
+            else:
+                uploaded = sum(w.last.get("uploaded", 0) for w in workers)
+                size = sum(f.size for f in job.selected)
+                verified = verifier is None or verifier.done()
+                if verified and stop_seeding(now - completed_at, uploaded, size, job.seed_time, job.seed_ratio):
+                    break
+    except KeyboardInterrupt:
+        if completed_at is None:
+            error = Interrupted(job.meta.name, "interrupted; run again to resume")
+    finally:
+        _stop_all(workers)
+        signal.signal(signal.SIGTERM, previous_term)
+        display.stop()
+    results: dict[str, bool] = {}
+    if verifier is not None:
+        results = verifier.result()
+        bad = sorted(lfn for lfn, ok in results.items() if not ok)
+        if bad and error is None:
+            error = VerifyFailed(bad[0], f"adler32 does not match the catalog"
+                                 + (f" (and {len(bad) - 1} more files)" if len(bad) > 1 else ""))
+    executor.shutdown(wait=True)
+    files: dict[int, int] = {}
+    for w in workers:
+        files.update(w.files)
+    end = completed_at if completed_at is not None else time.monotonic()
+    return Outcome(complete=completed_at is not None, error=error, seconds=end - started,
+                   workers=[{**w.last, "worker": w.spec.index, "files_count": len(w.spec.wanted),
+                             "bytes": sum(f.size for f in job.shares[w.spec.index - 1])} for w in workers],
+                   files=files, verify_results=results,
+                   endpoints={f"{w.endpoint[0]}:{w.endpoint[1]}": w.spec.index for w in workers if w.endpoint})
+
+
+def _apply(w: WorkerState, event: dict) -> None:
+    kind = event["type"]
+    if kind == "listening":
+        w.endpoint = (event["ip"], event["port"])
+    elif kind in ("progress", "finished", "stopped"):
+        w.last = event
+        if event.get("files") is not None:
+            w.files = {int(i): n for i, n in event["files"].items()}
+        if kind == "finished" or event.get("finished"):
+            w.finished = True
+        if kind == "stopped":
+            w.stopped = True
+
+
+def _stop_all(workers: list[WorkerState]) -> None:
+    """Ask every worker to save its state and stop; wait a bounded time; then end it by PID."""
+    for w in workers:
+        if not w.stopped:
+            try:
+                w.conn.send(("stop",))
+            except (OSError, ValueError):
+                w.stopped = True
+    deadline = time.monotonic() + 20
+    while any(not w.stopped for w in workers) and time.monotonic() < deadline:
+        live = [w.conn for w in workers if not w.stopped]
+        for conn in multiprocessing.connection.wait(live, timeout=0.5):
+            w = next(w for w in workers if w.conn is conn)
+            try:
+                _apply(w, conn.recv())
+            except (EOFError, OSError):
+                w.stopped = True
+    for w in workers:
+        w.process.join(max(0.1, deadline - time.monotonic()))
+        if w.process.is_alive():
+            log.warning("worker %d did not stop; terminating pid %d", w.spec.index, w.process.pid)
+            w.process.terminate()
+            w.process.join(5)
+        w.conn.close()
+
+
+def _peer_note(workers: list[WorkerState]) -> str:
+    peers = sum(w.last.get("peers", 0) for w in workers)
+    seeds = sum(w.last.get("seeds", 0) for w in workers)
+    return f"{peers} peers, {seeds} seeds"
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    # SIGTERM (batch system, kill) takes the same path as Ctrl-C: workers save state.
+    raise KeyboardInterrupt
+

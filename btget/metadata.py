@@ -1,0 +1,71 @@
+"""A magnet link's metadata (the info dict) fetched from peers (BEP 9), in its own process.
+
+Used only when the repository does not know the magnet's dataset. The
+libtorrent session runs in a spawned process, like a worker, and hands back
+the .torrent bytes; the caller waits in an executor, never on its event loop.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from multiprocessing.connection import Connection
+from typing import Sequence
+
+from btget.errors import Incomplete
+
+POLL_MS = 200
+
+
+def fetch_metadata(uri: str, peers: Sequence[tuple[str, int]], listen_ip: str, timeout: float) -> bytes:
+    """The .torrent for `uri`, or Incomplete after `timeout` seconds without it."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(uri, tuple(peers), listen_ip, timeout, child), name="bt-get metadata")
+    proc.start()
+    child.close()
+    try:
+        if parent.poll(timeout + 10):
+            kind, payload = parent.recv()
+            if kind == "ok":
+                return payload
+        raise Incomplete("magnet", f"no peer sent the metadata within {timeout:g} s")
+    except EOFError:
+        raise Incomplete("magnet", "metadata fetch ended without an answer") from None
+    finally:
+        proc.join(5)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(5)
+        parent.close()
+
+
+def _child(uri: str, peers: tuple[tuple[str, int], ...], listen_ip: str, timeout: float, conn: Connection) -> None:
+    import tempfile
+
+    import libtorrent as lt
+
+    from torrents import ltsession
+
+    ses = ltsession.session(listen_ip, 0)
+    with tempfile.TemporaryDirectory(prefix="bt-get-meta-") as tmp:
+        atp = lt.parse_magnet_uri(uri)
+        atp.save_path = tmp
+        # Metadata only: nothing is written while we wait for the info dict.
+        atp.flags |= lt.torrent_flags.upload_mode
+        atp.flags &= ~lt.torrent_flags.auto_managed
+        h = ses.add_torrent(atp)
+        for peer in peers:
+            h.connect_peer(peer)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ses.wait_for_alert(POLL_MS)
+            for a in ses.pop_alerts():
+                if isinstance(a, lt.metadata_received_alert):
+                    ti = h.torrent_file()
+                    data = lt.bencode(lt.create_torrent(ti).generate())
+                    conn.send(("ok", bytes(data)))
+                    conn.close()
+                    return
+        conn.send(("timeout", None))
+        conn.close()

@@ -1,0 +1,230 @@
+"""bt-server's control API and the daemon's background work.
+
+Routes (docs/contracts.md): POST /api/seeds and DELETE /api/seeds/{hex}
+(signed as this site), GET /api/status, GET /metrics, GET /healthz.
+Background (cleanup_ctx): the libtorrent session, the preparation thread
+(scan → farms → torrents), publishing, heartbeats. The API answers from
+the first moment; a dataset still hashing is simply not seedable yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from torrents import auth
+from torrents.config import ServerConfig, parse_hostport
+from torrents.errors import BtswarmError, NotFound
+from torrents.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
+
+from btserver import heartbeat, publisher
+from btserver.inventory import Inventory, Prepared
+from btserver.metrics import Metrics
+from btserver.seeder import AtCapacity, Seedable, Seeder
+
+log = logging.getLogger("btswarm.server.app")
+
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass
+class Deps:
+    """What the app is built from; anything left None is built from the config."""
+
+    seeder: Seeder | None = None
+    inventory: Inventory | None = None
+    metrics: Metrics | None = None
+    publish_retry: publisher.Retry | None = None
+
+
+@dataclass
+class Daemon:
+    config: ServerConfig
+    inventory: Inventory
+    seeder: Seeder
+    metrics: Metrics
+    verifier: auth.Verifier
+    publish_retry: publisher.Retry
+    control_url: str
+    changed: asyncio.Event | None = None
+    http: aiohttp.ClientSession | None = None
+    published: dict[str, bool] = field(default_factory=dict)  # info_hash → success
+    tasks: set[asyncio.Task] = field(default_factory=set)
+
+    def spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def notify(self) -> None:
+        if self.changed is not None:
+            self.changed.set()
+
+    def heartbeat_body(self) -> dict:
+        return heartbeat.heartbeat_body(self.config.site, self.control_url, [self.seeder.endpoint],
+                                        self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds)
+
+
+DAEMON = web.AppKey("btserver_daemon", Daemon)
+
+
+def parse_info_hash(value: object) -> str:
+    if not isinstance(value, str) or not _HEX40.match(value):
+        raise BtswarmError("info_hash", f"expected 40 lowercase hex characters, got {value!r}")
+    return value
+
+
+def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Application:
+    deps = deps or Deps()
+    metrics = deps.metrics or Metrics()
+    peer_ip, peer_port = parse_hostport(config.peer_listen, "server.peer_listen")
+    seeder = deps.seeder or Seeder(peer_ip, peer_port, idle_ttl=config.idle_ttl, max_seeds=config.max_seeds,
+                                   upload_rate_limit=config.upload_rate_limit, metrics=metrics)
+    daemon = Daemon(
+        config=config,
+        inventory=deps.inventory or Inventory(config),
+        seeder=seeder,
+        metrics=metrics,
+        # The tracker signs seed requests as this site, with this site's secret.
+        verifier=auth.Verifier({config.site: config.secret}),
+        publish_retry=deps.publish_retry or publisher.Retry(),
+        control_url=config.control_url or f"http://{config.listen}",
+    )
+    app = web.Application(middlewares=[error_middleware])
+    app[DAEMON] = daemon
+    app.router.add_post("/api/seeds", start_seed)
+    app.router.add_delete("/api/seeds/{info_hash}", stop_seed)
+    app.router.add_get("/api/status", status)
+    app.router.add_get("/healthz", healthz)
+    add_metrics_route(app, metrics.registry)
+    app.cleanup_ctx.append(lifecycle)
+    return app
+
+
+# -- handlers ----------------------------------------------------------------
+async def start_seed(request: web.Request) -> web.Response:
+    d = request.app[DAEMON]
+    started = time.perf_counter()
+    _, raw = await read_signed(request, d.verifier)
+    body = parse_json_body(raw, "POST /api/seeds")
+    info_hash = parse_info_hash(body.get("info_hash") if isinstance(body, dict) else None)
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.run_in_executor(None, d.seeder.start, info_hash)
+    except AtCapacity as exc:
+        d.metrics.seed_requests.labels(result="429").inc()
+        return json_error(429, str(exc), capacity=exc.capacity)
+    except NotFound:
+        d.metrics.seed_requests.labels(result="404").inc()
+        raise
+    elapsed = time.perf_counter() - started
+    d.metrics.start_latency.observe(elapsed)
+    d.metrics.seed_requests.labels(result="200").inc()
+    log.info("seed %s: answered in %.1f ms", info_hash, elapsed * 1000)
+    return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [d.seeder.endpoint]})
+
+
+async def stop_seed(request: web.Request) -> web.Response:
+    d = request.app[DAEMON]
+    await read_signed(request, d.verifier)
+    info_hash = parse_info_hash(request.match_info["info_hash"])
+    await asyncio.get_running_loop().run_in_executor(None, d.seeder.stop, info_hash)
+    return web.json_response({"state": "stopped", "info_hash": info_hash})
+
+
+async def status(request: web.Request) -> web.Response:
+    d = request.app[DAEMON]
+    loop = asyncio.get_running_loop()
+    seeds = await loop.run_in_executor(None, d.seeder.snapshot)
+    active = {s["info_hash"] for s in seeds}
+    datasets = [{"name": p.name, "info_hash": p.info_hash, "total_size": p.meta.total_size,
+                 "files": len(p.meta.data_files), "seeding": p.info_hash in active}
+                for p in d.inventory.all()]
+    return web.json_response({
+        "site": d.config.site,
+        "peers": [d.seeder.endpoint],
+        "ready": d.inventory.done.is_set(),
+        "datasets": datasets,
+        "seeds": seeds,
+        "uploaded_total": d.seeder.counters.uploaded_total,
+        "capacity": d.config.max_seeds,
+        "hash_failures": d.seeder.counters.hash_failures,
+        "problems": [str(p) for p in d.inventory.problems],
+    })
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+# -- background ----------------------------------------------------------------
+async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+    d = app[DAEMON]
+    loop = asyncio.get_running_loop()
+    d.changed = asyncio.Event()
+    d.seeder.on_change = lambda: _threadsafe(loop, d.notify)
+    await loop.run_in_executor(None, d.seeder.open)
+    d.http = aiohttp.ClientSession()
+    stop = threading.Event()
+
+    def on_ready(prepared: Prepared, replaced: Prepared | None) -> None:  # preparation thread
+        d.seeder.register(Seedable(prepared.info_hash, prepared.name, prepared.torrent_path.read_bytes(),
+                                   str(prepared.farm.parent)))
+        if replaced is not None:
+            d.seeder.unregister(replaced.info_hash)
+        _threadsafe(loop, lambda: _dataset_ready(d, prepared))
+
+    def prepare() -> None:
+        try:
+            report = d.inventory.prepare(on_ready, stop)
+            log.info("datasets ready: %d; problems: %d", len(report.prepared), len(report.problems))
+        except Exception:
+            log.exception("preparing datasets failed")
+            d.inventory.done.set()
+
+    # A daemon thread, not the default executor: a shutdown during a long
+    # hash must not wait for it (the executor joins its threads at exit).
+    threading.Thread(target=prepare, name="btserver-prepare", daemon=True).start()
+    if d.config.tracker:
+        d.spawn(heartbeat.beat_forever(d.http, d.config.tracker, d.config.site, d.config.secret,
+                                       d.heartbeat_body, d.changed, d.config.heartbeat_interval, d.metrics))
+    try:
+        yield
+    finally:
+        stop.set()
+        for task in list(d.tasks):
+            task.cancel()
+        await asyncio.gather(*d.tasks, return_exceptions=True)
+        await d.http.close()
+        await loop.run_in_executor(None, d.seeder.close)
+        log.info("stopped")
+
+
+def _dataset_ready(d: Daemon, prepared: Prepared) -> None:
+    d.metrics.datasets.set(len(d.inventory.all()))
+    d.notify()
+    if d.config.repo:
+        d.spawn(_publish(d, prepared))
+
+
+async def _publish(d: Daemon, prepared: Prepared) -> None:
+    assert d.http is not None
+    torrent = await asyncio.get_running_loop().run_in_executor(None, prepared.torrent_path.read_bytes)
+    ok = await publisher.publish(d.http, d.config.repo, d.config.site, d.config.secret, torrent,
+                                 prepared.record(), retry=d.publish_retry, metrics=d.metrics)
+    d.published[prepared.info_hash] = ok
+
+
+def _threadsafe(loop: asyncio.AbstractEventLoop, fn) -> None:
+    try:
+        loop.call_soon_threadsafe(fn)
+    except RuntimeError:  # the loop has closed: we are shutting down
+        pass

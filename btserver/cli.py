@@ -1,0 +1,267 @@
+"""bt-server: the storage-site daemon and its tools.
+
+    bt-server run            serve: scan, farms, torrents, publish, seed on demand
+    bt-server scan           prepare the datasets once and list them (no daemon)
+    bt-server publish [NAME] prepare, then PUT to the repository
+    bt-server make-torrent PATH   a .torrent for a directory or manifest
+    bt-server status         ask a running daemon
+
+Results on stdout (`--json` for scripts), logs on stderr. Errors become
+one line `bt-server: error: subject: problem` and an exit status here, in
+`Group.invoke`, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import click
+
+from torrents import log as btlog
+from torrents.config import ServerConfig, load_config, parse_hostport
+from torrents.dataset import Dataset, read_manifest
+from torrents.errors import BtswarmError, DatasetError, NotFound
+from torrents.units import human_rate, human_size, parse_duration, parse_size
+
+from btserver import catalog, farm, layout
+from btserver.builder import BuildParams, make
+
+PROG = "bt-server"
+
+
+class ExitStatus(enum.IntEnum):
+    OK = 0
+    ERROR = 1
+    USAGE = 2  # click's own
+    PROBLEMS = 3  # scan: some datasets or files were refused
+    UNREACHABLE = 4  # status: no daemon answered
+
+
+class Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BtswarmError as exc:
+            click.echo(f"{PROG}: error: {exc}", err=True)
+            ctx.exit(ExitStatus.ERROR)
+
+
+def verbosity(f):
+    return click.option("-v", "--verbose", count=True, help="More logging on stderr (-vv: debug).")(f)
+
+
+def config_option(f):
+    return click.option("--config", "config_path", type=click.Path(dir_okay=False),
+                        help="TOML config file (else $BTSWARM_CONFIG, ~/.config/btswarm/config.toml).")(f)
+
+
+def server_options(f):
+    for opt in reversed([
+        click.option("--site", help="This site's name."),
+        click.option("--listen", help="Control API HOST:PORT."),
+        click.option("--peer-listen", help="libtorrent HOST:PORT (port 0: any free port)."),
+        click.option("--state", type=click.Path(file_okay=False), help="State directory (farms, torrents)."),
+        click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False),
+                     help="A directory whose subdirectories are datasets (repeatable)."),
+        click.option("--manifest", "manifests", multiple=True, type=click.Path(dir_okay=False),
+                     help="A JSON/TSV/Rucio manifest (repeatable)."),
+        click.option("--tracker", help="Tracker base URL."),
+        click.option("--repo", help="Repository base URL."),
+        click.option("--idle-ttl", help="Stop a seed after this long without a peer (e.g. 600, 10m)."),
+        click.option("--max-seeds", type=int, help="Seeds active at once."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def load_server(config_path: str | None, **flags: Any) -> ServerConfig:
+    overrides: dict[str, Any] = {}
+    for key in ("site", "listen", "peer_listen", "state", "tracker", "repo", "max_seeds"):
+        overrides[key] = flags.get(key)
+    for key in ("roots", "manifests"):
+        overrides[key] = [str(Path(p).resolve()) for p in flags[key]] if flags.get(key) else None
+    if flags.get("idle_ttl") is not None:
+        overrides["idle_ttl"] = parse_duration(flags["idle_ttl"])
+    return load_config(config_path, overrides={"server": overrides}).server
+
+
+@click.group(cls=Group)
+@click.version_option(package_name="btswarm", prog_name=PROG)
+def main() -> None:
+    """bt-server: a storage site's datasets, as torrents, seeded on demand."""
+
+
+@main.command()
+@config_option
+@server_options
+@verbosity
+def run(config_path: str | None, verbose: int, **flags: Any) -> None:
+    """Run the daemon until SIGTERM/SIGINT."""
+    from torrents.web import run as run_app
+
+    from btserver.app import create_app
+
+    btlog.setup(verbose, PROG)
+    cfg = load_server(config_path, **flags)
+    host, port = parse_hostport(cfg.listen, "server.listen")
+    run_app(create_app(cfg), host, port, name=f"{PROG} {cfg.site}")
+
+
+@main.command()
+@config_option
+@server_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@verbosity
+def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> None:
+    """Prepare every dataset (farms, torrents; hash only what changed) and list them."""
+    from btserver.inventory import Inventory
+
+    btlog.setup(verbose, PROG)
+    inv = Inventory(load_server(config_path, **flags))
+    report = inv.prepare()
+    rows = [{"name": p.name, "info_hash": p.info_hash, "files": len(p.meta.data_files),
+             "total_size": p.meta.total_size, "built": p.built, "torrent": str(p.torrent_path)}
+            for p in report.prepared]
+    problems = [str(p) for p in report.problems]
+    if as_json:
+        click.echo(json.dumps({"datasets": rows, "problems": problems}, indent=1))
+    else:
+        for r in rows:
+            click.echo(f"{r['info_hash']}  {r['files']:>6} files  {human_size(r['total_size']):>10}  "
+                       f"{'built ' if r['built'] else 'cached'}  {r['name']}")
+        for p in problems:
+            click.echo(f"{PROG}: refused: {p}", err=True)
+    if problems:
+        sys.exit(ExitStatus.PROBLEMS)
+
+
+@main.command()
+@click.argument("name", required=False)
+@config_option
+@server_options
+@click.option("--attempts", type=int, default=5, show_default=True, help="Tries per dataset.")
+@verbosity
+def publish(name: str | None, config_path: str | None, verbose: int, attempts: int, **flags: Any) -> None:
+    """Prepare the datasets, then publish NAME (default: all) to the repository."""
+    import aiohttp
+
+    from btserver import publisher
+    from btserver.inventory import Inventory
+
+    btlog.setup(max(verbose, 1), PROG)
+    cfg = load_server(config_path, **flags)
+    inv = Inventory(cfg)
+    inv.prepare()
+    chosen = inv.all() if name is None else [inv.by_name(name)]
+    if chosen == [None]:
+        raise NotFound(name, "no such dataset at this site")
+
+    async def go() -> list[bool]:
+        async with aiohttp.ClientSession() as http:
+            retry = publisher.Retry(attempts=max(1, attempts))
+            return [await publisher.publish(http, cfg.repo, cfg.site, cfg.secret, p.torrent_path.read_bytes(),
+                                            p.record(), retry=retry) for p in chosen if p is not None]
+
+    results = asyncio.run(go())
+    for p, ok in zip(chosen, results):
+        click.echo(f"{p.info_hash}  {'published' if ok else 'FAILED'}  {p.name}")
+    if not all(results):
+        sys.exit(ExitStatus.ERROR)
+
+
+@main.command("make-torrent")
+@click.argument("path", type=click.Path(exists=True))
+@click.option("-o", "--output", "out", type=click.Path(), help="Output file (a directory for several datasets).")
+@click.option("--piece-size", help="Piece size (e.g. 1M); default: a function of the total size.")
+@click.option("--tracker", help="Tracker URL (…/announce is added when missing).")
+@click.option("--no-private", is_flag=True, help="Leave out the private flag (BEP 27).")
+@click.option("--hybrid", is_flag=True, help="Hybrid v1+v2 torrent (BEP 52).")
+@click.option("--name", help="Dataset name (default: the directory's name).")
+@config_option
+@verbosity
+def make_torrent(path: str, out: str | None, piece_size: str | None, tracker: str | None, no_private: bool,
+                 hybrid: bool, name: str | None, config_path: str | None, verbose: int) -> None:
+    """Write a .torrent for a dataset directory or every dataset of a manifest; print its info-hash."""
+    btlog.setup(verbose, PROG)
+    tracker = tracker or load_config(config_path).server.tracker
+    announce = tracker if not tracker or tracker.rstrip("/").endswith("/announce") else \
+        f"{tracker.rstrip('/')}/announce"
+    plen = parse_size(piece_size) if piece_size else None
+    if plen is not None and (plen < 16384 or plen & (plen - 1)):
+        raise BtswarmError("--piece-size", f"{plen} is not a power of two of at least 16 KiB")
+    params = BuildParams(announce=announce or None, private=not no_private, piece_length=plen, hybrid=hybrid)
+    datasets = _datasets_at(Path(path), name)
+    for ds in datasets:
+        lay = layout.plan_dataset(ds, None, farm.probe)
+        if not lay.ok:
+            raise DatasetError(ds.name, "; ".join(str(p) for p in lay.problems))
+        dest = _output_path(out, ds.name, several=len(datasets) > 1)
+        with tempfile.TemporaryDirectory(prefix="bt-server-") as tmp:
+            # A private farm gives every build files named exactly by LFN
+            # (hybrid hashing needs <name>/<LFN> paths), whatever the PFNs.
+            farm_dir, _ = farm.apply(lay, tmp)
+            data, meta = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links], params,
+                              files_root=farm_dir)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+        click.echo(f"{meta.info_hash}  {ds.name}  {dest}")
+
+
+def _datasets_at(path: Path, name: str | None) -> list[Dataset]:
+    if path.is_dir():
+        problems: list[catalog.Problem] = []
+        ds = catalog.directory_dataset(path, problems)
+        if ds is None:
+            raise DatasetError(path, "; ".join(str(p) for p in problems))
+        return [Dataset(name, ds.files, source=ds.source) if name else ds]
+    datasets = read_manifest(path, dataset=name)
+    if not datasets:
+        raise DatasetError(path, "manifest lists no dataset")
+    return datasets
+
+
+def _output_path(out: str | None, name: str, several: bool) -> Path:
+    if out is None:
+        return Path.cwd() / f"{name}.torrent"
+    p = Path(out)
+    if several or p.is_dir():
+        return p / f"{name}.torrent"
+    return p
+
+
+@main.command()
+@config_option
+@click.option("--url", help="Control URL of the daemon (default: http://<server.listen>).")
+@click.option("--json", "as_json", is_flag=True, help="The raw status document.")
+def status(config_path: str | None, url: str | None, as_json: bool) -> None:
+    """Show a running daemon's datasets and seeds."""
+    if url is None:
+        cfg = load_config(config_path).server
+        url = cfg.control_url or f"http://{cfg.listen}"
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/api/status", timeout=5) as resp:
+            doc = json.load(resp)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        click.echo(f"{PROG}: error: {url}: no answer ({getattr(exc, 'reason', exc)})", err=True)
+        sys.exit(ExitStatus.UNREACHABLE)
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+        return
+    click.echo(f"site {doc['site']}  peers {' '.join(doc.get('peers', []))}  "
+               f"seeds {len(doc['seeds'])}/{doc['capacity']}  uploaded {human_size(doc['uploaded_total'])}  "
+               f"hash failures {doc['hash_failures']}")
+    click.echo(f"{'DATASET':<40} {'FILES':>6} {'SIZE':>10}  {'INFO-HASH':<40}  SEEDING")
+    for d in doc["datasets"]:
+        click.echo(f"{d['name'][:40]:<40} {d['files']:>6} {human_size(d['total_size']):>10}  {d['info_hash']}  "
+                   f"{'yes' if d['seeding'] else '-'}")
+    for s in doc["seeds"]:
+        click.echo(f"seed {s['info_hash']}  peers {s['peers']}  {human_rate(s['upload_rate'])}  "
+                   f"uploaded {human_size(s['uploaded'])}  {s['name']}")

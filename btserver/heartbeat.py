@@ -1,0 +1,68 @@
+"""Heartbeats to the tracker: who we are, what we can seed, what we seed.
+
+Sent every `interval` and at once when something changes (a dataset is
+ready, a seed starts or stops). A tracker that is down is retried at the
+next beat, quietly: the daemon's job is seeding, not the tracker's uptime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+import aiohttp
+
+from torrents.web import signed_request
+
+from btserver.metrics import Metrics
+
+log = logging.getLogger("btswarm.server.heartbeat")
+
+MIN_GAP = 0.2
+MIN_INTERVAL = 0.5
+
+
+def heartbeat_body(site: str, control_url: str, peers: list[str], can_seed: list[str], seeding: list[str],
+                   capacity: int) -> dict:
+    return {"site": site, "control_url": control_url, "peers": peers, "can_seed": sorted(can_seed),
+            "seeding": sorted(seeding), "load": len(seeding), "capacity": capacity}
+
+
+async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, secret: str,
+                       body: Callable[[], dict], changed: asyncio.Event, interval: float,
+                       metrics: Metrics | None = None) -> None:
+    """One POST per interval, or sooner on `changed`; runs until cancelled."""
+    url = f"{tracker.rstrip('/')}/api/sites/{site}/heartbeat"
+    failing = False
+    every = interval
+    while True:
+        changed.clear()
+        try:
+            status, answer = await signed_request(http, "POST", url, site=site, secret=secret, payload=body(),
+                                                  timeout=max(1.0, min(every, 10.0)))
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            status, answer = 0, f"{type(exc).__name__}: {exc}"
+        if metrics:
+            metrics.heartbeats.labels(result=str(status or "error")).inc()
+        if status == 200:
+            # The tracker marks a site down after a few missed beats of
+            # *its* interval: never beat slower than it asks.
+            asked = answer.get("interval") if isinstance(answer, dict) else None
+            if isinstance(asked, (int, float)) and not isinstance(asked, bool) and asked > 0:
+                every = max(MIN_INTERVAL, min(interval, float(asked)))
+            if failing:
+                log.info("heartbeat: tracker %s reachable again", tracker)
+            failing = False
+        else:
+            if status == 401:
+                log.warning("heartbeat: tracker %s refused our signature: %s", tracker, answer)
+            elif not failing:
+                log.info("heartbeat: tracker %s not answering (%s); will keep trying", tracker, status or answer)
+            failing = True
+        try:
+            await asyncio.wait_for(changed.wait(), timeout=every)
+            # A burst of changes (many seeds starting) becomes one beat, not one each.
+            await asyncio.sleep(min(MIN_GAP, every))
+        except asyncio.TimeoutError:
+            pass

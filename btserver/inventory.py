@@ -1,0 +1,132 @@
+"""The site's prepared datasets: scan → layout → farms → torrents.
+
+`prepare` is the whole pipeline, blocking (disk scans, hashing): the
+daemon runs it in a thread and gets each dataset through `on_ready` as
+soon as its torrent exists, so small datasets become seedable while big
+ones still hash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from torrents import metainfo
+from torrents.config import ServerConfig
+from torrents.dataset import Dataset
+from torrents.errors import BtswarmError
+
+from btserver import catalog, farm, layout
+from btserver.builder import BuildParams
+from btserver.catalog import Problem
+from btserver.metacache import MetaCache
+
+log = logging.getLogger("btswarm.server.inventory")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    dataset: Dataset
+    info_hash: str
+    torrent_path: Path
+    farm: Path
+    meta: metainfo.Metainfo
+    built: bool
+
+    @property
+    def name(self) -> str:
+        return self.dataset.name
+
+    def record(self) -> dict:
+        """The dataset record of the publish contract."""
+        return {**self.dataset.record(), "info_hash": self.info_hash}
+
+
+@dataclass
+class Report:
+    prepared: list[Prepared] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def build_params(config: ServerConfig) -> BuildParams:
+    announce = f"{config.tracker.rstrip('/')}/announce" if config.tracker else None
+    return BuildParams(announce=announce, private=config.private, hybrid=config.hybrid,
+                       threads=config.hash_threads)
+
+
+class Inventory:
+    def __init__(self, config: ServerConfig, cache: MetaCache | None = None) -> None:
+        self.config = config
+        self.state = Path(config.state)
+        self.farm_root = self.state / "farm"
+        self.cache = cache or MetaCache(self.state / "torrents")
+        self.params = build_params(config)
+        self._lock = threading.Lock()
+        self._by_hash: dict[str, Prepared] = {}
+        self._by_name: dict[str, Prepared] = {}
+        self.problems: list[Problem] = []
+        self.done = threading.Event()
+
+    def allowed_roots(self) -> list[str]:
+        return [os.path.realpath(r) for r in (*self.config.roots, *self.config.storage_roots)]
+
+    def prepare(self, on_ready: Callable[[Prepared, Prepared | None], None] | None = None,
+                stop: threading.Event | None = None) -> Report:
+        """Scan and prepare every dataset; `on_ready(new, replaced)` for each one that is ready."""
+        report = Report()
+        cat = catalog.scan(self.config.roots, self.config.manifests)
+        report.problems.extend(cat.problems)
+        layouts = layout.plan(cat.datasets, self.allowed_roots(), farm.probe)
+        for lay in layouts:
+            report.problems.extend(lay.problems)
+            for p in lay.problems:
+                log.warning("%s", p)
+        farm.remove_stale(self.farm_root, [lay.name for lay in layouts if lay.ok])
+        for lay in layouts:
+            if stop is not None and stop.is_set():
+                break
+            if not lay.ok:
+                continue
+            try:
+                prepared = self._prepare_one(lay)
+            except (BtswarmError, OSError) as exc:
+                problem = Problem(lay.name, getattr(exc, "subject", lay.name),
+                                  getattr(exc, "problem", None) or str(exc))
+                log.warning("%s", problem)
+                report.problems.append(problem)
+                continue
+            with self._lock:
+                replaced = self._by_name.get(prepared.name)
+                if replaced is not None:
+                    self._by_hash.pop(replaced.info_hash, None)
+                self._by_name[prepared.name] = prepared
+                self._by_hash[prepared.info_hash] = prepared
+            report.prepared.append(prepared)
+            if on_ready is not None:
+                on_ready(prepared, replaced if replaced is not None and replaced.info_hash != prepared.info_hash
+                         else None)
+        self.problems = report.problems
+        self.done.set()
+        return report
+
+    def _prepare_one(self, lay: layout.DatasetLayout) -> Prepared:
+        farm_dir, _ = farm.apply(lay, self.farm_root)
+        entries = [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links]
+        cached = self.cache.ensure(lay.name, entries, self.params, files_root=farm_dir)
+        return Prepared(lay.dataset, cached.info_hash, cached.torrent_path, farm_dir, cached.meta, cached.built)
+
+    def by_hash(self, info_hash: str) -> Prepared | None:
+        with self._lock:
+            return self._by_hash.get(info_hash)
+
+    def by_name(self, name: str) -> Prepared | None:
+        with self._lock:
+            return self._by_name.get(name)
+
+    def all(self) -> list[Prepared]:
+        with self._lock:
+            return sorted(self._by_name.values(), key=lambda p: p.name)

@@ -1,0 +1,22 @@
+"""bt-server's Prometheus metrics, on a registry of their own (one per app)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.seeds_active = Gauge("btserver_seeds_active", "Seeds currently running", registry=r)
+        self.datasets = Gauge("btserver_datasets", "Datasets ready to seed", registry=r)
+        self.uploaded = Counter("btserver_uploaded_bytes", "Payload bytes uploaded", ["dataset"], registry=r)
+        self.start_latency = Histogram("btserver_seed_start_seconds", "Time to add a seed and answer",
+                                       buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5),
+                                       registry=r)
+        self.hash_failures = Counter("btserver_hash_failures", "Pieces that failed their SHA1 check when sent",
+                                     registry=r)
+        self.seed_requests = Counter("btserver_seed_requests", "POST /api/seeds answers", ["result"], registry=r)
+        self.publishes = Counter("btserver_publish_attempts", "PUTs to the repository", ["result"], registry=r)
+        self.heartbeats = Counter("btserver_heartbeats", "Heartbeats to the tracker", ["result"], registry=r)

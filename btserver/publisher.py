@@ -1,0 +1,73 @@
+"""Publish each prepared dataset to the repository: signed PUT, retried with backoff.
+
+Runs as background tasks: a repository that is down delays publishing,
+never seeding. Retries are bounded (attempts and a capped backoff); 400
+and 409 are answers, not outages, and are not retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from dataclasses import dataclass
+
+import aiohttp
+
+from torrents.web import signed_request
+
+from btserver.metrics import Metrics
+
+log = logging.getLogger("btswarm.server.publisher")
+
+PERMANENT = (400, 409)
+
+
+@dataclass(frozen=True)
+class Retry:
+    first: float = 0.5
+    factor: float = 2.0
+    cap: float = 60.0
+    attempts: int = 40  # with the cap, about half an hour of trying
+
+    def delay(self, attempt: int) -> float:
+        return min(self.cap, self.first * self.factor ** attempt)
+
+
+def publish_body(site: str, torrent: bytes, record: dict) -> dict:
+    return {"site": site, "torrent": base64.b64encode(torrent).decode("ascii"), "record": record}
+
+
+async def publish_once(http: aiohttp.ClientSession, repo: str, site: str, secret: str, torrent: bytes,
+                       record: dict, timeout: float = 30.0) -> tuple[int, object]:
+    url = f"{repo.rstrip('/')}/api/datasets/{record['name']}"
+    return await signed_request(http, "PUT", url, site=site, secret=secret,
+                                payload=publish_body(site, torrent, record), timeout=timeout)
+
+
+async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str, torrent: bytes, record: dict,
+                  *, retry: Retry = Retry(), metrics: Metrics | None = None) -> bool:
+    """PUT until the repository answers 200/201 (True) or refuses for good / attempts run out (False)."""
+    name = record["name"]
+    for attempt in range(retry.attempts):
+        try:
+            status, answer = await publish_once(http, repo, site, secret, torrent, record)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            status, answer = 0, f"{type(exc).__name__}: {exc}"
+        if metrics:
+            metrics.publishes.labels(result=str(status or "error")).inc()
+        if status in (200, 201):
+            log.info("publish %s (%s): %s by %s", name, record["info_hash"],
+                     "created" if status == 201 else "known", repo)
+            return True
+        if status in PERMANENT:
+            log.error("publish %s: refused by %s with %d: %s", name, repo, status, answer)
+            return False
+        # First failure at INFO, the rest at DEBUG: a repository that is
+        # down is normal at start-up and must not flood the log.
+        level = logging.INFO if attempt == 0 else logging.DEBUG
+        log.log(level, "publish %s: attempt %d failed (%s); retrying", name, attempt + 1,
+                status or answer)
+        await asyncio.sleep(retry.delay(attempt))
+    log.error("publish %s: gave up after %d attempts", name, retry.attempts)
+    return False

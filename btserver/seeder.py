@@ -1,0 +1,282 @@
+"""The site's libtorrent session: seeds started on demand, stopped when idle.
+
+One session per daemon. Datasets are registered with their precomputed
+torrent (parsed once, at registration, so a start does no parsing) and
+added in seed mode: no start-up recheck, each piece is verified the first
+time it is sent, so a start takes milliseconds whatever the dataset's
+size. A pump thread reads alerts (peers, bytes uploaded, hash failures)
+and stops seeds that have been idle for `idle_ttl`.
+
+Every public method blocks (libtorrent round-trips): call from a thread
+or an executor, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import libtorrent as lt
+
+from torrents import ltsession
+from torrents.errors import BtswarmError, NotFound
+
+from btserver import policy
+from btserver.metrics import Metrics
+
+log = logging.getLogger("btswarm.server.seeder")
+
+LISTEN_TIMEOUT = 10.0
+UPDATE_EVERY = 0.5
+
+
+class AtCapacity(BtswarmError):
+    """Every seed slot is taken by a busy seed."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__("seeds", f"at capacity ({capacity} busy seeds)")
+        self.capacity = capacity
+
+
+class SessionError(BtswarmError):
+    """The libtorrent session could not listen or failed."""
+
+
+@dataclass(frozen=True)
+class Seedable:
+    info_hash: str
+    name: str
+    torrent: bytes
+    save_path: str  # the directory holding <name>/<LFN> (the farm root)
+
+
+@dataclass
+class Seed:
+    info_hash: str
+    name: str
+    handle: object
+    started: float  # wall clock
+    started_at: float  # monotonic
+    last_active: float  # monotonic
+    peers: int = 0
+    uploaded: int = 0
+    upload_rate: int = 0
+
+    def as_dict(self, now: float) -> dict:
+        wall = time.time()
+        return {"info_hash": self.info_hash, "name": self.name, "peers": self.peers,
+                "upload_rate": self.upload_rate, "uploaded": self.uploaded, "started": round(self.started, 3),
+                "last_active": round(wall - (now - self.last_active), 3)}
+
+
+@dataclass
+class _Entry:
+    seedable: Seedable
+    info: object  # lt.torrent_info, parsed once
+
+
+@dataclass
+class Counters:
+    hash_failures: int = 0
+    uploaded_total: int = 0
+    by_dataset: dict[str, int] = field(default_factory=dict)
+
+
+class Seeder:
+    def __init__(self, listen_ip: str, port: int = 0, *, idle_ttl: float = 600.0, max_seeds: int = 50,
+                 upload_rate_limit: int = 0, start_grace: float = 5.0, metrics: Metrics | None = None,
+                 on_change: Callable[[], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.listen_ip = listen_ip
+        self.port = port
+        self.idle_ttl = idle_ttl
+        self.max_seeds = max_seeds
+        self.upload_rate_limit = upload_rate_limit
+        self.start_grace = min(start_grace, idle_ttl)
+        self.metrics = metrics
+        self.on_change = on_change or (lambda: None)
+        self.clock = clock
+        self.counters = Counters()
+        self._ses: lt.session | None = None
+        self._lock = threading.RLock()
+        self._entries: dict[str, _Entry] = {}
+        self._seeds: dict[str, Seed] = {}
+        self._stop = threading.Event()
+        self._pump: threading.Thread | None = None
+        self._listen_port = 0
+
+    # -- life cycle ---------------------------------------------------------
+    def open(self) -> None:
+        """Create the session and wait (bounded) until it listens."""
+        pack = ltsession.settings(self.listen_ip, self.port, seeding=True,
+                                  upload_rate_limit=self.upload_rate_limit, stop_tracker_timeout=1)
+        self._ses = lt.session(pack)
+        deadline = time.monotonic() + LISTEN_TIMEOUT
+        while not self._ses.is_listening() or not self._ses.listen_port():
+            if time.monotonic() > deadline:
+                raise SessionError(f"{self.listen_ip}:{self.port}", "libtorrent session did not start listening")
+            self._ses.wait_for_alert(50)
+            for a in self._ses.pop_alerts():
+                if isinstance(a, lt.listen_failed_alert):
+                    raise SessionError(f"{self.listen_ip}:{self.port}", f"cannot listen ({a.message()})")
+        self._listen_port = self._ses.listen_port()
+        self._pump = threading.Thread(target=self._run_pump, name="btserver-alerts", daemon=True)
+        self._pump.start()
+        log.info("peer wire listening on %s", self.endpoint)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._pump is not None:
+            self._pump.join(5)
+        with self._lock:
+            for ih in list(self._seeds):
+                self._remove(ih, "shutdown")
+        self._ses = None  # the session's destructor waits (bounded) for tracker 'stopped' events
+
+    @property
+    def endpoint(self) -> str:
+        host = f"[{self.listen_ip}]" if ":" in self.listen_ip else self.listen_ip
+        return f"{host}:{self._listen_port}"
+
+    # -- datasets -----------------------------------------------------------
+    def register(self, seedable: Seedable) -> None:
+        """Make a dataset seedable; parsing the torrent here keeps starts fast."""
+        info = lt.torrent_info(lt.bdecode(seedable.torrent))
+        with self._lock:
+            self._entries[seedable.info_hash] = _Entry(seedable, info)
+
+    def unregister(self, info_hash: str) -> None:
+        with self._lock:
+            self._entries.pop(info_hash, None)
+            if info_hash in self._seeds:
+                self._remove(info_hash, "dataset changed")
+
+    def seedable(self) -> list[str]:
+        with self._lock:
+            return sorted(self._entries)
+
+    def knows(self, info_hash: str) -> bool:
+        with self._lock:
+            return info_hash in self._entries
+
+    # -- seeds --------------------------------------------------------------
+    def start(self, info_hash: str) -> Seed:
+        """Seed `info_hash` (already seeding: just refresh it). NotFound, AtCapacity."""
+        assert self._ses is not None, "Seeder.open() first"
+        with self._lock:
+            now = self.clock()
+            seed = self._seeds.get(info_hash)
+            if seed is not None:
+                seed.last_active = now
+                return seed
+            entry = self._entries.get(info_hash)
+            if entry is None:
+                raise NotFound(info_hash, "no such dataset at this site")
+            if len(self._seeds) >= self.max_seeds:
+                victim = policy.eviction_victim(self._seeds.values(), now, self.start_grace)
+                if victim is None:
+                    raise AtCapacity(self.max_seeds)
+                self._remove(victim, "evicted for a new seed (least recently active)")
+            atp = lt.add_torrent_params()
+            atp.ti = entry.info
+            atp.save_path = entry.seedable.save_path
+            # Not auto-managed and not paused: the queue must never hold a seed back.
+            atp.flags = lt.torrent_flags.seed_mode | lt.torrent_flags.update_subscribe
+            handle = self._ses.add_torrent(atp)
+            seed = Seed(info_hash, entry.seedable.name, handle, time.time(), now, now)
+            self._seeds[info_hash] = seed
+            self._gauge()
+        log.info("seed %s (%s): started", info_hash, seed.name)
+        self.on_change()
+        return seed
+
+    def stop(self, info_hash: str) -> None:
+        with self._lock:
+            if info_hash not in self._seeds:
+                raise NotFound(info_hash, "not seeding")
+            self._remove(info_hash, "stopped on request")
+        self.on_change()
+
+    def seeding(self) -> list[str]:
+        with self._lock:
+            return sorted(self._seeds)
+
+    def snapshot(self) -> list[dict]:
+        with self._lock:
+            now = self.clock()
+            return [s.as_dict(now) for s in sorted(self._seeds.values(), key=lambda s: s.info_hash)]
+
+    def _remove(self, info_hash: str, why: str) -> None:
+        seed = self._seeds.pop(info_hash)
+        if self._ses is not None:
+            self._ses.remove_torrent(seed.handle)
+        self._gauge()
+        log.info("seed %s (%s): %s", info_hash, seed.name, why)
+
+    def _gauge(self) -> None:
+        if self.metrics:
+            self.metrics.seeds_active.set(len(self._seeds))
+
+    # -- alerts -------------------------------------------------------------
+    def _run_pump(self) -> None:
+        ses = self._ses
+        assert ses is not None
+        next_update = 0.0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_update:
+                ses.post_torrent_updates()
+                next_update = now + UPDATE_EVERY
+            ses.wait_for_alert(int(UPDATE_EVERY * 1000))
+            try:
+                for alert in ses.pop_alerts():
+                    self._handle(alert)
+                self._reap()
+            except Exception:  # the pump must outlive one bad alert
+                log.exception("alert pump")
+
+    def _handle(self, alert: object) -> None:
+        if isinstance(alert, lt.state_update_alert):
+            with self._lock:
+                now = self.clock()
+                for st in alert.status:
+                    ih = str(st.info_hashes.v1)
+                    seed = self._seeds.get(ih)
+                    if seed is None:
+                        continue
+                    seed.peers = st.num_peers
+                    seed.upload_rate = st.upload_payload_rate
+                    delta = st.total_payload_upload - seed.uploaded
+                    seed.uploaded = st.total_payload_upload
+                    if seed.peers:
+                        seed.last_active = now
+                    if delta > 0:
+                        self.counters.uploaded_total += delta
+                        self.counters.by_dataset[seed.name] = self.counters.by_dataset.get(seed.name, 0) + delta
+                        if self.metrics:
+                            self.metrics.uploaded.labels(dataset=seed.name).inc(delta)
+        elif isinstance(alert, lt.peer_connect_alert):
+            ih = str(alert.handle.info_hashes().v1)
+            with self._lock:
+                seed = self._seeds.get(ih)
+                if seed is not None:
+                    seed.last_active = self.clock()
+        elif isinstance(alert, lt.hash_failed_alert):
+            self.counters.hash_failures += 1
+            if self.metrics:
+                self.metrics.hash_failures.inc()
+            log.warning("seed %s: piece %d failed its hash check (data on disk differs from the torrent)",
+                        alert.handle.info_hashes().v1, alert.piece_index)
+        elif isinstance(alert, (lt.listen_failed_alert, lt.file_error_alert, lt.torrent_error_alert)):
+            log.warning("libtorrent: %s", alert.message())
+
+    def _reap(self) -> None:
+        with self._lock:
+            expired = policy.idle_expired(self._seeds.values(), self.clock(), self.idle_ttl)
+            for ih in expired:
+                self._remove(ih, f"idle for {self.idle_ttl:g} s with no peer")
+        if expired:
+            self.on_change()

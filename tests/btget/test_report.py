@@ -1,0 +1,77 @@
+"""Pure pieces of the outcome: exit statuses, seeding policy, file status, sources, suggestions."""
+
+from __future__ import annotations
+
+import pytest
+
+from torrents.errors import BtswarmError, ConfigError, NotFound
+
+from btget import client, errors, report
+from btget.download import stop_seeding
+from btget.exitcodes import ExitStatus, status_for
+
+
+@pytest.mark.parametrize("exc, status", [
+    (errors.UsageError("--shard", "x"), ExitStatus.USAGE),
+    (ConfigError("f.toml", "x"), ExitStatus.USAGE),
+    (NotFound("ds", "x"), ExitStatus.NOT_FOUND),
+    (errors.Incomplete("ds", "x"), ExitStatus.INCOMPLETE),
+    (errors.VerifyFailed("f", "x"), ExitStatus.VERIFY_FAILED),
+    (errors.TransferError("f", "disk full"), ExitStatus.ERROR),
+    (errors.RepoError("http://r", "x"), ExitStatus.ERROR),
+    (BtswarmError("x", "y"), ExitStatus.ERROR),
+    (errors.Interrupted("ds", "x"), ExitStatus.INTERRUPTED),
+    (KeyboardInterrupt(), ExitStatus.INTERRUPTED),
+])
+def test_status_for(exc, status):
+    assert status_for(exc) is status
+
+
+def test_exit_codes_are_fixed():
+    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 4, 5, 130]
+
+
+@pytest.mark.parametrize("elapsed, uploaded, seed_time, seed_ratio, stop", [
+    (0, 0, 0, 0, True),  # neither: stop at once
+    (5, 0, 10, 0, False),
+    (10, 0, 10, 0, True),
+    (999, 50, 0, 1.0, False),  # ratio only: time does not matter
+    (0, 100, 0, 1.0, True),
+    (1, 100, 60, 1.0, True),  # both: whichever comes first
+    (60, 0, 60, 1.0, True),
+])
+def test_stop_seeding(elapsed, uploaded, seed_time, seed_ratio, stop):
+    assert stop_seeding(elapsed, uploaded, 100, seed_time, seed_ratio) is stop
+
+
+@pytest.mark.parametrize("size, done, selected, verified, status", [
+    (10, None, False, None, "skipped"), (10, 10, False, None, "skipped"), (10, 0, True, None, "missing"),
+    (10, None, True, None, "missing"), (10, 4, True, None, "partial"), (10, 10, True, None, "complete"),
+    (10, 10, True, True, "verified"), (10, 10, True, False, "corrupt"), (0, 0, True, None, "complete"),
+])
+def test_file_status(size, done, selected, verified, status):
+    assert report.file_status(size, done, selected, verified) == status
+
+
+def test_name_sources():
+    raw = {"127.0.0.2:6881": 100, "127.0.0.3:6881": 50, "127.0.0.1:40001": 7, "127.0.0.1:55555": 3,
+           "10.0.0.9:1": 1}
+    named = report.name_sources(raw, {"127.0.0.2:6881": "site1"}, {"127.0.0.1:40001": 2}, "127.0.0.1")
+    assert named == {"site1": 100, "127.0.0.3:6881": 50, "worker 2": 7, "other workers": 3, "10.0.0.9:1": 1}
+
+
+def test_suggestions():
+    assert client.search_queries("data08_cos.0009.physics") == ["data08_cos.0009.physics", "physics", "data08",
+                                                                 "0009", "cos"]
+    names = ["data08_cos.00091949.physics_IDCosmic", "data09_cos.00091949.physics_IDCosmic", "mc08.other"]
+    assert client.suggest("data08_cos.00091949.physics_IDCosmix", names)[:2] == names[:2]
+
+
+@pytest.mark.parametrize("announce, api", [
+    ("http://127.0.0.1:6969/announce", "http://127.0.0.1:6969/api/sites"),
+    ("http://t.example/x/announce?passkey=1", "http://t.example/x/api/sites"),
+    ("udp://t.example:80", None),
+    (None, None),
+])
+def test_tracker_api(announce, api):
+    assert client.tracker_api(announce, "/api/sites") == api

@@ -1,0 +1,63 @@
+"""Killed hard mid-download (kill -9 of the whole process group), bt-get resumes where it stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from tests.btget.getsupport import bt_get_json, same_bytes
+from tests.support import command, wait_for
+from torrents import bencoding
+from torrents.errors import BencodeError
+
+pytestmark = pytest.mark.slow
+RATE = 2 * 1024 * 1024  # the throttled seed's bytes/s: time to kill mid-way
+
+
+def saved_pieces(out, dataset) -> int:
+    """Pieces the saved resume state of all workers records as verified (`pieces`: a bitfield, MSB first)."""
+    have = [0] * dataset.meta.num_pieces
+    for path in (out / dataset.name / ".bt-get").glob("*.resume"):
+        try:
+            state = bencoding.decode(path.read_bytes())
+        except BencodeError:
+            continue  # cannot happen with atomic writes; tolerated while polling
+        bits = state.get(b"pieces", b"")
+        for i in range(min(len(have), len(bits) * 8)):
+            have[i] |= bits[i // 8] >> (7 - i % 8) & 1
+    return sum(have)
+
+
+def test_kill_9_then_rerun_downloads_little(dataset, seed, procs, tmp_path, capsys):
+    slow = seed(upload_rate=RATE)
+    out = tmp_path / "out"
+    first = procs.start("bt-get-first", [command("bt-get"), str(dataset.torrent), "-o", str(out),
+                                         "--peer", slow, "--workers", "2", "-q"])
+    pieces = dataset.meta.num_pieces
+    wait_for(lambda: saved_pieces(out, dataset) >= 0.4 * pieces or first.popen.poll() is not None, timeout=40,
+             what="40% of the pieces in the saved resume state")
+    assert first.popen.poll() is None, "finished before it could be killed:\n" + first.log()
+    os.killpg(first.pid, signal.SIGKILL)  # bt-get and its workers, as a batch system's hard kill would
+    first.popen.wait(5)
+    saved = saved_pieces(out, dataset)
+    assert saved < pieces
+    missing = dataset.meta.total_size - saved * dataset.meta.piece_length  # about; the last piece is short
+
+    fast = seed()
+    result, doc = bt_get_json(str(dataset.torrent), "-o", str(out), "--peer", fast, "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    for f in dataset.meta.files:
+        assert same_bytes(dataset.root / f.lfn, out / dataset.name / f.lfn), f.lfn
+    refetched = doc["bytes_downloaded"] - missing
+    with capsys.disabled():
+        print(f"\n[resume] killed with {saved}/{pieces} pieces saved; the rerun downloaded "
+              f"{doc['bytes_downloaded'] / 2**20:.2f} MiB of {dataset.meta.total_size / 2**20:.2f} MiB "
+              f"({doc['bytes_downloaded'] / dataset.meta.total_size:.0%}), "
+              f"{refetched / 2**20:.2f} MiB ({refetched / dataset.meta.total_size:.1%}) more than was missing, "
+              f"in {doc['seconds']:.1f} s")
+    # The rerun fetches what the saved state lacks and re-checks nothing it has:
+    # bytes_downloaded is bounded by what was missing plus piece-boundary slack.
+    assert doc["bytes_downloaded"] < missing + 0.10 * dataset.meta.total_size
+    assert doc["bytes_downloaded"] < 0.7 * dataset.meta.total_size

@@ -1,0 +1,62 @@
+"""target.py: what the user typed (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from btget.errors import UsageError
+from btget.target import classify
+
+NAME = "data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051203"
+HASH = "ac99949e7550e0e214de20455bb2892a354d63b5"
+
+
+def test_a_dataset_name():
+    t = classify(NAME)
+    assert (t.kind, t.value) == ("name", NAME)
+
+
+def test_an_existing_file_wins_over_a_name():
+    assert classify("x.torrent", is_file=lambda p: p == "x.torrent").kind == "file"
+    assert classify(NAME, is_file=lambda p: True).kind == "file"
+
+
+def test_a_missing_torrent_file_is_a_usage_error():
+    with pytest.raises(UsageError, match=r"^nope\.torrent: no such \.torrent file$"):
+        classify("nope.torrent")
+    with pytest.raises(UsageError, match=r"^dir/x: no such \.torrent file$"):
+        classify("dir/x")
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/datasets/x.torrent", "HTTPS://repo.example/x.torrent"])
+def test_urls(url):
+    assert classify(url).kind == "url"
+
+
+def test_url_without_host():
+    with pytest.raises(UsageError, match="URL has no host"):
+        classify("http:///x.torrent")
+
+
+def test_magnet_hex_and_base32():
+    t = classify(f"magnet:?xt=urn:btih:{HASH.upper()}&dn={NAME}&tr=http%3A%2F%2F127.0.0.1%3A6969%2Fannounce"
+                 "&x.pe=127.0.0.2:6881")
+    assert (t.kind, t.info_hash, t.display_name) == ("magnet", HASH, NAME)
+    assert t.trackers == ("http://127.0.0.1:6969/announce",)
+    assert t.peers == ("127.0.0.2:6881",)
+    import base64
+
+    b32 = base64.b32encode(bytes.fromhex(HASH)).decode()
+    assert classify(f"magnet:?xt=urn:btih:{b32}").info_hash == HASH
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("magnet:?dn=x", "magnet: no xt=urn:btih: info-hash (only BitTorrent v1 magnets are supported)"),
+    ("magnet:?xt=urn:btih:1234", "magnet: bad info-hash '1234' (expected 40 hex or 32 base32 characters)"),
+    (".hidden", ".hidden: not a dataset name (dataset name starts with '.')"),
+    ("", "TARGET: is empty"),
+])
+def test_refused(text, problem):
+    with pytest.raises(UsageError) as err:
+        classify(text)
+    assert str(err.value) == problem

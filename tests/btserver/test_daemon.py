@@ -1,0 +1,284 @@
+"""`bt-server run` as a real process: a real libtorrent client downloads from it,
+publishing retries until a repository appears, heartbeats follow the contract."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
+
+from torrents import auth, metainfo
+from torrents.errors import AuthError
+from torrents.sample import generate
+from torrents.web import signed_request
+
+from tests.support import command, free_port, wait_for
+
+SITE, SECRET = "site1", "daemon-test-secret"
+NAME = "data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051203"
+CLIENT = Path(__file__).with_name("lt_client.py")
+ENV = {"BTSWARM_SERVER_SECRET": SECRET, "BTSWARM_SERVER_SITE": SITE}
+
+
+def start_daemon(procs, tmp_path: Path, *, label: str = "bt-server", tracker: str | None = None,
+                 repo: str | None = None, env: dict | None = None) -> tuple[object, str]:
+    port = free_port()
+    # Port 9 (discard): privileged, nothing of ours listens there; failures must stay quiet.
+    dead = "http://127.0.0.1:9"
+    proc = procs.start(label, [command("bt-server"), "run", "-v", "--listen", f"127.0.0.1:{port}",
+                               "--peer-listen", "127.0.0.2:0", "--state", str(tmp_path / "state"),
+                               "--root", str(tmp_path / "root"), "--tracker", tracker or dead,
+                               "--repo", repo or dead], env={**ENV, **(env or {})})
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def get_json(url: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return json.load(resp)
+    except OSError:
+        return None
+
+
+def signed_post(url: str, path: str, payload: dict) -> tuple[int, dict]:
+    body = json.dumps(payload).encode()
+    headers = {**auth.sign(SECRET, SITE, "POST", path, body), "Content-Type": "application/json"}
+    req = urllib.request.Request(url + path, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def uploaded_metric(url: str) -> float | None:
+    text = urllib.request.urlopen(url + "/metrics", timeout=2).read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "btserver_uploaded_bytes_total" and sample.labels == {"dataset": NAME}:
+                return sample.value
+    return None
+
+
+def ready_dataset(url: str) -> dict:
+    doc = wait_for(lambda: (d := get_json(url + "/api/status")) and d["datasets"] and d, timeout=20,
+                   what="dataset prepared")
+    return doc["datasets"][0]
+
+
+@pytest.mark.slow
+def test_a_libtorrent_client_downloads_a_dataset_from_a_running_daemon(procs, tmp_path):
+    data = generate(tmp_path / "root", files=10, total_size=3 * 2**20)
+    proc, url = start_daemon(procs, tmp_path)
+    ds = ready_dataset(url)
+    assert (ds["name"], ds["files"], ds["seeding"]) == (NAME, 10, False)
+
+    code, answer = signed_post(url, "/api/seeds", {"info_hash": ds["info_hash"]})
+    assert code == 200 and answer["state"] == "seeding"
+    torrent = tmp_path / "state" / "torrents" / f"{NAME}.torrent"
+    out = subprocess.run([sys.executable, str(CLIENT), str(torrent), str(tmp_path / "dl"), answer["peers"][0],
+                          "127.0.0.3", "30"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr + proc.log()
+    got = tmp_path / "dl" / NAME
+    assert sorted(p.name for p in got.iterdir()) == sorted(p.name for p in data.iterdir())
+    for f in data.iterdir():
+        assert (got / f.name).read_bytes() == f.read_bytes(), f.name
+
+    wait_for(lambda: uploaded_metric(url) == ds["total_size"], timeout=10, what="upload counted in /metrics")
+    shown = subprocess.run([command("bt-server"), "status", "--url", url], capture_output=True, text=True,
+                           timeout=20)
+    assert shown.returncode == 0 and f"{ds['info_hash']}  yes" in shown.stdout
+    as_json = json.loads(subprocess.run([command("bt-server"), "status", "--url", url, "--json"],
+                                        capture_output=True, text=True, timeout=20).stdout)
+    assert as_json["uploaded_total"] == ds["total_size"] and as_json["hash_failures"] == 0
+
+    assert proc.stop() == 0
+    assert "Traceback" not in proc.log()
+
+
+@pytest.mark.slow
+def test_restart_over_unchanged_datasets_does_not_rehash(procs, tmp_path):
+    generate(tmp_path / "root", files=3, total_size=2**20)
+    proc, url = start_daemon(procs, tmp_path, label="first")
+    first = ready_dataset(url)
+    assert proc.stop() == 0
+    torrent = tmp_path / "state" / "torrents" / f"{NAME}.torrent"
+    mtime = torrent.stat().st_mtime_ns
+    assert "built" in proc.log()
+
+    again, url = start_daemon(procs, tmp_path, label="second")
+    assert ready_dataset(url)["info_hash"] == first["info_hash"]
+    assert again.stop() == 0
+    assert torrent.stat().st_mtime_ns == mtime
+    assert "built" not in again.log()
+
+
+def test_run_refuses_a_bad_option_with_one_line(tmp_path):
+    out = subprocess.run([command("bt-server"), "run", "--listen", "nonsense", "--state", str(tmp_path)],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == "bt-server: error: server.listen: 'nonsense' is not HOST:PORT"
+
+
+# -- against tiny stand-ins for bt-repo and bt-tracker (real aiohttp servers) -----
+
+class Recorder:
+    """Records signed calls after checking them as the real services would."""
+
+    def __init__(self, answer: dict, status: int = 200) -> None:
+        self.calls: list[tuple[str, dict]] = []
+        self.verifier = auth.Verifier({SITE: SECRET})
+        self.answer, self.status = answer, status
+        self.runner: web.AppRunner | None = None
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        try:
+            self.verifier.verify(request.method, request.path_qs, request.headers, body)
+        except AuthError as exc:
+            return web.json_response({"error": str(exc)}, status=401)
+        self.calls.append((request.path, json.loads(body)))
+        return web.json_response(self.answer, status=self.status)
+
+    async def start(self, port: int) -> None:
+        app = web.Application()
+        app.router.add_put("/api/datasets/{name}", self.handle)
+        app.router.add_post("/api/sites/{site}/heartbeat", self.handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", port).start()
+
+    async def stop(self) -> None:
+        if self.runner:
+            await self.runner.cleanup()
+
+
+async def until(predicate, timeout: float = 15.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.slow
+async def test_publish_retries_until_the_repository_comes_up(procs, tmp_path):
+    generate(tmp_path / "root", files=4, total_size=2**20)
+    port = free_port()
+    proc, url = start_daemon(procs, tmp_path, repo=f"http://127.0.0.1:{port}")
+    await until(lambda: "attempt 1 failed" in proc.log(), what="a first failed publish")
+    repo = Recorder({"ok": True}, status=201)
+    await repo.start(port)
+    try:
+        await until(lambda: repo.calls, what="the PUT")
+    finally:
+        await repo.stop()
+    path, body = repo.calls[0]
+    assert path == f"/api/datasets/{NAME}"
+    assert set(body) == {"site", "torrent", "record"} and body["site"] == SITE
+    meta = metainfo.parse(base64.b64decode(body["torrent"]))
+    record = body["record"]
+    assert set(record) == {"name", "info_hash", "description", "total_size", "files"}
+    assert (record["name"], record["info_hash"], record["total_size"]) == (NAME, meta.info_hash, meta.total_size)
+    assert [(f["lfn"], f["size"]) for f in record["files"]] == [(f.lfn, f.length) for f in meta.data_files]
+    assert all(set(f) == {"lfn", "size", "adler32"} for f in record["files"])
+    assert len(repo.calls) == 1  # 201 ends the retries
+    assert proc.stop() == 0
+
+
+@pytest.mark.slow
+async def test_heartbeat_body_follows_the_contract_and_comes_at_once_on_change(procs, tmp_path):
+    generate(tmp_path / "root", files=3, total_size=2**20)
+    port = free_port()
+    tracker = Recorder({"ok": True, "interval": 30})
+    await tracker.start(port)
+    try:
+        # A 30 s interval: every beat after the first few must come from a change.
+        proc, url = start_daemon(procs, tmp_path, tracker=f"http://127.0.0.1:{port}",
+                                 env={"BTSWARM_SERVER_HEARTBEAT_INTERVAL": "30"})
+        beat = await until(lambda: next((b for p, b in tracker.calls if b["can_seed"]), None),
+                           what="a heartbeat listing the dataset")
+        path = tracker.calls[0][0]
+        assert path == f"/api/sites/{SITE}/heartbeat"
+        assert set(beat) == {"site", "control_url", "peers", "can_seed", "seeding", "load", "capacity"}
+        assert (beat["site"], beat["control_url"], beat["seeding"], beat["load"], beat["capacity"]) == \
+            (SITE, url, [], 0, 50)
+        assert beat["peers"][0].startswith("127.0.0.2:")
+        ih = beat["can_seed"][0]
+
+        async with aiohttp.ClientSession() as http:
+            code, answer = await signed_request(http, "POST", f"{url}/api/seeds", site=SITE, secret=SECRET,
+                                                payload={"info_hash": ih})
+        assert code == 200 and answer["peers"] == beat["peers"]
+        started = time.monotonic()
+        seeding = await until(lambda: next((b for p, b in tracker.calls if b["seeding"]), None),
+                              timeout=5, what="a heartbeat after the seed started")
+        assert time.monotonic() - started < 2
+        assert (seeding["seeding"], seeding["load"]) == ([ih], 1)
+        assert proc.stop() == 0
+    finally:
+        await tracker.stop()
+
+
+@pytest.mark.slow
+def test_a_replica_changed_under_a_running_seed_is_counted_as_hash_failure(procs, tmp_path):
+    data = generate(tmp_path / "root", files=3, total_size=2 * 2**20)
+    proc, url = start_daemon(procs, tmp_path)
+    ds = ready_dataset(url)
+    with open(sorted(data.iterdir())[0], "r+b") as f:  # same size: only the seed's own check can notice
+        f.seek(1000)
+        f.write(b"bit rot!")
+    code, answer = signed_post(url, "/api/seeds", {"info_hash": ds["info_hash"]})
+    assert code == 200
+    torrent = tmp_path / "state" / "torrents" / f"{NAME}.torrent"
+    client = procs.start("client", [sys.executable, str(CLIENT), str(torrent), str(tmp_path / "dl"),
+                                    answer["peers"][0], "127.0.0.3", "20"])
+    wait_for(lambda: get_json(url + "/api/status")["hash_failures"] >= 1, timeout=15, what="a hash failure")
+    client.stop()
+    text = urllib.request.urlopen(url + "/metrics", timeout=2).read().decode()
+    assert "btserver_hash_failures_total 1.0" in text.splitlines()
+    assert "piece 0 failed its hash check" in proc.log()
+
+
+async def test_publish_command_puts_every_dataset_once(tmp_path):
+    generate(tmp_path / "root", name="ds.a", files=2, total_size=100_000)
+    generate(tmp_path / "root", name="ds.b", files=2, total_size=100_000, seed=7)
+    port = free_port()
+    repo = Recorder({"ok": True}, status=200)
+    await repo.start(port)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            command("bt-server"), "publish", "--root", str(tmp_path / "root"), "--state", str(tmp_path / "state"),
+            "--repo", f"http://127.0.0.1:{port}", env={**os.environ, **ENV},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+    finally:
+        await repo.stop()
+    assert proc.returncode == 0, err.decode()
+    assert sorted(p for p, _ in repo.calls) == ["/api/datasets/ds.a", "/api/datasets/ds.b"]
+    lines = out.decode().splitlines()
+    assert [line.split()[1:] for line in lines] == [["published", "ds.a"], ["published", "ds.b"]]
+
+
+def test_status_of_no_daemon_says_so(tmp_path):
+    port = free_port()
+    out = subprocess.run([command("bt-server"), "status", "--url", f"http://127.0.0.1:{port}"],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode == 4
+    assert out.stderr.startswith(f"bt-server: error: http://127.0.0.1:{port}: no answer")

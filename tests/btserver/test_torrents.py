@@ -1,0 +1,103 @@
+"""Precomputed torrents through the real commands: no rehash when unchanged, same info-hash everywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from torrents import metainfo
+from torrents.sample import generate
+
+from tests.support import command
+
+NAME = "data08_cos.sample"
+
+
+def bt_server(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([command("bt-server"), *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def scan(root: Path, state: Path, *extra: str) -> dict:
+    out = bt_server("scan", "--json", "--root", str(root), "--state", str(state), *extra)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_unchanged_dataset_is_not_rehashed_and_a_changed_one_gets_a_new_info_hash(tmp_path):
+    ds = generate(tmp_path / "root", name=NAME, files=5, total_size=2 * 2**20)
+    state = tmp_path / "state"
+    first = scan(tmp_path / "root", state)["datasets"]
+    assert [(d["name"], d["files"], d["built"]) for d in first] == [(NAME, 5, True)]
+    torrent = Path(first[0]["torrent"])
+    mtime = torrent.stat().st_mtime_ns
+
+    second = scan(tmp_path / "root", state)["datasets"]
+    assert second[0]["built"] is False
+    assert second[0]["info_hash"] == first[0]["info_hash"]
+    assert torrent.stat().st_mtime_ns == mtime
+
+    with open(ds / "DPD_IDCOMM.051203._00003.pool.root.1", "r+b") as f:
+        f.write(b"changed")
+    third = scan(tmp_path / "root", state)["datasets"]
+    assert third[0]["built"] is True
+    assert third[0]["info_hash"] != first[0]["info_hash"]
+    meta = metainfo.parse(torrent.read_bytes())
+    assert meta.info_hash == third[0]["info_hash"] and meta.private
+    assert meta.announce == "http://127.0.0.1:6969/announce"
+
+
+def test_two_sites_with_the_same_files_compute_the_same_info_hash(tmp_path):
+    generate(tmp_path / "site1", name=NAME, files=4, total_size=1 * 2**20)
+    generate(tmp_path / "site2", name=NAME, files=4, total_size=1 * 2**20)
+    # Site 2 keeps its replica behind links into a pool: the farm hides it.
+    pool = tmp_path / "site2pool"
+    shutil.move(tmp_path / "site2" / NAME, pool)
+    (tmp_path / "site2" / NAME).mkdir()
+    for f in sorted(pool.iterdir()):
+        os.symlink(f, tmp_path / "site2" / NAME / f.name)
+    one = scan(tmp_path / "site1", tmp_path / "s1", "--tracker", "http://127.0.0.1:1")["datasets"]
+    two = scan(tmp_path / "site2", tmp_path / "s2", "--tracker", "http://127.0.0.9:2",
+               "--config", str(_config(tmp_path, pool)))["datasets"]
+    assert one[0]["info_hash"] == two[0]["info_hash"]
+    made = bt_server("make-torrent", str(tmp_path / "site1" / NAME), "-o", str(tmp_path / "made.torrent"))
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.split()[0] == one[0]["info_hash"]
+    assert metainfo.parse((tmp_path / "made.torrent").read_bytes()).info_hash == one[0]["info_hash"]
+
+
+def _config(tmp_path: Path, pool: Path) -> Path:
+    path = tmp_path / "site2.toml"
+    path.write_text(f'[server]\nstorage_roots = ["{pool}"]\n')
+    return path
+
+
+def test_make_torrent_options_and_refusals(tmp_path):
+    ds = generate(tmp_path / "root", name=NAME, files=3, total_size=600_000)
+    out = bt_server("make-torrent", str(ds), "-o", str(tmp_path / "h.torrent"), "--hybrid", "--no-private",
+                    "--piece-size", "64K", "--tracker", "http://127.0.0.1:7000")
+    assert out.returncode == 0, out.stderr
+    meta = metainfo.parse((tmp_path / "h.torrent").read_bytes())
+    assert meta.info_hash_v2 and not meta.private and meta.piece_length == 65536
+    assert meta.announce == "http://127.0.0.1:7000/announce"
+    assert [f.lfn for f in meta.data_files] == sorted(p.name for p in ds.iterdir())
+    assert out.stdout.split()[0] == meta.info_hash
+
+    bad = bt_server("make-torrent", str(ds), "--piece-size", "1000")
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == "bt-server: error: --piece-size: 1000 is not a power of two of at least 16 KiB"
+
+
+def test_scan_reports_refused_files_with_exit_status_3(tmp_path):
+    root = tmp_path / "root"
+    (root / "ds").mkdir(parents=True)
+    (root / "ds" / "ok").write_bytes(b"x" * 10)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"secret")
+    os.symlink(outside, root / "ds" / "escape")
+    out = bt_server("scan", "--root", str(root), "--state", str(tmp_path / "state"))
+    assert out.returncode == 3
+    assert (f"bt-server: refused: ds/escape: {root}/ds/escape resolves to {outside}, "
+            "outside the storage roots; refused") in out.stderr

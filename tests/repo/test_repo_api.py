@@ -1,0 +1,286 @@
+"""bt-repo JSON API against the real app on a real port: publish rules, reads, search, paging."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from tests.repo.repo_support import SAMPLE, SECRETS, hostile_torrent, make_torrent, publish, publish_body
+from torrents import metainfo
+from torrents.config import RepoConfig
+from torrents.repo.app import create_app
+
+FILES = {"DPD_IDCOMM.051203._00001.pool.root.1": 40_000, "DPD_IDCOMM.051203._00002.pool.root.1": 25_000}
+
+
+@pytest.fixture
+async def repo(aiohttp_client, tmp_path):
+    # The tracker URL points at a port nobody listens on: swarm state is "unknown".
+    config = RepoConfig(state=str(tmp_path / "state"), tracker=f"http://127.0.0.1:{free_port()}",
+                        site_secrets=SECRETS)
+    return await aiohttp_client(create_app(config))
+
+
+def base(client) -> str:
+    return str(client.make_url("/"))
+
+
+async def put(client, name, body, **kw):
+    return await publish(client.session, base(client), name, body, **kw)
+
+
+async def test_publish_then_read_back(repo, tmp_path):
+    torrent, meta, files = make_torrent(tmp_path, SAMPLE, FILES)
+    status, answer = await put(repo, SAMPLE, publish_body(torrent, meta, files, description="cosmics, 2008"))
+    assert status == 201, answer
+    assert answer == {"result": "created", "name": SAMPLE, "info_hash": meta.info_hash, "versions": 1}
+
+    resp = await repo.get(f"/api/datasets/{SAMPLE}")
+    assert resp.status == 200
+    doc = await resp.json()
+    assert doc["name"] == SAMPLE and doc["info_hash"] == meta.info_hash
+    assert doc["total_size"] == 65_000 and doc["file_count"] == 2 and doc["sites"] == ["site1"]
+    assert doc["description"] == "cosmics, 2008"
+    assert doc["files"] == files
+    assert doc["versions"][0]["info_hash"] == meta.info_hash and len(doc["versions"]) == 1
+    assert doc["torrent_url"] == f"/datasets/{SAMPLE}.torrent"
+    assert doc["magnet"] == meta.magnet()
+    assert doc["swarm"] is None  # tracker down: unknown, not an error
+    assert doc["first_published"].endswith("Z") and len(doc["first_published"]) == 20
+
+    resp = await repo.get(doc["torrent_url"])
+    assert resp.status == 200
+    assert resp.content_type == "application/x-bittorrent"
+    assert f'filename="{SAMPLE}.torrent"' in resp.headers["Content-Disposition"]
+    body = await resp.read()
+    assert body == torrent and metainfo.parse(body).info_hash == meta.info_hash
+
+    assert (await (await repo.get("/api/info-hashes")).json()) == {"info_hashes": [meta.info_hash]}
+    sites = (await (await repo.get("/api/sites")).json())["sites"]
+    assert [(s["name"], s["datasets"]) for s in sites] == [("site1", 1)]
+    assert (await (await repo.get("/healthz")).json()) == {"ok": True}
+
+
+async def test_same_torrent_from_another_site_adds_the_site(repo, tmp_path):
+    torrent, meta, files = make_torrent(tmp_path, SAMPLE, FILES)
+    assert (await put(repo, SAMPLE, publish_body(torrent, meta, files)))[0] == 201
+    status, answer = await put(repo, SAMPLE, publish_body(torrent, meta, files, site="site2"), site="site2")
+    assert (status, answer["result"]) == (200, "site_added")
+    status, answer = await put(repo, SAMPLE, publish_body(torrent, meta, files))
+    assert (status, answer["result"]) == (200, "unchanged")
+    doc = await (await repo.get(f"/api/datasets/{SAMPLE}")).json()
+    assert doc["sites"] == ["site1", "site2"] and len(doc["versions"]) == 1
+
+
+async def test_changed_dataset_becomes_a_new_version(repo, tmp_path):
+    old, old_meta, old_files = make_torrent(tmp_path / "a", SAMPLE, FILES)
+    new, new_meta, new_files = make_torrent(tmp_path / "b", SAMPLE, {**FILES, "DPD_IDCOMM.051203._00003.pool.root.1": 5})
+    assert (await put(repo, SAMPLE, publish_body(old, old_meta, old_files)))[0] == 201
+    status, answer = await put(repo, SAMPLE, publish_body(new, new_meta, new_files, site="site2"), site="site2")
+    assert (status, answer["result"], answer["versions"]) == (201, "new_version", 2)
+
+    doc = await (await repo.get(f"/api/datasets/{SAMPLE}")).json()
+    assert doc["info_hash"] == new_meta.info_hash and doc["file_count"] == 3
+    assert doc["sites"] == ["site2"]  # site1 holds only the older version
+    assert [v["info_hash"] for v in doc["versions"]] == [new_meta.info_hash, old_meta.info_hash]
+    assert doc["versions"][1]["sites"] == ["site1"]
+    assert await (await repo.get(f"/datasets/{SAMPLE}.torrent")).read() == new
+    assert await (await repo.get(f"/datasets/{SAMPLE}.torrent?info_hash={old_meta.info_hash}")).read() == old
+    hashes = (await (await repo.get("/api/info-hashes")).json())["info_hashes"]
+    assert sorted(hashes) == sorted([old_meta.info_hash, new_meta.info_hash])
+    resp = await repo.get(f"/datasets/{SAMPLE}.torrent?info_hash=nothex")
+    assert resp.status == 400
+
+
+async def assert_nothing_stored(repo):
+    doc = await (await repo.get("/api/datasets")).json()
+    assert doc["total"] == 0 and doc["datasets"] == []
+    assert (await (await repo.get("/api/info-hashes")).json()) == {"info_hashes": []}
+
+
+async def test_unsafe_torrent_is_refused(repo, tmp_path):
+    evil = hostile_torrent("evil")
+    record_files = [{"lfn": "../../etc/passwd", "size": 10, "adler32": None}]
+    body = {"site": "site1", "torrent": base64.b64encode(evil).decode(),
+            "record": {"name": "evil", "total_size": 10, "files": record_files}}
+    status, answer = await put(repo, "evil", body)
+    assert status == 400
+    assert answer["error"] == ("publish evil: torrent: unsafe path '../../etc/passwd' "
+                               "(path component '..' is not allowed)")
+    status, answer = await put(repo, "evil", {**body, "torrent": "%%% not base64"})
+    assert (status, answer["error"]) == (400, "publish evil: torrent: not valid base64")
+    await assert_nothing_stored(repo)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"total_size": 1}, "total size 1 differs from the torrent's 65000"),
+    ({"files": "drop"}, "1 files but the torrent has 2"),
+    ({"files": "resize"}, "is 39999 bytes but 40000 in the torrent"),
+    ({"files": "rename"}, "is not in the torrent"),
+    ({"info_hash": "0" * 40}, "info_hash 0000000000000000000000000000000000000000 differs"),
+    ({"name": "other"}, "name differs from the torrent's name"),
+])
+async def test_record_must_match_the_torrent(repo, tmp_path, change, message):
+    torrent, meta, files = make_torrent(tmp_path, SAMPLE, FILES)
+    body = publish_body(torrent, meta, files)
+    record = body["record"]
+    if change.get("files") == "drop":
+        record["files"] = files[:1]
+        record["total_size"] = files[0]["size"]
+    elif change.get("files") == "resize":
+        record["files"] = [{**files[0], "size": files[0]["size"] - 1}, files[1]]
+        record["total_size"] = meta.total_size
+    elif change.get("files") == "rename":
+        record["files"] = [{**files[0], "lfn": "other.root"}, files[1]]
+    else:
+        record.update(change)
+    path_name = record["name"]
+    status, answer = await put(repo, path_name, body)
+    assert status == 400, answer
+    assert message in answer["error"]
+    await assert_nothing_stored(repo)
+
+
+async def test_path_naming_another_dataset_is_a_conflict(repo, tmp_path):
+    torrent, meta, files = make_torrent(tmp_path, SAMPLE, FILES)
+    status, answer = await put(repo, "someotherdataset", publish_body(torrent, meta, files))
+    assert status == 409
+    assert answer["error"] == (f"someotherdataset: the path names this dataset but the record and torrent "
+                               f"name {SAMPLE!r}")
+    await assert_nothing_stored(repo)
+
+
+async def test_unsigned_or_wrongly_signed_publish_changes_nothing(repo, tmp_path):
+    torrent, meta, files = make_torrent(tmp_path, SAMPLE, FILES)
+    body = publish_body(torrent, meta, files)
+    resp = await repo.put(f"/api/datasets/{SAMPLE}", json=body)
+    assert resp.status == 401
+    assert (await resp.json())["error"] == f"PUT /api/datasets/{SAMPLE}: request is not signed"
+    status, answer = await put(repo, SAMPLE, body, secret="not-the-secret")
+    assert (status, answer["error"]) == (401, "site1: bad signature")
+    status, answer = await put(repo, SAMPLE, body, site="site2", secret="wrong")
+    assert status == 401
+    status, answer = await put(repo, SAMPLE, body, site="site3", secret="whatever")
+    assert (status, answer["error"]) == (401, "site3: unknown site")
+    # Signed by site2 but claiming to be site1: the signer is who publishes.
+    status, answer = await put(repo, SAMPLE, body, site="site2")
+    assert (status, answer["error"]) == (401, "site2: signed as 'site2' but the body says site 'site1'")
+    await assert_nothing_stored(repo)
+    metrics = await (await repo.get("/metrics")).text()
+    assert 'btswarm_repo_publishes_total{result="unauthorized"} 5.0' in metrics
+
+
+HOSTILE = Path(__file__).resolve().parents[1] / "data" / "hostile"
+
+
+async def test_every_hostile_torrent_is_refused(repo):
+    cases = sorted(HOSTILE.glob("*.torrent"))
+    assert len(cases) >= 10, f"{HOSTILE}: expected the shared hostile .torrent files"
+    for case in cases:
+        body = {"site": "site1", "torrent": base64.b64encode(case.read_bytes()).decode(),
+                "record": {"name": "x", "total_size": 1, "files": [{"lfn": "a.root", "size": 1}]}}
+        status, answer = await put(repo, "x", body)
+        assert status == 400, (case.name, answer)
+        assert answer["error"].startswith("publish x: torrent"), (case.name, answer)
+    await assert_nothing_stored(repo)
+
+
+async def publish_many(repo, tmp_path, specs):
+    metas = {}
+    for name, files, description, site in specs:
+        torrent, meta, record = make_torrent(tmp_path, name, files)
+        status, answer = await put(repo, name, publish_body(torrent, meta, record, site=site,
+                                                            description=description), site=site)
+        assert status == 201, answer
+        metas[name] = meta
+    return metas
+
+
+CATALOG = [
+    (SAMPLE, FILES, "ATLAS cosmics, merged DPD", "site1"),
+    (SAMPLE + "_ext", {"IDCosmic.DPD_IDCOMM.data08_cos.00091949.root": 90_000},
+     f"copy of {SAMPLE} {SAMPLE} physics_IDCosmic DPD_IDCOMM", "site2"),
+    ("mc08.105200.T1_McAtNlo_Jimmy.recon.AOD", {"AOD.027139._00001.pool.root.1": 150_000}, "ttbar", "site2"),
+    ("data09_900GeV.00141811.physics_MinBias.merge.AOD", {"AOD.1.root": 10_000}, "first collisions", "site1"),
+    ("user.jdoe.ntuple.v1", {"ntuple.root": 1_000}, "my ntuple", "site1"),
+]
+
+
+async def search(repo, **params):
+    resp = await repo.get("/api/datasets", params=params)
+    doc = await resp.json()
+    assert resp.status == 200, doc
+    return doc
+
+
+async def test_search_finds_names_split_on_dots_and_underscores(repo, tmp_path):
+    await publish_many(repo, tmp_path, CATALOG)
+    names = lambda doc: [d["name"] for d in doc["datasets"]]  # noqa: E731
+    assert set(names(await search(repo, q="IDCosmic"))) == {SAMPLE, SAMPLE + "_ext"}
+    assert set(names(await search(repo, q="DPD_IDCOMM"))) == {SAMPLE, SAMPLE + "_ext"}
+    assert names(await search(repo, q="McAtNlo")) == ["mc08.105200.T1_McAtNlo_Jimmy.recon.AOD"]
+    assert names(await search(repo, q="027139")) == ["mc08.105200.T1_McAtNlo_Jimmy.recon.AOD"]  # a file name
+    assert names(await search(repo, q="collisions")) == ["data09_900GeV.00141811.physics_MinBias.merge.AOD"]
+    assert names(await search(repo, q="minbi")) == ["data09_900GeV.00141811.physics_MinBias.merge.AOD"]  # prefix
+    assert (await search(repo, q='nothing" OR *'))["total"] == 0  # FTS syntax in user text is just words
+    # The exact name ranks first even though the other one repeats every word of it.
+    doc = await search(repo, q=SAMPLE)
+    assert names(doc)[0] == SAMPLE and doc["sort"] == "relevance"
+
+
+async def test_paging_sorting_and_site_filter(repo, tmp_path):
+    await publish_many(repo, tmp_path, CATALOG)
+    doc = await search(repo, per_page=2, page=3, sort="name")
+    assert (doc["total"], doc["page"], doc["per_page"], len(doc["datasets"])) == (5, 3, 2, 1)
+    assert doc["datasets"][0]["name"] == "user.jdoe.ntuple.v1"
+    all_by_name = [d["name"] for d in (await search(repo, sort="name"))["datasets"]]
+    assert all_by_name == sorted(all_by_name, key=str.lower)
+    sizes = [d["total_size"] for d in (await search(repo, sort="size"))["datasets"]]
+    assert sizes == sorted(sizes, reverse=True)
+    assert (await search(repo, sort="date"))["datasets"][0]["name"] == "user.jdoe.ntuple.v1"  # newest first
+    assert (await search(repo, page=9))["datasets"] == []
+    at2 = await search(repo, site="site2")
+    assert at2["total"] == 2 and all(d["sites"] == ["site2"] for d in at2["datasets"])
+    assert (await search(repo, site="site2", q="ttbar"))["total"] == 1
+
+
+@pytest.mark.parametrize("params, error", [
+    ({"page": "0"}, "page=0: must be a whole number of at least 1"),
+    ({"page": "abc"}, "page=abc: must be a whole number of at least 1"),
+    ({"per_page": "-5"}, "per_page=-5: must be a whole number of at least 1"),
+    ({"per_page": "1000"}, "per_page=1000: must be at most 200"),
+    ({"sort": "bogus"}, "sort=bogus: unknown sort order (use one of: relevance, name, size, date)"),
+])
+async def test_bad_paging_is_a_clear_400(repo, params, error):
+    resp = await repo.get("/api/datasets", params=params)
+    assert resp.status == 400
+    assert (await resp.json()) == {"error": error}
+
+
+async def test_unknown_dataset_is_404_json(repo):
+    resp = await repo.get("/api/datasets/no.such.dataset")
+    assert resp.status == 404
+    assert (await resp.json()) == {"error": "no.such.dataset: no such dataset"}
+    resp = await repo.get("/api/nothing-here")
+    assert resp.status == 404 and "error" in await resp.json()
+
+
+async def test_metrics_count_publishes_datasets_and_downloads(repo, tmp_path):
+    torrent, meta, files = make_torrent(tmp_path, SAMPLE, FILES)
+    await put(repo, SAMPLE, publish_body(torrent, meta, files))
+    await put(repo, SAMPLE, publish_body(torrent, meta, files, site="site2"), site="site2")
+    await put(repo, "wrongname", publish_body(torrent, meta, files))
+    for _ in range(3):
+        assert (await repo.get(f"/datasets/{SAMPLE}.torrent")).status == 200
+    resp = await repo.get("/metrics")
+    assert resp.status == 200 and resp.content_type == "text/plain"
+    text = await resp.text()
+    for line in ('btswarm_repo_publishes_total{result="created"} 1.0',
+                 'btswarm_repo_publishes_total{result="site_added"} 1.0',
+                 'btswarm_repo_publishes_total{result="conflict"} 1.0',
+                 "btswarm_repo_datasets 1.0",
+                 "btswarm_repo_torrent_downloads_total 3.0"):
+        assert line in text, line

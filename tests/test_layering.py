@@ -1,0 +1,140 @@
+"""The layering of DESIGN.md, checked on the source: who may import whom.
+
+- the shared library (torrents/, without torrents/repo/) imports no service
+  and not the umbrella;
+- a service (btget, btserver, tracker, torrents.repo) imports no other
+  service: they talk over HTTP and the peer wire only;
+- btswarm, the umbrella, starts the services as processes and imports none;
+- importing the core library pulls in neither aiohttp nor libtorrent.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("torrents", "btget", "btserver", "tracker", "btswarm")
+SERVICES = ("btget", "btserver", "tracker", "torrents.repo")
+UMBRELLA = "btswarm"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def source_files() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def part_of(module: str) -> str | None:
+    """The part a module belongs to: a service, the umbrella, 'library', or None for third-party code."""
+    for service in SERVICES:
+        if module == service or module.startswith(service + "."):
+            return service
+    if module == UMBRELLA or module.startswith(UMBRELLA + "."):
+        return UMBRELLA
+    if module == "torrents" or module.startswith("torrents."):
+        return "library"
+    return None
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for every import in the file, wherever it is: top level, functions, importlib calls."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.append((node.lineno, module))
+            # `from torrents import repo` imports the submodule torrents.repo
+            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names if alias.name != "*"]
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and (getattr(node.func, "attr", None) == "import_module"
+                   or getattr(node.func, "id", None) in ("import_module", "__import__"))):
+            found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def violations(path: Path) -> list[str]:
+    me = part_of(module_name(path))
+    bad: dict[tuple[int, str], str] = {}
+    for line, module in imports(path):
+        other = part_of(module)
+        if other is None or other == "library" or other == me:
+            continue
+        # the library may import no part; a service no other part; the umbrella no service
+        where = f"{path.relative_to(ROOT)}:{line}"
+        bad.setdefault((line, other), f"{where}: imports {module} ({me} must not import {other})")
+    return [bad[k] for k in sorted(bad)]
+
+
+FILES = source_files()
+
+
+def test_the_tree_is_there():
+    names = {module_name(p) for p in FILES}
+    assert {"torrents.bencoding", "torrents.metainfo", "torrents.dataset", "torrents.config"} <= names
+    assert all((ROOT / pkg / "__init__.py").is_file() for pkg in PACKAGES)
+
+
+@pytest.mark.parametrize("path", FILES, ids=[module_name(p) for p in FILES])
+def test_layering(path):
+    assert violations(path) == []
+
+
+def test_the_checker_catches_what_it_should(tmp_path, monkeypatch):
+    # the rule itself, on made-up modules placed in a scratch tree
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    lib, tracker, umbrella = "library must not import", "tracker must not import", "btswarm must not import"
+    cases = {
+        "torrents/metainfo.py": ("from btget import plan\n",
+                                 f"torrents/metainfo.py:1: imports btget ({lib} btget)"),
+        "torrents/auth.py": ("from torrents import repo\n",
+                             f"torrents/auth.py:1: imports torrents.repo ({lib} torrents.repo)"),
+        "tracker/app.py": ("def f():\n    import btserver.catalog\n",
+                           f"tracker/app.py:2: imports btserver.catalog ({tracker} btserver)"),
+        "torrents/repo/views.py": ("from tracker import protocol\n",
+                                   "torrents/repo/views.py:1: imports tracker (torrents.repo must not import tracker)"),
+        "btswarm/up.py": ("import importlib\nimportlib.import_module('tracker.cli')\n",
+                          f"btswarm/up.py:2: imports tracker.cli ({umbrella} tracker)"),
+        "btget/plan.py": ("import btswarm\n", "btget/plan.py:1: imports btswarm (btget must not import btswarm)"),
+        # allowed: the library, the module's own package (relative too), third-party code
+        "btget/cli.py": ("from torrents import metainfo\nfrom . import plan\nimport aiohttp\n", None),
+        "torrents/repo/app.py": ("from . import db\nfrom .. import dataset\n", None),
+    }
+    for rel, (source, expected) in cases.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+        assert violations(path) == ([expected] if expected else []), rel
+
+
+CORE = ["torrents", "torrents.errors", "torrents.bencoding", "torrents.metainfo", "torrents.dataset",
+        "torrents.config", "torrents.auth", "torrents.fingerprint", "torrents.units", "torrents.sample",
+        "torrents.log"]
+
+
+def test_the_core_library_loads_neither_aiohttp_nor_libtorrent():
+    code = (f"import sys\nimport {', '.join(CORE)}\n"
+            "print(sorted(m for m in ('aiohttp', 'libtorrent') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

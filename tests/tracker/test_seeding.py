@@ -1,0 +1,178 @@
+"""On-demand seed starts against stand-in sites (real aiohttp apps on 127.0.0.x), and the pure policies."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from torrents import auth
+from torrents.config import TrackerConfig
+from tracker import handout
+from tracker.peerstore import LocalPeerStore
+from tracker.seeding import order_sites, wanted_seeds
+from tracker.sites import Site
+
+from tests.tracker.helpers import SECRETS, announce, beat_body, heartbeat, query
+
+H = hashlib.sha1(b"on-demand").digest()
+
+
+class StandInSite:
+    """POST /api/seeds like bt-server: checks the signature, records the call, answers after `delay`."""
+
+    def __init__(self, name: str, ip: str, *, status: int = 200, delay: float = 0.3) -> None:
+        self.name, self.ip, self.status, self.delay = name, ip, status, delay
+        self.posts: list[str] = []
+        self.verifier = auth.Verifier({name: SECRETS[name]})
+        app = web.Application()
+        app.router.add_post("/api/seeds", self.seeds)
+        self.server = TestServer(app, host=ip, port=0)
+
+    async def seeds(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        self.verifier.verify(request.method, request.path_qs, request.headers, body)
+        info_hash = (await request.json())["info_hash"]
+        self.posts.append(info_hash)
+        await asyncio.sleep(self.delay)
+        if self.status != 200:
+            return web.json_response({"error": f"{self.name}: at capacity", "capacity": 1}, status=self.status)
+        return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [f"{self.ip}:6881"]})
+
+    async def __aenter__(self) -> "StandInSite":
+        await self.server.start_server()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.server.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.ip}:{self.server.port}"
+
+
+async def publish(client, *sites: StandInSite, h: bytes = H) -> None:
+    for s in sites:
+        assert await heartbeat(client, s.name, beat_body(s.name, s.url, [f"{s.ip}:6881"], [h])) == 200
+
+
+async def test_first_answer_lists_the_started_seed(make_client):
+    client = await make_client()
+    async with StandInSite("site1", "127.0.0.2") as site:
+        await publish(client, site)
+        answer = await announce(client, query(H, port=7001))
+        assert site.posts == [H.hex()]
+        assert answer[b"peers"] == bytes([127, 0, 0, 2]) + (6881).to_bytes(2, "big")
+        assert answer[b"complete"] == 1
+        # the next leecher finds the seed in the swarm: no second start
+        again = await announce(client, query(H, b"-TT0001-000000000002", port=7002))
+        assert site.posts == [H.hex()] and b"\x7f\x00\x00\x02\x1a\xe1" in again[b"peers"]
+        async with client.session.get(client.make_url(f"/api/swarms/{H.hex()}")) as resp:
+            assert await resp.json() == {"info_hash": H.hex(), "seeds": 1, "leechers": 2, "completed": 0,
+                                         "sites": ["site1"]}
+
+
+async def test_fifty_concurrent_announces_send_one_post_per_site(make_client):
+    client = await make_client()
+    async with StandInSite("site1", "127.0.0.2") as s1, StandInSite("site2", "127.0.0.3") as s2:
+        await publish(client, s1, s2)
+        answers = await asyncio.gather(*(announce(client, query(H, b"-TT0001-%012d" % i, port=7000 + i))
+                                         for i in range(50)))
+        assert s1.posts == [H.hex()] and s2.posts == [H.hex()]
+        seeds = {bytes([127, 0, 0, 2]) + (6881).to_bytes(2, "big"), bytes([127, 0, 0, 3]) + (6881).to_bytes(2, "big")}
+        for a in answers:
+            got = {a[b"peers"][i:i + 6] for i in range(0, len(a[b"peers"]), 6)}
+            assert got & seeds, "every answer carries a seed"
+
+
+async def test_site_that_answered_429_is_skipped_for_the_backoff(make_client):
+    client = await make_client(TrackerConfig(site_secrets=SECRETS, start_wait=3.0, site_backoff=60))
+    async with StandInSite("site1", "127.0.0.2", status=429, delay=0) as busy:
+        await publish(client, busy)
+        first = await announce(client, query(H, port=7001))
+        assert busy.posts == [H.hex()] and first[b"peers"] == b""
+        await announce(client, query(H, b"-TT0001-000000000002", port=7002))
+        assert busy.posts == [H.hex()], "backed off: not asked again"
+        async with StandInSite("site2", "127.0.0.3", delay=0) as ok:
+            await publish(client, ok)
+            third = await announce(client, query(H, b"-TT0001-000000000003", port=7003))
+            assert ok.posts == [H.hex()] and busy.posts == [H.hex()]
+            assert bytes([127, 0, 0, 3]) + (6881).to_bytes(2, "big") in third[b"peers"]
+    async with client.session.get(client.make_url("/metrics")) as resp:
+        text = await resp.text()
+    assert 'btswarm_tracker_seed_starts_total{outcome="busy"} 1.0' in text
+    assert 'btswarm_tracker_seed_starts_total{outcome="started"} 1.0' in text
+
+
+async def test_unreachable_site_fails_fast_and_the_next_one_is_asked(make_client):
+    client = await make_client()
+    async with StandInSite("site2", "127.0.0.3", delay=0) as ok:
+        # site1's control URL points at a closed port: connection refused
+        from tests.support import free_port
+        dead = beat_body("site1", f"http://127.0.0.2:{free_port('127.0.0.2')}", ["127.0.0.2:6881"], [H], load=0)
+        assert await heartbeat(client, "site1", dead) == 200
+        assert await heartbeat(client, "site2", beat_body("site2", ok.url, ["127.0.0.3:6881"], [H], load=5)) == 200
+        answer = await announce(client, query(H, port=7001))
+        assert ok.posts == [H.hex()]
+        assert answer[b"peers"] == bytes([127, 0, 0, 3]) + (6881).to_bytes(2, "big")
+
+
+# --- pure policies ---------------------------------------------------------
+
+def _site(name: str, load: int = 0, capacity: int = 10, seeding: frozenset = frozenset()) -> Site:
+    return Site(name, f"http://{name}", (), frozenset(), seeding, load, capacity, 0.0)
+
+
+def test_wanted_seeds():
+    assert wanted_seeds(0, 4, 3) == 0
+    assert [wanted_seeds(n, 4, 3) for n in (1, 4, 5, 8, 9, 100)] == [1, 1, 2, 2, 3, 3]
+    assert wanted_seeds(100, 4, 0) == 1
+
+
+def test_order_already_seeding_then_least_loaded_then_round_robin():
+    a, b, c = _site("a", load=5), _site("b", load=1), _site("c", load=9, seeding=frozenset({H}))
+    assert [s.name for s in order_sites([a, b, c], H, 0)] == ["c", "b", "a"]
+    ties = [_site("x"), _site("y"), _site("z")]
+    firsts = [order_sites(ties, H, r)[0].name for r in range(6)]
+    assert firsts == ["x", "y", "z", "x", "y", "z"]
+    # load is relative to capacity
+    big, small = _site("big", load=10, capacity=100), _site("small", load=5, capacity=10)
+    assert order_sites([small, big], H, 0)[0].name == "big"
+
+
+def _peers(n: int, seeds: int = 0, ip: str = "127.0.0.9") -> list:
+    store = LocalPeerStore(ttl=100)
+    for i in range(n):
+        store.update(H, ip, 1000 + i, b"%020d" % i, i < seeds, "started")
+    return store.peers(H)
+
+
+def test_handout_excludes_requester_and_caps():
+    peers = _peers(300)
+    chosen = handout.select(peers, ("127.0.0.9", 1000), 500, rng=random.Random(1))
+    assert len(chosen) == 200 and all(p.port != 1000 for p in chosen)
+    assert handout.select(peers, ("127.0.0.9", 1000), 0) == []
+
+
+def test_handout_always_includes_a_seed():
+    peers = _peers(100, seeds=1)
+    for seed in range(20):
+        chosen = handout.select(peers, ("127.0.0.1", 1), 5, rng=random.Random(seed))
+        assert len(chosen) == 5 and any(p.seed for p in chosen)
+
+
+def test_handout_prefers_own_site_then_seeds():
+    store = LocalPeerStore(ttl=100)
+    for i in range(30):
+        store.update(H, "127.0.0.5", 2000 + i, b"%020d" % i, False, "")  # other site, leechers
+    for i in range(3):
+        store.update(H, "127.0.0.6", 3000 + i, b"s%019d" % i, True, "")  # seeds
+    for i in range(4):
+        store.update(H, "127.0.0.7", 4000 + i, b"l%019d" % i, False, "")  # requester's own site
+    site_of = {"127.0.0.5": "far", "127.0.0.6": "t2", "127.0.0.7": "home"}.get
+    chosen = handout.select(store.peers(H), ("127.0.0.7", 9), 8, site_of=site_of, requester_site="home",
+                            rng=random.Random(3))
+    assert [p.ip for p in chosen] == ["127.0.0.7"] * 4 + ["127.0.0.6"] * 3 + ["127.0.0.5"]

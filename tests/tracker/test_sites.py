@@ -1,0 +1,76 @@
+"""Heartbeats: signed, checked, and nothing changes on a bad one; the read API shows sites."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+
+from torrents import auth
+
+from tests.tracker.helpers import SECRETS, announce, beat_body, heartbeat, query
+
+H = hashlib.sha1(b"dataset").digest()
+
+
+async def sites_json(client) -> list[dict]:
+    async with client.session.get(client.make_url("/api/sites")) as resp:
+        assert resp.status == 200
+        return (await resp.json())["sites"]
+
+
+async def test_signed_heartbeat_publishes_info_hashes(make_client):
+    client = await make_client()
+    refused = await announce(client, query(H))
+    assert refused == {b"failure reason": b"unknown info_hash: not published in this federation"}
+    assert await heartbeat(client, "site1", beat_body("site1", "http://127.0.0.2:8700", ["127.0.0.2:6881"],
+                                                      [H], load=2, capacity=7)) == 200
+    [site] = await sites_json(client)
+    assert site["name"] == "site1" and site["up"] and site["can_seed"] == 1 and site["load"] == 2
+    assert site["peers"] == ["127.0.0.2:6881"] and site["control_url"] == "http://127.0.0.2:8700"
+    assert b"peers" in await announce(client, query(H, left=0))
+
+
+async def test_bad_heartbeats_get_401_and_change_nothing(make_client):
+    client = await make_client()
+    body = beat_body("site1", "http://127.0.0.2:8700", ["127.0.0.2:6881"], [H])
+    raw = json.dumps(body).encode()
+    path = "/api/sites/site1/heartbeat"
+    replay = auth.sign(SECRETS["site1"], "site1", "POST", path, raw)
+    assert await heartbeat(client, "site1", body, headers=replay) == 200
+    before = await sites_json(client)
+    other = beat_body("site1", "http://127.0.0.9:8700", ["127.0.0.9:6881"], [hashlib.sha1(b"other").digest()])
+    other_raw = json.dumps(other).encode()
+    cases = {
+        "unsigned": dict(headers={}),
+        "wrong key": dict(secret="not-the-secret"),
+        "stale": dict(headers=auth.sign(SECRETS["site1"], "site1", "POST", path, other_raw, now=time.time() - 3600)),
+        "path site is not the signer": dict(signer="site2", path_site="site1"),
+        "unknown site": dict(headers=auth.sign("x", "nobody", "POST", path, other_raw)),
+    }
+    for what, kw in cases.items():
+        assert await heartbeat(client, "site1", other, **kw) == 401, what
+    assert await heartbeat(client, "site1", body, headers=replay) == 401, "replayed"
+    assert await sites_json(client) == before
+    refused = await announce(client, query(hashlib.sha1(b"other").digest()))
+    assert b"failure reason" in refused
+
+
+async def test_malformed_heartbeat_body_is_400(make_client):
+    client = await make_client()
+    bad = beat_body("site1", "http://127.0.0.2:8700", ["127.0.0.2:6881"], [H])
+    bad["can_seed"] = ["not-hex"]
+    assert await heartbeat(client, "site1", bad) == 400
+    assert await sites_json(client) == []
+
+
+async def test_site_is_down_after_three_missed_heartbeats(make_client):
+    from tracker.sites import SiteRegistry
+    now = [100.0]
+    registry = SiteRegistry(heartbeat_interval=10, clock=lambda: now[0])
+    client = await make_client(sites=registry)
+    assert await heartbeat(client, "site1", beat_body("site1", "http://127.0.0.2:8700", [], [H])) == 200
+    now[0] += 30
+    assert (await sites_json(client))[0]["up"] is True
+    now[0] += 1
+    assert (await sites_json(client))[0]["up"] is False

@@ -1,0 +1,236 @@
+"""torrents.config: defaults, lookup order, environment and flags, and clear errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from torrents.config import Config, GetConfig, load_config, parse_hostport
+from torrents.errors import ConfigError
+
+KNOWN_GET = ", ".join(sorted(f.name for f in dataclasses.fields(GetConfig)))
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A fresh HOME with no config, and no BTSWARM_* or XDG_STATE_HOME from the caller's environment."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for key in list(os.environ):
+        if key.startswith("BTSWARM_") or key == "XDG_STATE_HOME":
+            monkeypatch.delenv(key)
+    return home
+
+
+def write(path, text: str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def error(*args, **kwargs) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(*args, **kwargs)
+    return str(info.value)
+
+
+def test_defaults_with_no_file(home):
+    cfg = load_config()
+    assert cfg.path is None
+    assert cfg == Config(path=None)
+    assert cfg.get.workers == 1 and cfg.get.repo == "http://127.0.0.1:8080"
+    assert cfg.server.site == "site1" and cfg.server.listen == "127.0.0.1:8700" and cfg.server.private is True
+    assert cfg.tracker.listen == "127.0.0.1:6969" and cfg.tracker.site_secrets == {"site1": "btswarm-dev-secret"}
+    assert cfg.repo.state == str(home / ".local" / "state" / "btswarm" / "repo")
+    assert cfg.server.state == str(home / ".local" / "state" / "btswarm" / "server")
+
+
+def test_state_follows_xdg_state_home(home, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert load_config().repo.state == str(tmp_path / "xdg" / "btswarm" / "repo")
+
+
+def test_lookup_order(home, tmp_path, monkeypatch):
+    user = write(home / ".config" / "btswarm" / "config.toml", "[get]\nworkers = 2\n")
+    assert load_config().get.workers == 2
+    assert load_config().path == str(user)
+    env_file = write(tmp_path / "env.toml", "[get]\nworkers = 3\n")
+    monkeypatch.setenv("BTSWARM_CONFIG", str(env_file))
+    assert load_config().get.workers == 3
+    explicit = write(tmp_path / "explicit.toml", "[get]\nworkers = 5\n")
+    cfg = load_config(explicit)
+    assert (cfg.get.workers, cfg.path) == (5, str(explicit))
+
+
+def test_missing_named_files_are_errors(home, tmp_path, monkeypatch):
+    assert error(tmp_path / "nope.toml") == f"{tmp_path}/nope.toml: config file not found"
+    monkeypatch.setenv("BTSWARM_CONFIG", str(tmp_path / "gone.toml"))
+    assert error() == f"{tmp_path}/gone.toml: config file named by $BTSWARM_CONFIG not found"
+
+
+def test_environment_overrides_the_file(home, tmp_path, monkeypatch):
+    path = write(tmp_path / "c.toml", "[get]\nworkers = 2\nrepo = 'http://repo.example'\n")
+    monkeypatch.setenv("BTSWARM_GET_WORKERS", "4")
+    cfg = load_config(path)
+    assert cfg.get.workers == 4
+    assert cfg.get.repo == "http://repo.example"
+
+
+def test_explicit_environ_mapping_replaces_os_environ(home, monkeypatch):
+    monkeypatch.setenv("BTSWARM_GET_WORKERS", "4")
+    assert load_config(environ={}).get.workers == 1
+    assert load_config(environ={"BTSWARM_GET_WORKERS": "6"}).get.workers == 6
+
+
+def test_overrides_beat_environment(home, tmp_path, monkeypatch):
+    path = write(tmp_path / "c.toml", "[get]\nworkers = 2\n")
+    monkeypatch.setenv("BTSWARM_GET_WORKERS", "4")
+    assert load_config(path, overrides={"get": {"workers": 8}}).get.workers == 8
+    # an option the user did not give (None) leaves the environment's value
+    assert load_config(path, overrides={"get": {"workers": None}}).get.workers == 4
+
+
+def test_environment_types(home):
+    env = {"BTSWARM_TRACKER_OPEN": "yes", "BTSWARM_SERVER_ROOTS": "/data/a:/data/b",
+           "BTSWARM_TRACKER_SITE_SECRETS": "site1=s1,site2=s2", "BTSWARM_GET_SEED_TIME": "1.5",
+           "BTSWARM_TRACKER_SITE_NETWORKS": "site1=10.0.0.0/8"}
+    cfg = load_config(environ=env)
+    assert cfg.tracker.open is True
+    assert cfg.server.roots == ("/data/a", "/data/b")
+    assert cfg.tracker.site_secrets == {"site1": "s1", "site2": "s2"}
+    assert cfg.tracker.site_networks == {"site1": ("10.0.0.0/8",)}
+    assert cfg.get.seed_time == 1.5
+
+
+def test_a_full_file(home, tmp_path):
+    path = write(tmp_path / "c.toml", """
+[server]
+site = "uchicago"
+roots = ["/pnfs/uchicago.edu/atlasdatadisk"]
+manifests = "/etc/btswarm/site.tsv"
+heartbeat_interval = 5
+private = false
+
+[tracker]
+open = true
+interval = 120
+
+[tracker.site_secrets]
+uchicago = "s3cret"
+
+[tracker.site_networks]
+uchicago = ["10.1.0.0/16", "192.170.0.0/16"]
+
+[repo]
+public_url = "https://repo.example"
+""")
+    cfg = load_config(path)
+    assert cfg.server.site == "uchicago"
+    assert cfg.server.roots == ("/pnfs/uchicago.edu/atlasdatadisk",)
+    assert cfg.server.manifests == ("/etc/btswarm/site.tsv",)
+    assert cfg.server.heartbeat_interval == 5.0 and isinstance(cfg.server.heartbeat_interval, float)
+    assert cfg.server.private is False
+    assert cfg.tracker.open is True and cfg.tracker.interval == 120
+    assert cfg.tracker.site_secrets == {"uchicago": "s3cret"}
+    assert cfg.tracker.site_networks == {"uchicago": ("10.1.0.0/16", "192.170.0.0/16")}
+    assert cfg.repo.public_url == "https://repo.example"
+
+
+def test_config_is_frozen(home):
+    cfg = load_config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.get.workers = 3  # type: ignore[misc]
+
+
+# errors name the file and the key
+
+def test_unknown_section(home, tmp_path):
+    path = write(tmp_path / "c.toml", "[gett]\nworkers = 2\n")
+    assert error(path) == f"{path}: [gett]: unknown section (known: get, server, tracker, repo)"
+
+
+def test_unknown_key(home, tmp_path):
+    path = write(tmp_path / "c.toml", "[get]\nwrokers = 2\n")
+    assert error(path) == f"{path}: [get] wrokers: unknown key (known: {KNOWN_GET})"
+
+
+def test_section_must_be_a_table(home, tmp_path):
+    path = write(tmp_path / "c.toml", "get = 3\n")
+    assert error(path) == f"{path}: get: must be a table"
+
+
+@pytest.mark.parametrize("toml, expected", [
+    ("[get]\nworkers = 'four'", "[get] workers: expected a whole number, got 'four'"),
+    ("[get]\nworkers = 2.5", "[get] workers: expected a whole number, got 2.5"),
+    ("[get]\nworkers = true", "[get] workers: expected a whole number, got True"),
+    ("[get]\nseed_time = 'soon'", "[get] seed_time: expected a number, got 'soon'"),
+    ("[get]\nseed_time = false", "[get] seed_time: expected a number, got False"),
+    ("[get]\nrepo = 8080", "[get] repo: expected a string, got 8080"),
+    ("[server]\nprivate = 'maybe'", "[server] private: expected true or false, got 'maybe'"),
+    ("[server]\nroots = [1, 2]", "[server] roots: expected a list of strings, got [1, 2]"),
+    ("[tracker]\nsite_secrets = 'x'", "[tracker] site_secrets: expected a table, got 'x'"),
+    ("[tracker.site_secrets]\nsite1 = 5", "[tracker] site_secrets.site1: expected a string, got 5"),
+])
+def test_wrong_types(home, tmp_path, toml, expected):
+    path = write(tmp_path / "c.toml", toml + "\n")
+    assert error(path) == f"{path}: {expected}"
+
+
+def test_bad_environment_value_names_the_variable(home, tmp_path):
+    path = write(tmp_path / "c.toml", "[get]\nworkers = 2\n")
+    assert error(path, environ={"BTSWARM_GET_WORKERS": "four"}) == \
+        "$BTSWARM_GET_WORKERS: expected a whole number, got 'four'"
+    assert error(environ={"BTSWARM_SERVER_PRIVATE": "perhaps"}) == \
+        "$BTSWARM_SERVER_PRIVATE: expected true or false, got 'perhaps'"
+
+
+def test_bad_override(home):
+    assert error(overrides={"get": {"workers": "x"}}) == "defaults: [get] workers: expected a whole number, got 'x'"
+    assert error(overrides={"get": {"nope": 1}}) == f"defaults: [get] nope: unknown key (known: {KNOWN_GET})"
+
+
+def test_invalid_toml(home, tmp_path):
+    path = write(tmp_path / "c.toml", "[get\nworkers = 2\n")
+    assert error(path).startswith(f"{path}: not valid TOML (")
+
+
+def test_file_that_is_not_utf8(home, tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_bytes(b"[get]\nrepo = '\xff'\n")
+    assert error(path) == f"{path}: not UTF-8 (byte 14)"
+
+
+def test_directory_instead_of_a_file(home, tmp_path):
+    (tmp_path / "dir.toml").mkdir()
+    assert error(tmp_path / "dir.toml") == f"{tmp_path}/dir.toml: config file not found"
+
+
+# addresses
+
+@pytest.mark.parametrize("text, expected", [
+    ("127.0.0.1:8080", ("127.0.0.1", 8080)),
+    ("localhost:0", ("localhost", 0)),
+    ("[::1]:6881", ("::1", 6881)),
+    ("site1.example.org:65535", ("site1.example.org", 65535)),
+])
+def test_parse_hostport(text, expected):
+    assert parse_hostport(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("8080", "listen: '8080' is not HOST:PORT"),
+    (":8080", "listen: ':8080' is not HOST:PORT"),
+    ("[]:80", "listen: '[]:80' is not HOST:PORT"),
+    ("::1", "listen: '::1' is not HOST:PORT (write an IPv6 address as [::1]:PORT)"),
+    ("host:http", "listen: 'host:http' has a bad port"),
+    ("host:", "listen: 'host:' has a bad port"),
+    ("host:+80", "listen: 'host:+80' has a bad port"),
+    ("host:65536", "listen: 'host:65536': port out of range"),
+])
+def test_parse_hostport_errors(text, expected):
+    with pytest.raises(ConfigError) as info:
+        parse_hostport(text, "listen")
+    assert str(info.value) == expected

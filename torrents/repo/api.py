@@ -1,0 +1,104 @@
+"""JSON API handlers (docs/contracts.md, "bt-server → bt-repo" and "bt-repo read API").
+
+Errors are raised as BtswarmError subclasses and become `{"error": ...}`
+answers in torrents.web.error_middleware, nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from urllib.parse import quote
+
+from aiohttp import web
+
+from torrents import web as tweb
+from torrents.errors import BtswarmError, NotFound
+from torrents.repo import catalog, keys
+
+log = logging.getLogger("btswarm.repo.api")
+
+# A publish carries the whole .torrent in base64 (4/3 of its size); the
+# metainfo reader refuses torrents over 64 MiB anyway.
+MAX_PUBLISH_BODY = 64 * 1024 * 1024
+_HEX40 = re.compile(r"^[0-9a-fA-F]{40}$")
+_RESULT_BY_STATUS = {400: "invalid", 401: "unauthorized", 409: "conflict"}
+
+
+async def publish(request: web.Request) -> web.Response:
+    metrics = request.app[keys.METRICS]
+    name = request.match_info["name"]
+    try:
+        site, body = await tweb.read_signed(request, request.app[keys.VERIFIER], MAX_PUBLISH_BODY)
+        doc = tweb.parse_json_body(body, subject=f"publish {name}")
+        # Parsing a large .torrent is CPU work: keep it off the event loop.
+        pub = await asyncio.get_running_loop().run_in_executor(None, catalog.parse_publish, doc, name, site)
+    except BtswarmError as exc:
+        metrics.publishes.labels(result=_RESULT_BY_STATUS.get(tweb.status_for(exc), "invalid")).inc()
+        log.info("publish %s refused: %s", name, exc)
+        raise
+    result = await request.app[keys.DB].publish(pub)
+    metrics.publishes.labels(result=result.outcome.value).inc()
+    metrics.datasets.set(await request.app[keys.DB].count())
+    log.info("publish %s %s from %s: %s", name, pub.info_hash, site, result.outcome.value)
+    return web.json_response(result.to_json(), status=result.outcome.status)
+
+
+async def list_datasets(request: web.Request) -> web.Response:
+    params = catalog.parse_search(request.query)
+    total, rows = await request.app[keys.DB].search(params)
+    return web.json_response({"total": total, "page": params.page, "per_page": params.per_page,
+                              "sort": params.sort, "datasets": [r.to_json() for r in rows]})
+
+
+async def get_dataset(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    detail = await request.app[keys.DB].detail(name)
+    if detail is None:
+        raise NotFound(name, "no such dataset")
+    swarm = await request.app[keys.TRACKER].swarm(detail.summary.info_hash)
+    return web.json_response({
+        **detail.summary.to_json(),
+        "files": [f.to_json() for f in detail.files],
+        "versions": [v.to_json() for v in detail.versions],
+        "torrent_url": torrent_path(name),
+        "magnet": detail.magnet,
+        "swarm": swarm.to_json() if swarm else None,
+    })
+
+
+async def get_torrent(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    info_hash = request.query.get("info_hash") or None
+    if info_hash is not None and not _HEX40.match(info_hash):
+        raise BtswarmError(f"info_hash={info_hash}", "must be 40 hexadecimal characters")
+    data = await request.app[keys.DB].torrent(name, info_hash)
+    if data is None:
+        raise NotFound(name if not info_hash else f"{name} {info_hash}", "no such dataset or version")
+    request.app[keys.METRICS].torrent_downloads.inc()
+    return web.Response(body=data, content_type="application/x-bittorrent",
+                        headers={"Content-Disposition": content_disposition(f"{name}.torrent")})
+
+
+async def info_hashes(request: web.Request) -> web.Response:
+    return web.json_response({"info_hashes": await request.app[keys.DB].info_hashes()})
+
+
+async def sites(request: web.Request) -> web.Response:
+    return web.json_response({"sites": [s.to_json() for s in await request.app[keys.DB].sites()]})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+def torrent_path(name: str) -> str:
+    return f"/datasets/{quote(name, safe='')}.torrent"
+
+
+def content_disposition(filename: str) -> str:
+    # A plain-ASCII fallback for old clients, the exact name (RFC 6266/5987) for the rest;
+    # quotes, backslashes and control characters never reach the header.
+    fallback = re.sub(r"[^A-Za-z0-9._+-]", "_", filename)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"

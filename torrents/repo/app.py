@@ -1,0 +1,60 @@
+"""The bt-repo application factory."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import AsyncIterator
+
+from aiohttp import web
+
+from torrents import auth
+from torrents import web as tweb
+from torrents.config import RepoConfig
+from torrents.repo import keys
+from torrents.repo.api import MAX_PUBLISH_BODY
+from torrents.repo.db import Database
+from torrents.repo.metrics import Metrics
+from torrents.repo.routes import setup_routes
+from torrents.repo.tracker_client import SwarmSource, TrackerClient
+from torrents.repo.views import page_errors
+
+DB_FILE = "repo.sqlite3"
+
+
+def create_app(config: RepoConfig, *, db: Database | None = None,
+               tracker_client: SwarmSource | None = None) -> web.Application:
+    """Build the repository app. A `db` or `tracker_client` passed in stays the caller's to close;
+    the ones built here (SQLite under config.state, the tracker at config.tracker) are closed on cleanup."""
+    # torrents.web.error_middleware turns errors into JSON for /api; page_errors,
+    # inside it, answers pages with HTML first.
+    app = web.Application(middlewares=[tweb.error_middleware, page_errors], client_max_size=MAX_PUBLISH_BODY)
+    app[keys.CONFIG] = config
+    app[keys.VERIFIER] = auth.Verifier(config.site_secrets)
+    metrics = Metrics()
+    app[keys.METRICS] = metrics
+    tweb.add_metrics_route(app, metrics.registry)
+    setup_routes(app)
+
+    async def database(app: web.Application) -> AsyncIterator[None]:
+        owned = db is None
+        if owned:
+            path = Path(config.state) / DB_FILE
+            # Opening migrates the schema: file work, so not on the loop.
+            app[keys.DB] = await asyncio.get_running_loop().run_in_executor(None, Database, path)
+        else:
+            app[keys.DB] = db
+        metrics.datasets.set(await app[keys.DB].count())
+        yield
+        if owned:
+            await asyncio.get_running_loop().run_in_executor(None, app[keys.DB].close)
+
+    async def tracker(app: web.Application) -> AsyncIterator[None]:
+        client = tracker_client or TrackerClient(config.tracker)
+        app[keys.TRACKER] = client
+        yield
+        if tracker_client is None:
+            await client.close()  # type: ignore[attr-defined]
+
+    app.cleanup_ctx.extend([database, tracker])
+    return app

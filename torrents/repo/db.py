@@ -1,0 +1,439 @@
+"""The catalog in SQLite: schema, migrations, and the queries the pages and API need.
+
+SQLite calls block, so none runs on the event loop: writes go through one
+dedicated writer thread (one connection, so publishes are serialised and a
+publish's read-decide-write happens in one transaction), reads through a
+small pool with a connection per thread. WAL lets readers run beside the
+writer. The schema is versioned with PRAGMA user_version; each migration
+runs once, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, TypeVar
+
+from torrents.repo import catalog
+
+log = logging.getLogger("btswarm.repo.db")
+T = TypeVar("T")
+
+# Each entry moves the schema from version i to i + 1. Never edit a shipped
+# entry: add another.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE datasets (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        description TEXT NOT NULL DEFAULT '',
+        current_version_id INTEGER,
+        first_published TEXT NOT NULL,
+        last_published TEXT NOT NULL
+    );
+    CREATE TABLE versions (
+        id INTEGER PRIMARY KEY,
+        dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+        info_hash TEXT NOT NULL UNIQUE,
+        total_size INTEGER NOT NULL,
+        file_count INTEGER NOT NULL,
+        piece_length INTEGER NOT NULL,
+        magnet TEXT NOT NULL,
+        torrent BLOB NOT NULL,
+        first_published TEXT NOT NULL
+    );
+    CREATE INDEX versions_dataset ON versions(dataset_id);
+    CREATE TABLE files (
+        version_id INTEGER NOT NULL REFERENCES versions(id),
+        idx INTEGER NOT NULL,
+        lfn TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        adler32 TEXT,
+        PRIMARY KEY (version_id, idx)
+    ) WITHOUT ROWID;
+    CREATE TABLE sites (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        first_seen TEXT NOT NULL
+    );
+    CREATE TABLE publications (
+        version_id INTEGER NOT NULL REFERENCES versions(id),
+        site_id INTEGER NOT NULL REFERENCES sites(id),
+        first_published TEXT NOT NULL,
+        last_published TEXT NOT NULL,
+        PRIMARY KEY (version_id, site_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX publications_site ON publications(site_id);
+    CREATE INDEX datasets_last ON datasets(last_published);
+    -- rowid = datasets.id. unicode61 splits on '.' and '_' (named here so the
+    -- intent is visible), so 'IDCosmic' or 'DPD_IDCOMM' find ATLAS-style names.
+    CREATE VIRTUAL TABLE datasets_fts USING fts5(
+        name, files, description,
+        tokenize = "unicode61 separators '._-'"
+    );
+    """,
+)
+
+# bm25 weights for (name, files, description): a word in the name counts most.
+_BM25 = "bm25(datasets_fts, 10.0, 1.0, 3.0)"
+
+_SUMMARY_COLUMNS = """
+    d.id, d.name, d.description, d.first_published, d.last_published,
+    v.id, v.info_hash, v.total_size, v.file_count
+"""
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def iso(stamp: str) -> str:
+    """Stored stamps keep microseconds (for ordering); answers show whole seconds."""
+    return stamp[:19] + "Z" if stamp else stamp
+
+
+@dataclass(frozen=True)
+class Summary:
+    name: str
+    info_hash: str
+    total_size: int
+    file_count: int
+    sites: tuple[str, ...]
+    description: str
+    first_published: str
+    last_published: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "info_hash": self.info_hash, "total_size": self.total_size,
+                "file_count": self.file_count, "sites": list(self.sites), "description": self.description,
+                "first_published": iso(self.first_published), "last_published": iso(self.last_published)}
+
+
+@dataclass(frozen=True)
+class Version:
+    info_hash: str
+    first_published: str
+    total_size: int
+    file_count: int
+    sites: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"info_hash": self.info_hash, "first_published": iso(self.first_published),
+                "total_size": self.total_size, "file_count": self.file_count, "sites": list(self.sites)}
+
+
+@dataclass(frozen=True)
+class FileRow:
+    lfn: str
+    size: int
+    adler32: str | None
+
+    def to_json(self) -> dict:
+        return {"lfn": self.lfn, "size": self.size, "adler32": self.adler32}
+
+
+@dataclass(frozen=True)
+class Detail:
+    summary: Summary
+    files: tuple[FileRow, ...]
+    versions: tuple[Version, ...]  # newest first; versions[0] is the current one
+    magnet: str
+    piece_length: int
+
+
+@dataclass(frozen=True)
+class SiteRow:
+    name: str
+    datasets: int
+    last_published: str | None
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "datasets": self.datasets,
+                "last_published": iso(self.last_published) if self.last_published else None}
+
+
+@dataclass(frozen=True)
+class Published:
+    outcome: catalog.Outcome
+    name: str
+    info_hash: str
+    versions: int
+
+    def to_json(self) -> dict:
+        return {"result": self.outcome.value, "name": self.name, "info_hash": self.info_hash,
+                "versions": self.versions}
+
+
+@dataclass
+class _Connections:
+    path: str
+    all: list[sqlite3.Connection] = field(default_factory=list)
+    local: threading.local = field(default_factory=threading.local)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self) -> sqlite3.Connection:
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self.local.conn = conn
+            with self.lock:
+                self.all.append(conn)
+        return conn
+
+
+def connect(path: str) -> sqlite3.Connection:
+    # check_same_thread=False only so close() can run from the owning thread
+    # at shutdown; each connection is otherwise used by one thread.
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the schema up to date; return the version now in place."""
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    if current > len(MIGRATIONS):
+        raise RuntimeError(f"database schema version {current} is newer than this bt-repo ({len(MIGRATIONS)})")
+    for version in range(current, len(MIGRATIONS)):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(MIGRATIONS[version]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        log.info("database schema migrated to version %d", version + 1)
+    return len(MIGRATIONS)
+
+
+def _statements(script: str) -> list[str]:
+    # executescript() would COMMIT our transaction; split on complete statements instead.
+    out, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    return [s for s in out if s]
+
+
+class Database:
+    """The catalog; every public method is a coroutine that runs its SQL off the event loop."""
+
+    def __init__(self, path: str | Path, *, readers: int = 2) -> None:
+        self.path = str(path)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="repo-db-writer")
+        self._readers = ThreadPoolExecutor(readers, thread_name_prefix="repo-db-reader")
+        self._conns = _Connections(self.path)
+        self._closed = False
+        # Migrate on the writer thread so its connection is the one that made the schema.
+        self._writer.submit(lambda: migrate(self._conns.get())).result()
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, lambda: fn(self._conns.get()))
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer, lambda: _in_transaction(self._conns.get(), fn))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.shutdown(wait=True)
+        self._readers.shutdown(wait=True)
+        for conn in self._conns.all:
+            conn.close()
+
+    # -- writes -----------------------------------------------------------
+
+    async def publish(self, pub: catalog.Publication) -> Published:
+        return await self._write(lambda conn: _publish(conn, pub, utcnow()))
+
+    # -- reads ------------------------------------------------------------
+
+    async def search(self, params: catalog.SearchParams) -> tuple[int, list[Summary]]:
+        return await self._read(lambda conn: _search(conn, params))
+
+    async def detail(self, name: str) -> Detail | None:
+        return await self._read(lambda conn: _detail(conn, name))
+
+    async def torrent(self, name: str, info_hash: str | None = None) -> bytes | None:
+        return await self._read(lambda conn: _torrent(conn, name, info_hash))
+
+    async def info_hashes(self) -> list[str]:
+        return await self._read(lambda conn: [r[0] for r in conn.execute(
+            "SELECT info_hash FROM versions ORDER BY info_hash")])
+
+    async def sites(self) -> list[SiteRow]:
+        return await self._read(_sites)
+
+    async def count(self) -> int:
+        return await self._read(lambda conn: conn.execute("SELECT count(*) FROM datasets").fetchone()[0])
+
+
+def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return result
+
+
+def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Published:
+    row = conn.execute("SELECT id, description FROM datasets WHERE name = ?", (pub.name,)).fetchone()
+    known: dict[str, frozenset[str]] | None = None
+    if row is not None:
+        known = {}
+        for info_hash, sites in conn.execute(
+                """SELECT v.info_hash, group_concat(s.name, char(0)) FROM versions v
+                   LEFT JOIN publications p ON p.version_id = v.id LEFT JOIN sites s ON s.id = p.site_id
+                   WHERE v.dataset_id = ? GROUP BY v.id""", (row[0],)):
+            known[info_hash] = frozenset(sites.split("\0")) if sites else frozenset()
+    outcome = catalog.classify(pub.info_hash, pub.site, known)
+
+    site_id = _site_id(conn, pub.site, now)
+    if row is None:
+        dataset_id = conn.execute(
+            "INSERT INTO datasets (name, description, first_published, last_published) VALUES (?, ?, ?, ?)",
+            (pub.name, pub.dataset.description, now, now)).lastrowid
+    else:
+        dataset_id = row[0]
+        # A new version brings its own description; a re-publish only fills a missing one.
+        description = pub.dataset.description if (outcome is catalog.Outcome.NEW_VERSION or not row[1]) else row[1]
+        conn.execute("UPDATE datasets SET last_published = ?, description = ? WHERE id = ?",
+                      (now, description or row[1], dataset_id))
+
+    if outcome in (catalog.Outcome.CREATED, catalog.Outcome.NEW_VERSION):
+        version_id = conn.execute(
+            """INSERT INTO versions (dataset_id, info_hash, total_size, file_count, piece_length, magnet, torrent,
+                                     first_published) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+            (dataset_id, pub.info_hash, pub.dataset.total_size, len(pub.dataset.files), pub.meta.piece_length,
+             pub.meta.magnet(), pub.torrent, now)).lastrowid
+        conn.executemany("INSERT INTO files (version_id, idx, lfn, size, adler32) VALUES (?, ?, ?, ?, ?)",
+                         [(version_id, i, f.lfn, f.size, f.adler32) for i, f in enumerate(pub.dataset.files)])
+        conn.execute("UPDATE datasets SET current_version_id = ? WHERE id = ?", (version_id, dataset_id))
+    else:
+        version_id = conn.execute("SELECT id FROM versions WHERE info_hash = ?", (pub.info_hash,)).fetchone()[0]
+    conn.execute(
+        """INSERT INTO publications (version_id, site_id, first_published, last_published) VALUES (?, ?, ?, ?)
+           ON CONFLICT (version_id, site_id) DO UPDATE SET last_published = excluded.last_published""",
+        (version_id, site_id, now, now))
+    _index(conn, dataset_id)
+    versions = conn.execute("SELECT count(*) FROM versions WHERE dataset_id = ?", (dataset_id,)).fetchone()[0]
+    return Published(outcome, pub.name, pub.info_hash, versions)
+
+
+def _site_id(conn: sqlite3.Connection, site: str, now: str) -> int:
+    conn.execute("INSERT INTO sites (name, first_seen) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (site, now))
+    return conn.execute("SELECT id FROM sites WHERE name = ?", (site,)).fetchone()[0]
+
+
+def _index(conn: sqlite3.Connection, dataset_id: int) -> None:
+    """(Re)index a dataset's name, current file names and description for search."""
+    name, description, version_id = conn.execute(
+        "SELECT name, description, current_version_id FROM datasets WHERE id = ?", (dataset_id,)).fetchone()
+    lfns = " ".join(r[0] for r in conn.execute("SELECT lfn FROM files WHERE version_id = ? ORDER BY idx",
+                                               (version_id,)))
+    conn.execute("DELETE FROM datasets_fts WHERE rowid = ?", (dataset_id,))
+    conn.execute("INSERT INTO datasets_fts (rowid, name, files, description) VALUES (?, ?, ?, ?)",
+                 (dataset_id, name, lfns, description))
+
+
+def _search(conn: sqlite3.Connection, params: catalog.SearchParams) -> tuple[int, list[Summary]]:
+    match = catalog.fts_query(params.q)
+    joins, where, args = "", [], []
+    if match:
+        joins = "JOIN datasets_fts ON datasets_fts.rowid = d.id"
+        where.append("datasets_fts MATCH ?")
+        args.append(match)
+    if params.site:
+        where.append("""EXISTS (SELECT 1 FROM publications p JOIN sites s ON s.id = p.site_id
+                                WHERE p.version_id = v.id AND s.name = ?)""")
+        args.append(params.site)
+    base = f"FROM datasets d JOIN versions v ON v.id = d.current_version_id {joins}"
+    if where:
+        base += " WHERE " + " AND ".join(where)
+    total = conn.execute(f"SELECT count(*) {base}", args).fetchone()[0]
+    order = {
+        "name": "d.name COLLATE NOCASE, d.name",
+        "size": "v.total_size DESC, d.name",
+        "date": "d.last_published DESC, d.id DESC",
+        # An exact name ranks first whatever bm25 thinks, then the best matches.
+        "relevance": f"(d.name = ? COLLATE NOCASE) DESC, {_BM25}, d.name" if match else "d.last_published DESC",
+    }[params.sort]
+    order_args = [params.q] if params.sort == "relevance" and match else []
+    rows = conn.execute(f"SELECT {_SUMMARY_COLUMNS} {base} ORDER BY {order} LIMIT ? OFFSET ?",
+                        [*args, *order_args, params.per_page, params.offset]).fetchall()
+    return total, _summaries(conn, rows)
+
+
+def _summaries(conn: sqlite3.Connection, rows: list[tuple]) -> list[Summary]:
+    sites = _version_sites(conn, [r[5] for r in rows])
+    return [Summary(name=r[1], info_hash=r[6], total_size=r[7], file_count=r[8], sites=sites.get(r[5], ()),
+                    description=r[2], first_published=r[3], last_published=r[4]) for r in rows]
+
+
+def _version_sites(conn: sqlite3.Connection, version_ids: list[int]) -> dict[int, tuple[str, ...]]:
+    if not version_ids:
+        return {}
+    marks = ",".join("?" * len(version_ids))
+    out: dict[int, list[str]] = {}
+    for vid, site in conn.execute(f"""SELECT p.version_id, s.name FROM publications p JOIN sites s ON s.id = p.site_id
+                                      WHERE p.version_id IN ({marks}) ORDER BY s.name""", version_ids):
+        out.setdefault(vid, []).append(site)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _detail(conn: sqlite3.Connection, name: str) -> Detail | None:
+    row = conn.execute(f"""SELECT {_SUMMARY_COLUMNS}, v.magnet, v.piece_length FROM datasets d
+                           JOIN versions v ON v.id = d.current_version_id WHERE d.name = ?""", (name,)).fetchone()
+    if row is None:
+        return None
+    summary = _summaries(conn, [row[:9]])[0]
+    files = tuple(FileRow(*r) for r in conn.execute(
+        "SELECT lfn, size, adler32 FROM files WHERE version_id = ? ORDER BY idx", (row[5],)))
+    vrows = conn.execute("""SELECT id, info_hash, first_published, total_size, file_count FROM versions
+                            WHERE dataset_id = ? ORDER BY id DESC""", (row[0],)).fetchall()
+    vsites = _version_sites(conn, [r[0] for r in vrows])
+    versions = tuple(Version(r[1], r[2], r[3], r[4], vsites.get(r[0], ())) for r in vrows)
+    return Detail(summary=summary, files=files, versions=versions, magnet=row[9], piece_length=row[10])
+
+
+def _torrent(conn: sqlite3.Connection, name: str, info_hash: str | None) -> bytes | None:
+    if info_hash:
+        row = conn.execute("""SELECT v.torrent FROM versions v JOIN datasets d ON d.id = v.dataset_id
+                              WHERE d.name = ? AND v.info_hash = ?""", (name, info_hash.lower())).fetchone()
+    else:
+        row = conn.execute("""SELECT v.torrent FROM datasets d JOIN versions v ON v.id = d.current_version_id
+                              WHERE d.name = ?""", (name,)).fetchone()
+    return bytes(row[0]) if row else None
+
+
+def _sites(conn: sqlite3.Connection) -> list[SiteRow]:
+    # A site holds a dataset when it published the dataset's current version.
+    rows = conn.execute("""
+        SELECT s.name,
+               count(DISTINCT CASE WHEN d.current_version_id = p.version_id THEN d.id END),
+               max(p.last_published)
+        FROM sites s
+        LEFT JOIN publications p ON p.site_id = s.id
+        LEFT JOIN versions v ON v.id = p.version_id
+        LEFT JOIN datasets d ON d.id = v.dataset_id
+        GROUP BY s.id ORDER BY s.name""").fetchall()
+    return [SiteRow(*r) for r in rows]

@@ -1,0 +1,17 @@
+"""Typed keys for what the repository app shares between handlers (aiohttp AppKey)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from torrents import auth
+from torrents.config import RepoConfig
+from torrents.repo.db import Database
+from torrents.repo.metrics import Metrics
+from torrents.repo.tracker_client import SwarmSource
+
+CONFIG = web.AppKey("repo_config", RepoConfig)
+DB = web.AppKey("repo_db", Database)
+TRACKER = web.AppKey("repo_tracker", SwarmSource)
+VERIFIER = web.AppKey("repo_verifier", auth.Verifier)
+METRICS = web.AppKey("repo_metrics", Metrics)

@@ -1,0 +1,31 @@
+"""URL map of the repository: pages, the JSON API, downloads, and service endpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiohttp import web
+
+from torrents.repo import api, views
+
+STATIC = Path(__file__).parent / "static"
+# Dataset names may hold any character but '/', braces included.
+NAME = "{name:[^/]+}"
+
+
+def setup_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_get("/", views.home, name="home")
+    r.add_get("/search", views.search, name="search")
+    r.add_get("/sites", views.sites, name="sites")
+    # The .torrent route comes first: /datasets/X.torrent is the download, not a page for "X.torrent".
+    r.add_get(f"/datasets/{NAME}.torrent", api.get_torrent, name="torrent")
+    r.add_get(f"/datasets/{NAME}", views.dataset, name="dataset")
+    r.add_static("/static/", STATIC, name="static", append_version=False)
+
+    r.add_get("/api/datasets", api.list_datasets)
+    r.add_get(f"/api/datasets/{NAME}", api.get_dataset)
+    r.add_put(f"/api/datasets/{NAME}", api.publish)
+    r.add_get("/api/info-hashes", api.info_hashes)
+    r.add_get("/api/sites", api.sites)
+    r.add_get("/healthz", api.healthz)

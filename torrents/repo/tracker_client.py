@@ -1,0 +1,85 @@
+"""Live swarm state from the tracker, for the dataset page.
+
+The tracker is another process that may be down, slow or not yet started;
+a dataset page must still render. So every failure (refused, timeout,
+5xx, a body that is not a swarm) is None, shown as "unknown", never a 500.
+A 404 is an answer: the tracker knows no swarm for that info-hash yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+
+log = logging.getLogger("btswarm.repo.tracker")
+
+DEFAULT_TIMEOUT = 1.5
+
+
+@dataclass(frozen=True)
+class Swarm:
+    seeds: int
+    leechers: int
+    completed: int
+    sites: tuple[str, ...]  # sites seeding it now
+
+    def to_json(self) -> dict:
+        return {"seeds": self.seeds, "leechers": self.leechers, "completed": self.completed,
+                "sites": list(self.sites)}
+
+
+EMPTY = Swarm(0, 0, 0, ())
+
+
+def swarm_from_json(doc: Any) -> Swarm | None:
+    """A tracker SWARM document (docs/contracts.md) → Swarm; None when it is not one."""
+    if not isinstance(doc, dict):
+        return None
+    counts = [doc.get(k) for k in ("seeds", "leechers", "completed")]
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        return None
+    sites = doc.get("sites") or []
+    if not isinstance(sites, list):
+        return None
+    return Swarm(counts[0], counts[1], counts[2], tuple(sorted(str(s) for s in sites)))
+
+
+class SwarmSource(Protocol):
+    async def swarm(self, info_hash: str) -> Swarm | None: ...
+
+
+class TrackerClient:
+    """GET {tracker}/api/swarms/{hex} with a short timeout; owns its HTTP session."""
+
+    def __init__(self, base_url: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def swarm(self, info_hash: str) -> Swarm | None:
+        if not self.base_url:
+            return None
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self.timeout)
+        url = f"{self.base_url}/api/swarms/{info_hash}"
+        try:
+            async with self._session.get(url) as resp:
+                if resp.status == 404:
+                    return EMPTY
+                if resp.status != 200:
+                    log.info("tracker %s: HTTP %d for %s", self.base_url, resp.status, info_hash)
+                    return None
+                doc = await resp.json(content_type=None)
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+            log.info("tracker %s: unreachable for %s (%s)", self.base_url, info_hash, exc.__class__.__name__)
+            return None
+        return swarm_from_json(doc)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

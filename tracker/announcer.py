@@ -1,0 +1,104 @@
+"""The tracker's decisions, without HTTP: an announce or scrape in, the bencoded answer out.
+
+The app parses nothing and decides nothing; it hands the raw query and
+the connection's address here. Which info-hashes are known (published by
+a site's heartbeat or by the repository, or anything when open), what the
+peer store records, whether seeds must be started, and whom to hand out
+are decided in this one place.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Iterable
+
+from torrents.config import TrackerConfig
+from tracker import handout, protocol
+from tracker.metrics import TrackerMetrics
+from tracker.peerstore import PeerStore
+from tracker.protocol import AnnounceError
+from tracker.seeding import SeedStarter
+from tracker.sites import SiteRegistry
+
+MAX_FULL_SCRAPE = 1000  # swarms in a scrape without info_hash
+
+
+class Announcer:
+    def __init__(self, config: TrackerConfig, store: PeerStore, sites: SiteRegistry, starter: SeedStarter,
+                 metrics: TrackerMetrics, *, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.sites = sites
+        self.starter = starter
+        self.metrics = metrics
+        self.rng = rng or random.Random()
+        self.published: frozenset[bytes] = frozenset()  # from the repository
+        self._failure_unknown = protocol.failure_answer(config.failure_reason)
+        self._jitter = max(1, config.interval // 10)
+
+    def set_published(self, hashes: Iterable[bytes]) -> None:
+        self.published = frozenset(hashes)
+
+    def known(self, info_hash: bytes) -> bool:
+        return self.config.open or info_hash in self.sites.holders or info_hash in self.published
+
+    async def announce(self, raw_query: str | bytes, remote_ip: str) -> bytes:
+        config = self.config
+        try:
+            ann = protocol.parse_announce(raw_query, remote_ip, trust_ip=config.trust_ip,
+                                          default_numwant=config.default_numwant)
+        except AnnounceError as exc:
+            self.metrics.announce_invalid.inc()
+            return protocol.failure_answer(str(exc))
+        h = ann.info_hash
+        if not self.known(h):
+            self.metrics.announce_unknown.inc()
+            return self._failure_unknown
+        store = self.store
+        store.update(h, ann.ip, ann.port, ann.peer_id, ann.seed, ann.event)
+        counts = store.counts(h)
+        self.metrics.announce_ok.inc()
+        # Spread re-announces so a swarm that started together does not
+        # come back in lock-step.
+        interval = config.interval + self.rng.randint(0, self._jitter)
+        if ann.event == "stopped":
+            return protocol.compact_answer(interval, config.min_interval, counts.complete, counts.incomplete,
+                                           b"", b"")
+        if not ann.seed and h in self.sites.holders:
+            if await self.starter.ensure(h, counts):
+                counts = store.counts(h)
+        requester_site = self.sites.site_of(ann.ip) if self.sites.holders else None
+        chosen = handout.select(store.peers(h), (ann.ip, ann.port), ann.numwant, site_of=self.sites.site_of,
+                                requester_site=requester_site, rng=self.rng)
+        if not ann.compact:
+            return protocol.list_answer(interval, config.min_interval, counts.complete, counts.incomplete,
+                                        [(p.ip, p.port, p.peer_id) for p in chosen], ann.no_peer_id)
+        peers4 = b"".join([p.compact for p in chosen if not p.ipv6])
+        peers6 = b"".join([p.compact for p in chosen if p.ipv6])
+        return protocol.compact_answer(interval, config.min_interval, counts.complete, counts.incomplete,
+                                       peers4, peers6)
+
+    def scrape(self, raw_query: str | bytes) -> bytes:
+        try:
+            hashes = protocol.parse_scrape(raw_query)
+        except AnnounceError as exc:
+            return protocol.failure_answer(str(exc))
+        self.metrics.scrapes.inc()
+        if not hashes:
+            hashes = [h for _, h in zip(range(MAX_FULL_SCRAPE), self.store.swarms())]
+        files = {}
+        for h in hashes:
+            if self.known(h) or self.store.has(h):
+                c = self.store.counts(h)
+                files[h] = (c.complete, c.downloaded, c.incomplete)
+        return protocol.scrape_answer(files)
+
+    def seeding_sites(self, info_hash: bytes) -> list[str]:
+        """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm."""
+        names = {s.name for s in self.sites.all() if info_hash in s.seeding}
+        for p in self.store.peers(info_hash):
+            if p.seed:
+                name = p.site or self.sites.site_of(p.ip)
+                if name:
+                    names.add(name)
+        return sorted(names)

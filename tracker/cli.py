@@ -1,0 +1,48 @@
+"""`bt-tracker run`: the federation's tracker."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from torrents import log as btlog
+from torrents import web as btweb
+from torrents.config import load_config, parse_hostport
+from torrents.errors import BtswarmError
+from tracker.app import create_app
+
+log = logging.getLogger("btswarm.tracker")
+
+
+@click.group()
+def main() -> None:
+    """BitTorrent tracker that starts seeds at sites on demand."""
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML configuration file.")
+@click.option("--listen", help="HOST:PORT to serve on (default 127.0.0.1:6969).")
+@click.option("--open", "open_", is_flag=True, default=None, help="Accept any info-hash, published or not.")
+@click.option("--interval", type=int, help="Announce interval in seconds.")
+@click.option("-v", "--verbose", count=True, help="-v info, -vv debug.")
+def run(config_path: str | None, listen: str | None, open_: bool | None, interval: int | None, verbose: int) -> None:
+    """Serve announces, scrapes, heartbeats and the read API until SIGTERM/SIGINT."""
+    btlog.setup(verbose, "bt-tracker")
+    try:
+        overrides = {"listen": listen, "open": open_, "interval": interval}
+        if interval is not None:
+            overrides["min_interval"] = max(1, interval // 2)
+        config = load_config(config_path, overrides={"tracker": overrides}).tracker
+        host, port = parse_hostport(config.listen, "tracker listen")
+        app = create_app(config)
+    except BtswarmError as exc:
+        click.echo(f"bt-tracker: error: {exc}", err=True)
+        sys.exit(2)
+    log.info("open: %s, interval %d s, %d site secrets", config.open, config.interval, len(config.site_secrets))
+    try:
+        btweb.run(app, host, port, name="bt-tracker")
+    except OSError as exc:
+        click.echo(f"bt-tracker: error: {config.listen}: {exc.strerror or exc}", err=True)
+        sys.exit(1)

@@ -1,0 +1,29 @@
+"""The tracker's Prometheus metrics, on a registry of its own (one per app, so tests don't share counters)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class TrackerMetrics:
+    def __init__(self, swarms: Callable[[], int], peers: Callable[[], int]) -> None:
+        self.registry = CollectorRegistry()
+        self.announces = Counter("btswarm_tracker_announces", "Announces answered, by result",
+                                 ["result"], registry=self.registry)
+        self.scrapes = Counter("btswarm_tracker_scrapes", "Scrapes answered", registry=self.registry)
+        self.seed_starts = Counter("btswarm_tracker_seed_starts", "Seed start requests sent to sites, by outcome",
+                                   ["outcome"], registry=self.registry)
+        self.start_latency = Histogram("btswarm_tracker_seed_start_seconds", "Time for a site to answer a seed start",
+                                       buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10), registry=self.registry)
+        Gauge("btswarm_tracker_swarms", "Swarms with peers", registry=self.registry).set_function(swarms)
+        Gauge("btswarm_tracker_peers", "Peers over all swarms", registry=self.registry).set_function(peers)
+        # Children resolved once: labels() costs a lock and a dict lookup per call on the hot path.
+        self.announce_ok = self.announces.labels("ok")
+        self.announce_unknown = self.announces.labels("unknown")
+        self.announce_invalid = self.announces.labels("invalid")
+
+    def seed_start(self, outcome: str, seconds: float) -> None:
+        self.seed_starts.labels(outcome).inc()
+        self.start_latency.observe(seconds)
