@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ class Daemon:
     http: aiohttp.ClientSession | None = None
     published: dict[str, bool] = field(default_factory=dict)  # info_hash → success
     tasks: set[asyncio.Task] = field(default_factory=set)
+    prepare_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -183,16 +185,29 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         _threadsafe(loop, lambda: _dataset_ready(d, prepared))
 
     def prepare() -> None:
-        try:
-            report = d.inventory.prepare(on_ready, stop)
-            log.info("datasets ready: %d; problems: %d", len(report.prepared), len(report.problems))
-        except Exception:
-            log.exception("preparing datasets failed")
-            d.inventory.done.set()
+        with d.prepare_lock:  # a rescan asked during a scan runs after it
+            try:
+                report = d.inventory.prepare(on_ready, stop)
+            except Exception:
+                log.exception("preparing datasets failed")
+                d.inventory.done.set()
+                return
+            for gone in report.gone:
+                d.seeder.unregister(gone.info_hash)
+            log.info("datasets ready: %d; gone: %d; problems: %d", len(report.prepared), len(report.gone),
+                     len(report.problems))
+            _threadsafe(loop, lambda: d.metrics.datasets.set(len(d.inventory.all())))
+            _threadsafe(loop, d.notify)
 
-    # A daemon thread, not the default executor: a shutdown during a long
-    # hash must not wait for it (the executor joins its threads at exit).
-    threading.Thread(target=prepare, name="btserver-prepare", daemon=True).start()
+    def start_prepare() -> None:
+        # A daemon thread, not the default executor: a shutdown during a long
+        # hash must not wait for it (the executor joins its threads at exit).
+        threading.Thread(target=prepare, name="btserver-prepare", daemon=True).start()
+
+    start_prepare()
+    if threading.current_thread() is threading.main_thread():
+        # SIGHUP: rescan roots and manifests (new, changed and removed datasets).
+        loop.add_signal_handler(signal.SIGHUP, start_prepare)
     if d.config.tracker:
         d.spawn(heartbeat.beat_forever(d.http, d.config.tracker, d.config.site, d.config.secret,
                                        d.heartbeat_body, d.changed, d.config.heartbeat_interval, d.metrics))
@@ -200,6 +215,8 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         stop.set()
+        if threading.current_thread() is threading.main_thread():
+            loop.remove_signal_handler(signal.SIGHUP)
         for task in list(d.tasks):
             task.cancel()
         await asyncio.gather(*d.tasks, return_exceptions=True)
@@ -211,6 +228,8 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
 def _dataset_ready(d: Daemon, prepared: Prepared) -> None:
     d.metrics.datasets.set(len(d.inventory.all()))
     d.notify()
+    if d.published.get(prepared.info_hash):
+        return  # a rescan found it unchanged: the repository has it
     if d.config.repo:
         d.spawn(_publish(d, prepared))
 

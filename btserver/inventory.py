@@ -50,6 +50,7 @@ class Prepared:
 class Report:
     prepared: list[Prepared] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    gone: list[Prepared] = field(default_factory=list)  # ready before this scan, absent from it
 
 
 def build_params(config: ServerConfig) -> BuildParams:
@@ -109,6 +110,13 @@ class Inventory:
             if on_ready is not None:
                 on_ready(prepared, replaced if replaced is not None and replaced.info_hash != prepared.info_hash
                          else None)
+        if stop is None or not stop.is_set():
+            keep = {p.name for p in report.prepared}
+            with self._lock:
+                for name in [n for n in self._by_name if n not in keep]:
+                    old = self._by_name.pop(name)
+                    self._by_hash.pop(old.info_hash, None)
+                    report.gone.append(old)
         self.problems = report.problems
         self.done.set()
         return report

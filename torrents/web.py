@@ -59,14 +59,15 @@ async def read_signed(request: web.Request, verifier: auth.Verifier, max_body: i
     """Read a signed request's body (bounded) and check its signature → (site, body)."""
     if request.content_length is not None and request.content_length > max_body:
         raise web.HTTPRequestEntityTooLarge(max_size=max_body, actual_size=request.content_length)
-    body = b""
+    buf = bytearray()
     while True:
         chunk = await request.content.read(65536)
         if not chunk:
             break
-        body += chunk
-        if len(body) > max_body:
-            raise web.HTTPRequestEntityTooLarge(max_size=max_body, actual_size=len(body))
+        buf += chunk
+        if len(buf) > max_body:
+            raise web.HTTPRequestEntityTooLarge(max_size=max_body, actual_size=len(buf))
+    body = bytes(buf)
     site = verifier.verify(request.method, request.path_qs, request.headers, body)
     return site, body
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Proc, command, free_port, http_ok, wait_for
+from tests.support import Proc, command, free_port, http_ok, wait_for
 from tests.repo.repo_support import (SAMPLE, SECRETS, ThreadedServer, make_torrent, publish_body, publish_sync,
                                      sized_torrent, tracker_app)
 from torrents import metainfo

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
+from tests.support import free_port
 from tests.repo.repo_support import SAMPLE, SECRETS, hostile_torrent, make_torrent, publish, publish_body
 from torrents import metainfo
 from torrents.config import RepoConfig

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import urllib.request
 
-from tests.conftest import command, free_port, http_ok, wait_for
+from tests.support import command, free_port, http_ok, wait_for
 from tests.repo.repo_support import SAMPLE, SECRETS, make_torrent, publish_body, publish_sync
 
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import free_port
+from tests.support import free_port
 from tests.repo.repo_support import SAMPLE, SECRETS, make_torrent, publish, publish_body, tracker_app
 from torrents.config import RepoConfig
 from torrents.repo.app import create_app
