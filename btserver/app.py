@@ -58,6 +58,7 @@ class Daemon:
     changed: asyncio.Event | None = None
     http: aiohttp.ClientSession | None = None
     published: dict[str, bool] = field(default_factory=dict)  # info_hash → success
+    publishing: set[str] = field(default_factory=set)  # info-hashes published or being published
     tasks: set[asyncio.Task] = field(default_factory=set)
     prepare_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -228,9 +229,10 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
 def _dataset_ready(d: Daemon, prepared: Prepared) -> None:
     d.metrics.datasets.set(len(d.inventory.all()))
     d.notify()
-    if d.published.get(prepared.info_hash):
-        return  # a rescan found it unchanged: the repository has it
+    if prepared.info_hash in d.publishing:
+        return  # a rescan found it unchanged: published, or being published
     if d.config.repo:
+        d.publishing.add(prepared.info_hash)
         d.spawn(_publish(d, prepared))
 
 
@@ -240,6 +242,8 @@ async def _publish(d: Daemon, prepared: Prepared) -> None:
     ok = await publisher.publish(d.http, d.config.repo, d.config.site, d.config.secret, torrent,
                                  prepared.record(), retry=d.publish_retry, metrics=d.metrics)
     d.published[prepared.info_hash] = ok
+    if not ok:
+        d.publishing.discard(prepared.info_hash)  # the next rescan (SIGHUP) tries again
 
 
 def _threadsafe(loop: asyncio.AbstractEventLoop, fn) -> None:

@@ -68,7 +68,7 @@ async def read_signed(request: web.Request, verifier: auth.Verifier, max_body: i
         if len(buf) > max_body:
             raise web.HTTPRequestEntityTooLarge(max_size=max_body, actual_size=len(buf))
     body = bytes(buf)
-    site = verifier.verify(request.method, request.path_qs, request.headers, body)
+    site = verifier.verify(request.method, request.raw_path, request.headers, body)
     return site, body
 
 

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -282,3 +283,23 @@ def test_status_of_no_daemon_says_so(tmp_path):
                          capture_output=True, text=True, timeout=20)
     assert out.returncode == 4
     assert out.stderr.startswith(f"bt-server: error: http://127.0.0.1:{port}: no answer")
+
+
+@pytest.mark.slow
+def test_sighup_rescans_new_and_removed_datasets(procs, tmp_path):
+    generate(tmp_path / "root", name="ds.old", files=2, total_size=100_000)
+    proc, url = start_daemon(procs, tmp_path)
+    old = ready_dataset(url)
+    code, _ = signed_post(url, "/api/seeds", {"info_hash": old["info_hash"]})
+    assert code == 200
+    generate(tmp_path / "root", name="ds.new", files=2, total_size=100_000, seed=9)
+    for f in (tmp_path / "root" / "ds.old").iterdir():
+        f.unlink()
+    (tmp_path / "root" / "ds.old").rmdir()
+    proc.popen.send_signal(signal.SIGHUP)
+    doc = wait_for(lambda: (d := get_json(url + "/api/status")) and [x["name"] for x in d["datasets"]] == ["ds.new"]
+                   and d, timeout=15, what="rescan after SIGHUP")
+    assert doc["seeds"] == []  # the removed dataset's seed stopped with it
+    assert signed_post(url, "/api/seeds", {"info_hash": old["info_hash"]})[0] == 404
+    assert sorted(p.name for p in (tmp_path / "state" / "farm").iterdir()) == ["ds.new"]
+    assert proc.stop() == 0
