@@ -101,7 +101,9 @@ class Worker:
         self._last_conn: dict[str, int] = {}
         self._seen: dict[str, int] = {}  # every peer seen connected (small transfers end between samples)
         self._recent: dict[str, int] = {}  # peer → bytes it sent in the last sample that saw any
-        self.finished = False
+        self.finished = False  # libtorrent says every wanted piece passed its hash check
+        self.flush_pending = False
+        self.flushed = False  # ... and the data is on disk: what the parent is told
         self.failed = False
         self.parent_gone = False
         self.ppid = os.getppid()
@@ -194,16 +196,28 @@ class Worker:
         elif isinstance(a, lt.torrent_finished_alert):
             if not self.finished:
                 self.finished = True
-                self.save_resume(force=True)
                 self.status = self.handle.status()
                 self._count_sources()
                 self._attribute_rest()
-                self.send(self.progress("finished", files=True))
+                # Pieces pass their hash check while still in libtorrent's
+                # write buffer: report "finished" only once a flushing save
+                # is done, so the parent's checksums read what is on disk.
+                self.handle.save_resume_data(lt.torrent_handle.flush_disk_cache)
+                self.pending_saves += 1
+                self.flush_pending = True
         elif isinstance(a, lt.save_resume_data_alert):
             self.pending_saves = max(0, self.pending_saves - 1)
             self._write_resume(lt.write_resume_data_buf(a.params))
+            if self.flush_pending:
+                self.flush_pending = False
+                self.flushed = True
+                self.send(self.progress("finished", files=True))
         elif isinstance(a, lt.save_resume_data_failed_alert):
             self.pending_saves = max(0, self.pending_saves - 1)
+            if self.flush_pending:  # the state was not saved, but the data is complete
+                self.flush_pending = False
+                self.flushed = True
+                self.send(self.progress("finished", files=True))
         elif isinstance(a, (lt.peer_connect_alert, lt.peer_disconnected_alert)):
             ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
             if ep:
@@ -316,7 +330,7 @@ class Worker:
             "state": str(st.state).rsplit(".", 1)[-1] if st else "starting",
             "hash_failures": self.hash_failures,
             "sources": dict(self.sources),
-            "finished": self.finished,
+            "finished": self.flushed,
         }
         if files:
             done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity)

@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import AsyncIterator
+from typing import Any, AsyncIterator, Callable, Coroutine
 
 import aiohttp
 from aiohttp import web
@@ -62,7 +62,7 @@ class Daemon:
     tasks: set[asyncio.Task] = field(default_factory=set)
     prepare_lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def spawn(self, coro) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -91,6 +91,8 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
     peer_ip, peer_port = parse_hostport(config.peer_listen, "server.peer_listen")
     seeder = deps.seeder or Seeder(peer_ip, peer_port, idle_ttl=config.idle_ttl, max_seeds=config.max_seeds,
                                    upload_rate_limit=config.upload_rate_limit, metrics=metrics)
+    if seeder.metrics is None:
+        seeder.metrics = metrics
     daemon = Daemon(
         config=config,
         inventory=deps.inventory or Inventory(config),
@@ -246,7 +248,7 @@ async def _publish(d: Daemon, prepared: Prepared) -> None:
         d.publishing.discard(prepared.info_hash)  # the next rescan (SIGHUP) tries again
 
 
-def _threadsafe(loop: asyncio.AbstractEventLoop, fn) -> None:
+def _threadsafe(loop: asyncio.AbstractEventLoop, fn: Callable[[], object]) -> None:
     try:
         loop.call_soon_threadsafe(fn)
     except RuntimeError:  # the loop has closed: we are shutting down

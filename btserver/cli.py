@@ -112,7 +112,10 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     btlog.setup(verbose, PROG)
     cfg = load_server(config_path, **flags)
     host, port = parse_hostport(cfg.listen, "server.listen")
-    run_app(create_app(cfg), host, port, name=f"{PROG} {cfg.site}")
+    try:
+        run_app(create_app(cfg), host, port, name=f"{PROG} {cfg.site}")
+    except OSError as exc:  # the control address is taken or not ours
+        raise BtswarmError(cfg.listen, f"cannot listen ({exc.strerror or exc})") from None
 
 
 @main.command()

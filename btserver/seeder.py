@@ -123,6 +123,12 @@ class Seeder:
                 if isinstance(a, lt.listen_failed_alert):
                     raise SessionError(f"{self.listen_ip}:{self.port}", f"cannot listen ({a.message()})")
         self._listen_port = self._ses.listen_port()
+        if self.port and self._listen_port != self.port:
+            # libtorrent quietly falls back to another port when the one asked
+            # for is taken; a configured port is what the firewall opens.
+            self._ses = None
+            raise SessionError(f"{self.listen_ip}:{self.port}", f"port is taken (libtorrent fell back to "
+                                                                f"{self._listen_port})")
         self._pump = threading.Thread(target=self._run_pump, name="btserver-alerts", daemon=True)
         self._pump.start()
         log.info("peer wire listening on %s", self.endpoint)

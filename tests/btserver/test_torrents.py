@@ -101,3 +101,20 @@ def test_scan_reports_refused_files_with_exit_status_3(tmp_path):
     assert out.returncode == 3
     assert (f"bt-server: refused: ds/escape: {root}/ds/escape resolves to {outside}, "
             "outside the storage roots; refused") in out.stderr
+
+
+def test_make_torrent_from_a_manifest_matches_the_directory(tmp_path):
+    ds = generate(tmp_path / "root", name=NAME, files=3, total_size=500_000)
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    rows = []
+    for i, f in enumerate(sorted(ds.iterdir())):
+        replica = pool / f"{i:08X}"
+        shutil.copy(f, replica)
+        rows.append(f"{NAME}\t{f.name}\t{f.stat().st_size}\t-\t{replica}\t{f}")
+    manifest = tmp_path / "m.tsv"
+    manifest.write_text("# dataset lfn size adler32 pfns\n" + "\n".join(rows) + "\n")
+    from_dir = bt_server("make-torrent", str(ds), "-o", str(tmp_path / "d.torrent"))
+    from_manifest = bt_server("make-torrent", str(manifest), "-o", str(tmp_path / "m.torrent"))
+    assert from_dir.returncode == 0 and from_manifest.returncode == 0, from_manifest.stderr
+    assert from_manifest.stdout.split()[:2] == [from_dir.stdout.split()[0], NAME]
