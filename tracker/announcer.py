@@ -10,12 +10,12 @@ are decided in this one place.
 from __future__ import annotations
 
 import random
-from typing import Iterable
+from typing import Any, Coroutine, Iterable
 
 from torrents.config import TrackerConfig
 from tracker import handout, protocol
 from tracker.metrics import TrackerMetrics
-from tracker.peerstore import PeerStore
+from tracker.peerstore import PeerStore, SwarmCounts
 from tracker.protocol import AnnounceError
 from tracker.seeding import SeedStarter
 from tracker.sites import SiteRegistry
@@ -43,6 +43,16 @@ class Announcer:
         return self.config.open or info_hash in self.sites.holders or info_hash in self.published
 
     async def announce(self, raw_query: str | bytes, remote_ip: str) -> bytes:
+        answer = self.announce_nowait(raw_query, remote_ip)
+        return answer if isinstance(answer, bytes) else await answer
+
+    def announce_nowait(self, raw_query: str | bytes, remote_ip: str) -> bytes | Coroutine[Any, Any, bytes]:
+        """The answer, or a coroutine for it when seeds may have to be started first.
+
+        Only a leecher's announce for a swarm that sites hold can wait (on
+        `SeedStarter.ensure`); every other announce is answered here without
+        a task, which is what lets the fast path serve it synchronously.
+        """
         config = self.config
         try:
             ann = protocol.parse_announce(raw_query, remote_ip, trust_ip=config.trust_ip,
@@ -65,10 +75,19 @@ class Announcer:
             return protocol.compact_answer(interval, config.min_interval, counts.complete, counts.incomplete,
                                            b"", b"")
         if not ann.seed and h in self.sites.holders:
-            if await self.starter.ensure(h, counts):
-                counts = store.counts(h)
+            return self._answer_after_seeds(ann, counts, interval)
+        return self._answer(ann, counts, interval)
+
+    async def _answer_after_seeds(self, ann: protocol.Announce, counts: SwarmCounts, interval: int) -> bytes:
+        if await self.starter.ensure(ann.info_hash, counts):
+            counts = self.store.counts(ann.info_hash)
+        return self._answer(ann, counts, interval)
+
+    def _answer(self, ann: protocol.Announce, counts: SwarmCounts, interval: int) -> bytes:
+        h = ann.info_hash
+        config = self.config
         requester_site = self.sites.site_of(ann.ip) if self.sites.holders else None
-        chosen = handout.select(store.peers(h), (ann.ip, ann.port), ann.numwant, site_of=self.sites.site_of,
+        chosen = handout.select(self.store.peers(h), (ann.ip, ann.port), ann.numwant, site_of=self.sites.site_of,
                                 requester_site=requester_site, rng=self.rng)
         if not ann.compact:
             return protocol.list_answer(interval, config.min_interval, counts.complete, counts.incomplete,
