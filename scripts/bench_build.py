@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -125,18 +126,31 @@ def memory_limit(total: int, piece_length: int, threads: int) -> Callable[[], st
     return run
 
 
-def measure(tools: dict[str, Callable[[], str]], runs: int) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """Run each tool `runs` times, taking turns; return wall seconds per tool and the hash each gave."""
-    seconds: dict[str, list[float]] = {name: [] for name in tools}
+def cpu_seconds() -> float:
+    """User + system CPU time of this process (all threads) and its finished children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def measure(tools: dict[str, Callable[[], str]], runs: int) -> tuple[dict, dict, dict[str, str]]:
+    """Run each tool `runs` times, taking turns; return wall and CPU seconds per tool and the hash each gave.
+
+    CPU seconds say what a tool costs even when other work on the machine
+    stretches its wall time.
+    """
+    wall: dict[str, list[float]] = {name: [] for name in tools}
+    cpu: dict[str, list[float]] = {name: [] for name in tools}
     hashes: dict[str, str] = {}
     for _ in range(runs):
         for name, tool in tools.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), cpu_seconds()
             result = tool()
-            seconds[name].append(time.perf_counter() - start)
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(cpu_seconds() - start_cpu)
             if result:
                 hashes[name] = result
-    return seconds, hashes
+    return wall, cpu, hashes
 
 
 def bench_set(label: str, root: Path, runs: int, threads: int, scratch: Path) -> dict:
@@ -151,7 +165,7 @@ def bench_set(label: str, root: Path, runs: int, threads: int, scratch: Path) ->
         "sha1sum": lambda: run_sha1sum(entries, scratch),
         f"memory limit ({threads} threads)": memory_limit(total, plen, threads),
     }
-    seconds, hashes = measure(tools, runs)
+    seconds, cpu, hashes = measure(tools, runs)
     if len(set(hashes.values())) != 1:
         raise SystemExit(f"bench_build: {label}: the builders disagree on the info-hash: {hashes}")
     mb_s = {name: total / statistics.median(s) / 1e6 for name, s in seconds.items()}
@@ -162,6 +176,8 @@ def bench_set(label: str, root: Path, runs: int, threads: int, scratch: Path) ->
         "set": label, "files": len(entries), "bytes": total, "piece_length": plen, "runs": runs,
         "info_hash": hashes["btswarm"],
         "seconds": seconds,
+        "cpu_seconds": cpu,
+        "median_cpu_s_per_gb": {name: statistics.median(c) / (total / 1e9) for name, c in cpu.items()},
         "median_mb_s": mb_s,
         "best_mb_s": best_mb_s,
         "ratio_btswarm_to": {name: ours / rate for name, rate in mb_s.items() if name != "btswarm"}
@@ -177,7 +193,9 @@ def report(result: dict) -> str:
     lines.append(f"  {'':28s} {'median':>8s} {'best':>8s}")
     for name, rate in result["median_mb_s"].items():
         runs = " ".join(f"{s:.2f}" for s in result["seconds"][name])
-        lines.append(f"  {name:28s} {rate:8.0f} {result['best_mb_s'][name]:8.0f} MB/s   ({runs} s)")
+        cpu = result["median_cpu_s_per_gb"][name]
+        lines.append(f"  {name:28s} {rate:8.0f} {result['best_mb_s'][name]:8.0f} MB/s {cpu:6.2f} CPU-s/GB"
+                     f"   ({runs} s)")
     for name, ratio in result["ratio_btswarm_to"].items():
         best = result["best_ratio_btswarm_to"].get(name)
         lines.append(f"  btswarm / {name:26s} {ratio:5.2f}x" + (f" {best:5.2f}x" if best else ""))

@@ -8,9 +8,9 @@ import sys
 import click
 
 from torrents import log as btlog
-from torrents import web as btweb
 from torrents.config import load_config, parse_hostport
 from torrents.errors import BtswarmError
+from tracker import fastpath
 from tracker.app import create_app
 
 log = logging.getLogger("btswarm.tracker")
@@ -42,7 +42,7 @@ def run(config_path: str | None, listen: str | None, open_: bool | None, interva
         sys.exit(2)
     log.info("open: %s, interval %d s, %d site secrets", config.open, config.interval, len(config.site_secrets))
     try:
-        btweb.run(app, host, port, name="bt-tracker")
+        fastpath.run(app, host, port, name="bt-tracker")
     except OSError as exc:
         click.echo(f"bt-tracker: error: {config.listen}: {exc.strerror or exc}", err=True)
         sys.exit(1)

@@ -47,11 +47,11 @@ class Started:
     endpoints: tuple[tuple[str, int], ...]
 
 
-def wanted_seeds(leechers: int, leechers_per_seed: int, cap: int) -> int:
-    """Seeds a swarm should have: none without leechers, else one per `leechers_per_seed`, at least one."""
+def wanted_seeds(leechers: int, leechers_per_seed: int, cap: int, minimum: int = 1) -> int:
+    """Seeds a swarm should have: none without leechers, else one per `leechers_per_seed`, at least `minimum`."""
     if leechers <= 0:
         return 0
-    return min(max(1, cap), max(1, math.ceil(leechers / max(1, leechers_per_seed))))
+    return min(max(1, cap), max(1, minimum, math.ceil(leechers / max(1, leechers_per_seed))))
 
 
 def order_sites(candidates: Sequence[Site], info_hash: bytes, rotation: int) -> list[Site]:
@@ -126,7 +126,8 @@ class SeedStarter:
         holders = self.sites.holders.get(info_hash)
         if not holders:
             return []
-        wanted = wanted_seeds(counts.incomplete, self.config.leechers_per_seed, self.config.max_seeds_per_swarm)
+        wanted = wanted_seeds(counts.incomplete, self.config.leechers_per_seed, self.config.max_seeds_per_swarm,
+                              self.config.min_seeds)
         inflight = self._inflight.get(info_hash, {})
         if counts.complete + len(inflight) >= wanted and not inflight:
             return []

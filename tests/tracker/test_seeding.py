@@ -130,6 +130,9 @@ def test_wanted_seeds():
     assert wanted_seeds(0, 4, 3) == 0
     assert [wanted_seeds(n, 4, 3) for n in (1, 4, 5, 8, 9, 100)] == [1, 1, 2, 2, 3, 3]
     assert wanted_seeds(100, 4, 0) == 1
+    # min_seeds: a federation that wants every swarm spread over two sites from the first leecher
+    assert [wanted_seeds(n, 4, 3, minimum=2) for n in (0, 1, 9, 100)] == [0, 2, 3, 3]
+    assert wanted_seeds(1, 4, 1, minimum=2) == 1
 
 
 def test_order_already_seeding_then_least_loaded_then_round_robin():
