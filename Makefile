@@ -13,8 +13,9 @@ STAMP  := $(VENV)/.installed-stamp
 $(STAMP): setup.cfg pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "btswarm needs Python 3.11 or newer (set PYTHON=...)")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,bench]'
+	@echo "installing btswarm and its dependencies into $(VENV) (log: $(VENV)/pip.log)"
+	@$(BIN)/pip install --upgrade pip > $(VENV)/pip.log 2>&1 && \
+	  $(BIN)/pip install -e '.[test,bench]' >> $(VENV)/pip.log 2>&1 || { tail -30 $(VENV)/pip.log; exit 1; }
 	@touch $@
 
 demo: $(STAMP)
