@@ -267,10 +267,11 @@ def build_torrent(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
     info = metainfo.info_dict(name, [(lfn, s) for lfn, _, s in sized], plen, pieces, private)
     data = metainfo.dump(info, announce, url_list)
     # Described from what was just built rather than re-parsed: on 20,000
-    # files metainfo.parse costs as much as hashing them (0.3 s).
-    # Bencoding is canonical, so the info dict encodes to the same bytes
-    # alone as inside the whole file.
-    info_bytes = bencoding.encode(info)
+    # files metainfo.parse costs as much as hashing them (0.3 s); finding
+    # the info dict's bytes in the file costs a tenth of that.
+    span = bencoding.dict_value_span(data, b"info")
+    assert span is not None  # dump always writes an info dict
+    info_bytes = data[span[0]:span[1]]
     meta = metainfo.Metainfo(
         name=name,
         files=tuple(metainfo.FileEntry(tuple(lfn.split("/")), s) for lfn, _, s in sized),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -263,3 +264,18 @@ def test_mktorrent_agrees(dataset, tmp_path):
                    check=True, capture_output=True, timeout=60)
     assert metainfo.parse(out.read_bytes()).info_hash == \
         build_torrent(root.name, entries, piece_length=PIECE)[1].info_hash
+
+
+def test_benchmark_script_runs_and_agrees(tmp_path):
+    # The benchmark fails if any builder's info-hash differs from ours.
+    script = Path(__file__).resolve().parents[2] / "scripts" / "bench_build.py"
+    out = tmp_path / "build.json"
+    proc = subprocess.run([sys.executable, str(script), "--large-size", "3M", "--large-files", "3",
+                           "--small-files", "40", "--runs", "1", "--dir", str(tmp_path / "data"),
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert [r["set"] for r in doc["results"]] == ["large", "small"]
+    assert doc["results"][1]["files"] == 40
+    assert "btswarm / mktorrent -t" in proc.stdout
+    assert list((tmp_path / "data").iterdir()) == []  # generated data deleted without --keep
