@@ -162,7 +162,7 @@ async def status(request: web.Request) -> web.Response:
         "uploaded_total": d.seeder.counters.uploaded_total,
         "capacity": d.config.max_seeds,
         "hash_failures": d.seeder.counters.hash_failures,
-        "problems": [str(p) for p in d.inventory.problems],
+        "problems": [str(p) for p in d.inventory.problems] + sorted(d.seeder.damaged.values()),
     })
 
 

@@ -208,11 +208,9 @@ def make_torrent(path: str, out: str | None, piece_size: str | None, tracker: st
             raise DatasetError(ds.name, "; ".join(str(p) for p in lay.problems))
         dest = _output_path(out, ds.name, several=len(datasets) > 1)
         with tempfile.TemporaryDirectory(prefix="bt-server-") as tmp:
-            # A private farm gives every build files named exactly by LFN
-            # (hybrid hashing needs <name>/<LFN> paths), whatever the PFNs.
+            # A private farm: the same resolved files a running daemon would hash.
             farm_dir, _ = farm.apply(lay, tmp)
-            data, meta = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links], params,
-                              files_root=farm_dir)
+            data, meta = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links], params)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(data)
         click.echo(f"{meta.info_hash}  {ds.name}  {dest}")

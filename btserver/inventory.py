@@ -124,7 +124,7 @@ class Inventory:
     def _prepare_one(self, lay: layout.DatasetLayout) -> Prepared:
         farm_dir, _ = farm.apply(lay, self.farm_root)
         entries = [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links]
-        cached = self.cache.ensure(lay.name, entries, self.params, files_root=farm_dir)
+        cached = self.cache.ensure(lay.name, entries, self.params)
         return Prepared(lay.dataset, cached.info_hash, cached.torrent_path, farm_dir, cached.meta, cached.built)
 
     def by_hash(self, info_hash: str) -> Prepared | None:

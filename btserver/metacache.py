@@ -46,8 +46,7 @@ class MetaCache:
     def paths(self, name: str) -> tuple[Path, Path]:
         return self.directory / f"{name}.torrent", self.directory / f"{name}.json"
 
-    def ensure(self, name: str, entries: Sequence[tuple[str, str]], params: BuildParams,
-               files_root: str | os.PathLike | None = None) -> Cached:
+    def ensure(self, name: str, entries: Sequence[tuple[str, str]], params: BuildParams) -> Cached:
         """The .torrent for (LFN, farm path) entries: reused if the fingerprint matches, else built."""
         self.directory.mkdir(parents=True, exist_ok=True)
         torrent_path, json_path = self.paths(name)
@@ -56,7 +55,7 @@ class MetaCache:
         if reused is not None:
             return reused
         started = time.monotonic()
-        data, meta = make(name, entries, params, files_root)
+        data, meta = make(name, entries, params)
         _write_atomic(torrent_path, data)
         record = {"name": name, "info_hash": meta.info_hash, "fingerprint": fp, "params": params.key(),
                   "total_size": meta.total_size, "files": len(meta.data_files), "built_at": int(time.time())}

@@ -103,6 +103,7 @@ class Seeder:
         self._ses: lt.session | None = None
         self._lock = threading.RLock()
         self._entries: dict[str, _Entry] = {}
+        self.damaged: dict[str, str] = {}  # info-hash → why it is not seeded (a replica failed its hash check)
         self._seeds: dict[str, Seed] = {}
         self._stop = threading.Event()
         self._pump: threading.Thread | None = None
@@ -114,6 +115,14 @@ class Seeder:
         pack = ltsession.settings(self.listen_ip, self.port, seeding=True,
                                   upload_rate_limit=self.upload_rate_limit, stop_tracker_timeout=1)
         self._ses = lt.session(pack)
+        if self.upload_rate_limit:
+            # libtorrent puts peers on loopback and private networks in its
+            # "local" peer class, which rate limits skip: a site's limit
+            # protects its storage from every peer, the campus ones too.
+            everyone = lt.ip_filter()
+            everyone.add_rule("0.0.0.0", "255.255.255.255", 1 << lt.session.global_peer_class_id)
+            everyone.add_rule("::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 1 << lt.session.global_peer_class_id)
+            self._ses.set_peer_class_filter(everyone)
         deadline = time.monotonic() + LISTEN_TIMEOUT
         while not self._ses.is_listening() or not self._ses.listen_port():
             if time.monotonic() > deadline:
@@ -153,6 +162,7 @@ class Seeder:
         info = lt.torrent_info(lt.bdecode(seedable.torrent))
         with self._lock:
             self._entries[seedable.info_hash] = _Entry(seedable, info)
+            self.damaged.pop(seedable.info_hash, None)
 
     def unregister(self, info_hash: str) -> None:
         with self._lock:
@@ -190,7 +200,9 @@ class Seeder:
             atp.ti = entry.info
             atp.save_path = entry.seedable.save_path
             # Not auto-managed and not paused: the queue must never hold a seed back.
-            atp.flags = lt.torrent_flags.seed_mode | lt.torrent_flags.update_subscribe
+            # Upload mode: a site never downloads, so a replica that fails its
+            # check is never "repaired" by writing peers' bytes into storage.
+            atp.flags = lt.torrent_flags.seed_mode | lt.torrent_flags.update_subscribe | lt.torrent_flags.upload_mode
             handle = self._ses.add_torrent(atp)
             seed = Seed(info_hash, entry.seedable.name, handle, time.time(), now, now)
             self._seeds[info_hash] = seed
@@ -274,8 +286,21 @@ class Seeder:
             self.counters.hash_failures += 1
             if self.metrics:
                 self.metrics.hash_failures.inc()
+            ih = str(alert.handle.info_hashes().v1)
             log.warning("seed %s: piece %d failed its hash check (data on disk differs from the torrent)",
-                        alert.handle.info_hashes().v1, alert.piece_index)
+                        ih, alert.piece_index)
+            # Seed mode hashes a piece before its first send, so the bad bytes
+            # never left; but the replica is damaged: stop seeding it (else
+            # libtorrent re-checks it and, no longer a seed, keeps peers such
+            # as other sites connected for ever) until a rescan or restart.
+            with self._lock:
+                entry = self._entries.pop(ih, None)
+                if entry is not None:
+                    self.damaged[ih] = (f"{entry.seedable.name}: piece {alert.piece_index} of the replica differs "
+                                        "from the torrent; not seeded until a rescan (SIGHUP) or a restart")
+                if ih in self._seeds:
+                    self._remove(ih, "replica failed its hash check")
+            self.on_change()
         elif isinstance(alert, (lt.listen_failed_alert, lt.file_error_alert, lt.torrent_error_alert)):
             log.warning("libtorrent: %s", alert.message())
 
