@@ -75,6 +75,19 @@ async def test_same_torrent_from_another_site_adds_the_site(repo, tmp_path):
     assert doc["sites"] == ["site1", "site2"] and len(doc["versions"]) == 1
 
 
+async def test_republish_after_the_tracker_moved_serves_the_new_announce_url(repo, tmp_path):
+    before, meta, files = make_torrent(tmp_path / "a", SAMPLE, FILES, announce="http://127.0.0.1:6969/announce")
+    after, after_meta, _ = make_torrent(tmp_path / "b", SAMPLE, FILES, announce="http://127.0.0.1:7070/announce")
+    assert after_meta.info_hash == meta.info_hash  # the announce URL is outside the info dict
+    assert (await put(repo, SAMPLE, publish_body(before, meta, files)))[0] == 201
+    status, answer = await put(repo, SAMPLE, publish_body(after, after_meta, files))
+    assert (status, answer["result"]) == (200, "unchanged")
+    served = metainfo.parse(await (await repo.get(f"/datasets/{SAMPLE}.torrent")).read())
+    assert served.announce == "http://127.0.0.1:7070/announce"
+    doc = await (await repo.get(f"/api/datasets/{SAMPLE}")).json()
+    assert "7070" in doc["magnet"] and len(doc["versions"]) == 1
+
+
 async def test_changed_dataset_becomes_a_new_version(repo, tmp_path):
     old, old_meta, old_files = make_torrent(tmp_path / "a", SAMPLE, FILES)
     new, new_meta, new_files = make_torrent(tmp_path / "b", SAMPLE, {**FILES, "DPD_IDCOMM.051203._00003.pool.root.1": 5})

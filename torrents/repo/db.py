@@ -330,6 +330,10 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Pu
         conn.execute("UPDATE datasets SET current_version_id = ? WHERE id = ?", (version_id, dataset_id))
     else:
         version_id = conn.execute("SELECT id FROM versions WHERE info_hash = ?", (pub.info_hash,)).fetchone()[0]
+        # Same info dict, but what lies outside it (the announce URL) may have
+        # moved with the tracker: the newest publication's .torrent is served.
+        conn.execute("UPDATE versions SET torrent = ?, magnet = ? WHERE id = ? AND torrent != ?",
+                     (pub.torrent, pub.meta.magnet(), version_id, pub.torrent))
     conn.execute(
         """INSERT INTO publications (version_id, site_id, first_published, last_published) VALUES (?, ?, ?, ?)
            ON CONFLICT (version_id, site_id) DO UPDATE SET last_published = excluded.last_published""",
