@@ -42,7 +42,14 @@ class Client:
     async def _get(self, url: str, limit: int, what: str) -> tuple[int, bytes]:
         try:
             async with self.session.get(url, timeout=TIMEOUT) as resp:
-                body = await resp.content.read(limit + 1)
+                # read(n) returns what is buffered (up to n), not the whole
+                # body: a large answer (a 10,000-file record) arrives in pieces.
+                body = b""
+                while len(body) <= limit:
+                    chunk = await resp.content.read(limit + 1 - len(body))
+                    if not chunk:
+                        break
+                    body += chunk
                 if len(body) > limit:
                     raise RepoError(url, f"{what} larger than {limit} bytes")
                 return resp.status, body

@@ -55,6 +55,7 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
         files.append({"lfn": f.lfn, "size": f.length,
                       "status": file_status(f.length, files_done.get(i), i in selected, verified.get(f.lfn))})
     downloaded = sum(int(w.get("downloaded", 0)) for w in workers)
+    first = [w["first_byte_at"] for w in workers if w.get("first_byte_at") is not None]
     return {
         "dataset": meta.name,
         "info_hash": meta.info_hash,
@@ -64,6 +65,7 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
         "bytes_downloaded": downloaded,
         "seconds": round(seconds, 3),
         "rate": round(downloaded / seconds, 1) if seconds > 0 else 0.0,
+        "first_byte_at": round(min(first), 3) if first else None,
         "sources": dict(sources),
         "hash_failures": sum(int(w.get("hash_failures", 0)) for w in workers),
         "workers": [{"worker": w.get("worker"), "files": w.get("files_count", 0), "bytes": w.get("bytes", 0),

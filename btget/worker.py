@@ -15,7 +15,8 @@ never write the same part file.
 EVENT TYPES
   listening  {"worker", "ip", "port"}
   progress   {"worker", "done", "wanted", "rate", "up_rate", "peers", "seeds",
-              "downloaded", "uploaded", "hash_failures", "sources", "state", "finished"}
+              "downloaded", "uploaded", "hash_failures", "sources", "state", "finished",
+              "first_byte_at" (epoch seconds of the first payload byte, or None)}
   finished   progress fields + {"files": {index: verified bytes}}
   error      {"worker", "kind": "disk_full" | "file" | "listen" | "torrent", "subject", "problem"}
   stopped    progress fields + {"files": {...}}  (last event; resume data is on disk)
@@ -36,6 +37,7 @@ log = logging.getLogger("btget.worker")
 
 RESUME_SUFFIX = ".resume"
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
+SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,15 @@ class Worker:
         self.parent_gone = False
         self.ppid = os.getppid()
         self.status: Any = None
+        self.first_byte_at: float | None = None  # time.time() when the first payload byte arrived
         self.pending_saves = 0
-        extra = {"connections_limit": spec.max_connections, **spec.settings}
+        self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
+        self.save_every = 0  # set in _params: 1% of this share, at least one piece
+        self.piece_length = 0
+        # piece_finished_alert (piece_progress) drives the byte-based resume saves.
+        extra = {"connections_limit": spec.max_connections,
+                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
+                 **spec.settings}
         self.ses = ltsession.session(spec.listen_ip, 0, **extra)
         self.handle = self.ses.add_torrent(self._params())
         self.send({"type": "listening", "ip": spec.listen_ip, "port": self.ses.listen_port()})
@@ -137,6 +146,9 @@ class Worker:
         os.makedirs(spec.part_dir, exist_ok=True)
         atp.part_file_dir = spec.part_dir
         wanted = set(spec.wanted)
+        files = ti.layout()
+        self.piece_length = ti.piece_length()
+        self.save_every = max(self.piece_length, sum(files.file_size(i) for i in wanted) // SAVE_FRACTION)
         atp.file_priorities = [4 if i in wanted else 0 for i in range(ti.num_files())]
         atp.url_seeds = list(spec.web_seeds)
         flags = atp.flags
@@ -167,6 +179,13 @@ class Worker:
                 elif command[0] == "connect":
                     for peer in command[1]:
                         self.handle.connect_peer(tuple(peer))
+            if self.first_byte_at is None and not self.finished:
+                # Polled here, not taken from a state_update_alert: those come
+                # every report_interval (0.5 s), too coarse for a first byte that
+                # arrives 50-80 ms after start. Only until that byte: one cheap
+                # h.status() per turn of this 50 ms loop, then never again.
+                if self.handle.status(0).total_payload_download > 0:
+                    self.first_byte_at = time.time()
             now = time.monotonic()
             if not self.finished and now >= next_sample:
                 # get_peer_info is the only source of per-peer byte counts, and
@@ -197,6 +216,8 @@ class Worker:
             if not self.finished:
                 self.finished = True
                 self.status = self.handle.status()
+                if self.first_byte_at is None and self.status.total_payload_download > 0:
+                    self.first_byte_at = time.time()  # all of it came within one turn of the loop
                 self._count_sources()
                 self._attribute_rest()
                 # Pieces pass their hash check while still in libtorrent's
@@ -205,6 +226,12 @@ class Worker:
                 self.handle.save_resume_data(lt.torrent_handle.flush_disk_cache)
                 self.pending_saves += 1
                 self.flush_pending = True
+        elif isinstance(a, lt.piece_finished_alert):
+            # Saved every 0.5 s *and* every 1% of the share: on a fast link
+            # half a second is many pieces, which a kill -9 would cost again.
+            self.unsaved += self.piece_length
+            if self.unsaved >= self.save_every and not self.failed:
+                self.save_resume()
         elif isinstance(a, lt.save_resume_data_alert):
             self.pending_saves = max(0, self.pending_saves - 1)
             self._write_resume(lt.write_resume_data_buf(a.params))
@@ -243,6 +270,7 @@ class Worker:
 
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:
+        self.unsaved = 0
         if force or self.handle.need_save_resume_data():
             self.handle.save_resume_data(self.lt.torrent_handle.flush_disk_cache)
             self.pending_saves += 1
@@ -331,6 +359,7 @@ class Worker:
             "hash_failures": self.hash_failures,
             "sources": dict(self.sources),
             "finished": self.flushed,
+            "first_byte_at": self.first_byte_at,
         }
         if files:
             done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity)

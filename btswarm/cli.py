@@ -29,8 +29,9 @@ def main() -> None:
 @main.command()
 @click.option("--state", type=click.Path(path_type=Path), default=None,
               help="State directory (configs, logs, farms, catalog). Default: ~/.cache/btswarm/up")
-@click.option("--data", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Serve every subdirectory of DIR as a dataset from every site. Default: a generated sample.")
+@click.option("--data", type=click.Path(path_type=Path, file_okay=False), multiple=True,
+              help="Serve every subdirectory of DIR as a dataset from every site; given once per site, "
+                   "site i serves the i-th DIR (separate replicas). Default: a generated sample.")
 @click.option("--sites", type=click.IntRange(1, 250), default=2, show_default=True, help="Number of storage sites.")
 @click.option("--base-port", type=click.IntRange(0, 65000), default=0,
               help="Tracker on PORT, repository PORT+1, site i on PORT+10+2i (control) and PORT+11+2i (peers). "
@@ -48,7 +49,8 @@ def up(state, data, sites, base_port, sample_files, sample_size, idle_ttl, heart
     logsetup.setup(verbose, "btswarm")
     try:
         opts = up_mod.UpOptions(
-            state=(state or up_mod.default_state_dir()).resolve(), data=data, sites=sites, base_port=base_port,
+            state=(state or up_mod.default_state_dir()).resolve(), data=data[0] if len(data) == 1 else None,
+            site_data=tuple(data) if len(data) > 1 else (), sites=sites, base_port=base_port,
             sample_files=sample_files, sample_size=parse_size(sample_size), idle_ttl=parse_duration(idle_ttl),
             heartbeat_interval=parse_duration(heartbeat), ready_file=ready_file.resolve() if ready_file else None,
             timeout=parse_duration(timeout))

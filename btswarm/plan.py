@@ -44,6 +44,11 @@ class Federation:
     heartbeat_interval: float = 5.0
     host: str = "127.0.0.1"
     extra_tracker: dict = field(default_factory=dict)
+    # One data directory per site (same dataset names, separate copies), else every site serves `data`.
+    site_data: tuple[Path, ...] = ()
+
+    def data_of(self, index: int) -> Path:
+        return self.site_data[index] if self.site_data else self.data
 
     @property
     def tracker_url(self) -> str:
@@ -111,7 +116,7 @@ def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
             "site_secrets": secrets,
         }},
     }
-    for s in fed.sites:
+    for i, s in enumerate(fed.sites):
         out[s.name] = {"server": {
             "site": s.name,
             "secret": s.secret,
@@ -119,7 +124,7 @@ def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
             "peer_listen": s.peer,
             "control_url": s.control_url,
             "state": str(fed.state / "sites" / s.name),
-            "roots": [str(fed.data)],
+            "roots": [str(fed.data_of(i))],
             "tracker": fed.tracker_url,
             "repo": fed.repo_url,
             "heartbeat_interval": fed.heartbeat_interval,

@@ -29,6 +29,7 @@ log = logging.getLogger("btswarm.up")
 class UpOptions:
     state: Path
     data: Path | None = None
+    site_data: tuple[Path, ...] = ()  # one directory per site instead of `data` (separate replicas)
     sites: int = 2
     base_port: int = 0  # 0: free ports
     sample_files: int = 29
@@ -50,7 +51,7 @@ def free_port(ip: str) -> int:
         return s.getsockname()[1]
 
 
-def layout(opts: UpOptions, data: Path) -> plan.Federation:
+def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> plan.Federation:
     """Addresses and ports: from --base-port (tracker P, repo P+1, site i P+10+2i / P+11+2i) or free."""
     if not 1 <= opts.sites <= 250:
         raise BtswarmError("--sites", f"{opts.sites} is out of range (1-250)")
@@ -65,13 +66,23 @@ def layout(opts: UpOptions, data: Path) -> plan.Federation:
     tport = opts.base_port or free_port("127.0.0.1")
     rport = opts.base_port + 1 if opts.base_port else free_port("127.0.0.1")
     return plan.Federation(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
-                           idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval)
+                           idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data)
 
 
 def prepare(opts: UpOptions, report: Callable[[str], None]) -> tuple[plan.Federation, list[str]]:
     """Create the state directory, the data (sample unless --data) and every config file."""
     opts.state.mkdir(parents=True, exist_ok=True)
-    if opts.data is not None:
+    site_data: tuple[Path, ...] = ()
+    if opts.site_data:
+        if len(opts.site_data) != opts.sites:
+            raise BtswarmError("--data", f"given {len(opts.site_data)} times for {opts.sites} sites "
+                                         "(once for all sites, or once per site)")
+        site_data = tuple(d.resolve() for d in opts.site_data)
+        for d in site_data:
+            if not d.is_dir():
+                raise BtswarmError(d, "--data is not a directory")
+        data = site_data[0]
+    elif opts.data is not None:
         data = opts.data.resolve()
         if not data.is_dir():
             raise BtswarmError(data, "--data is not a directory")
@@ -82,7 +93,11 @@ def prepare(opts: UpOptions, report: Callable[[str], None]) -> tuple[plan.Federa
     names = sorted(p.name for p in data.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not names:
         raise BtswarmError(data, "no dataset directories in --data")
-    fed = layout(opts, data)
+    for d in site_data[1:]:
+        other = sorted(p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if other != names:
+            raise BtswarmError(d, f"holds other datasets than {data} (per-site --data must be copies)")
+    fed = layout(opts, data, site_data)
     conf_dir = opts.state / "config"
     conf_dir.mkdir(parents=True, exist_ok=True)
     for label, sections in plan.configs(fed).items():

@@ -1,184 +1,130 @@
-"""Benchmark: bt-get from 3 seeds vs curl from nginx vs aria2c from the same seeds.
+"""Benchmark get: 1 bt-get from 3 seeding sites vs curl from nginx vs aria2c from the same seeds.
 
-    .venv/bin/python scripts/bench_get.py [--size 4G] [--runs 3] [--workers 1]
+    .venv/bin/python scripts/bench_get.py [--out DIR] [--quick] [--keep] [--size 4G] [--runs 3]
 
-One dataset (torrents.sample), one .torrent announcing to a minimal tracker
-that answers every announce with the 3 seeds (both BitTorrent clients get
-the same peers), 3 seeding processes (tests/btget/seed_helper.py) on their
-own 127.0.0.x, one nginx on its own address. Each client downloads into a
-fresh directory, median of --runs; prints MB/s and the ratios; writes
-bench-results/get.json. Every process started here is stopped by its PID.
+A real federation (`btswarm up --sites 3 --data DIR`, dataset from
+torrents.sample: 4 GB in 29 files, --quick 1 GB). One warm-up bt-get first,
+so that the on-demand seeds are up and the page cache is warm; then every
+site is asked to seed (signed POST /api/seeds), so bt-get and aria2c both
+get 3 seeds from the tracker. Contenders, each into a fresh directory,
+median of the runs (wall time of the whole command, process start included):
+  bt-get --workers 1, bt-get --workers 2,
+  curl from an nginx serving the same files (one curl, files in sequence),
+  aria2c with the repository's .torrent through the same tracker and seeds.
+Targets: bt-get >= 0.8x curl<-nginx and >= 1.2x aria2c. CPU seconds per GB
+of the client and of the servers (3 seeding bt-servers, or nginx) beside.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import shutil
-import signal
-import socket
-import statistics
-import struct
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-SEED_HELPER = ROOT / "tests" / "btget" / "seed_helper.py"
+import benchlib as bl
+
+TARGETS = {"vs_curl": 0.8, "vs_aria2c": 1.2}
 
 
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def aria2c_cmd(torrent: Path, out: Path, ip: str) -> list[str]:
+    return ["aria2c", "-q", "--enable-dht=false", "--enable-dht6=false", "--bt-enable-lpd=false",
+            "--enable-peer-exchange=false", "--seed-time=0", "--file-allocation=none", "--check-integrity=false",
+            "--disable-ipv6=true", f"--interface={ip}", f"--listen-port={bl.free_port(ip)}",
+            "--summary-interval=0", "--console-log-level=warn", f"--dir={out}", str(torrent)]
 
 
-def wait_port(host: str, port: int, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"{host}:{port}: nothing listening after {timeout} s")
+def run(work: Path, size: int, files: int, runs: int) -> dict:
+    from torrents import sample
 
-
-def tracker_main(port: int, peers: list[str]) -> None:
-    """A tracker that knows one swarm: every announce gets the seeds (compact, BEP 23)."""
-    from aiohttp import web
-
-    from torrents import bencoding
-
-    compact = b"".join(socket.inet_aton(p.rsplit(":", 1)[0]) + struct.pack(">H", int(p.rsplit(":", 1)[1]))
-                       for p in peers)
-
-    async def announce(_request: web.Request) -> web.Response:
-        return web.Response(body=bencoding.encode({b"interval": 1800, b"peers": compact}),
-                            content_type="text/plain")
-
-    app = web.Application()
-    app.router.add_get("/announce", announce)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, handle_signals=True)
-
-
-class Started:
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, args: list[str], log: Path) -> subprocess.Popen:
-        p = subprocess.Popen(args, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs.append(p)
-        return p
-
-    def stop_all(self) -> None:
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(5)
-
-
-def timed(args: list[str], timeout: float) -> float:
-    t = time.monotonic()
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
-    return time.monotonic() - t
+    data = work / "data"
+    root = sample.generate(data, files=files, total_size=size)
+    name = root.name
+    total = bl.dataset_size(root)
+    lfns = sorted(p.name for p in root.iterdir())
+    bl.log(f"dataset {name}: {total / 1e6:.0f} MB in {len(lfns)} files")
+    results: dict[str, dict[str, list[float]]] = {}
+    with bl.federation(work, data, sites=3) as fed, bl.nginx(work, data) as srv:
+        torrent = work / f"{name}.torrent"
+        torrent.write_bytes(fed.torrent(name))
+        info_hash = fed.info_hash(name)
+        out = work / "out"
+        warm = bl.timed(bl.bt_get_cmd(fed, name, bl.fresh_dir(out), bl.client_ip(0)), 1800)
+        bl.log(f"warm-up bt-get: {total / warm.seconds / 1e6:.0f} MB/s")
+        bl.start_seeds(fed, info_hash)
+        bl.wait_for(lambda: len(bl.get_json(f"{fed.tracker_url}/api/swarms/{info_hash}")["sites"]) == 3, 30,
+                    "all 3 sites seeding at the tracker", interval=0.2)
+        pids = fed.site_pids()
+        servers = {"curl<-nginx": [srv.pid]}  # whose CPU is "server CPU" for each contender
+        contenders = {
+            "bt-get -w1": lambda o: bl.bt_get_cmd(fed, name, o, bl.client_ip(1), "--workers", "1"),
+            "bt-get -w2": lambda o: bl.bt_get_cmd(fed, name, o, bl.client_ip(2), "--workers", "2"),
+            "curl<-nginx": lambda o: bl.curl_cmd(srv, name, lfns, o),
+            "aria2c": lambda o: aria2c_cmd(torrent, o, bl.client_ip(3)),
+        }
+        for run_no in range(runs):
+            for label, make in contenders.items():
+                dest = bl.fresh_dir(out)
+                server_pids = servers.get(label) or list(pids.values())
+                server_cpu = bl.tree_cpu_seconds(server_pids)
+                launched = time.time()
+                t = bl.timed(make(dest / name if label == "curl<-nginx" else dest), 1800)
+                server_cpu = bl.tree_cpu_seconds(server_pids) - server_cpu
+                got = bl.dataset_size(dest / name) if (dest / name).is_dir() else 0
+                if got < total:
+                    raise SystemExit(f"{label}: only {got} of {total} bytes arrived")
+                r = results.setdefault(label, {"mb_s": [], "client_cpu_s_per_gb": [], "server_cpu_s_per_gb": []})
+                r["mb_s"].append(total / t.seconds / 1e6)
+                r["client_cpu_s_per_gb"].append(t.cpu / (total / 1e9))
+                r["server_cpu_s_per_gb"].append(server_cpu / (total / 1e9))
+                if label.startswith("bt-get"):
+                    doc = json.loads(t.stdout)
+                    # bt-get's own view: transfer rate from its start, and launch to first byte
+                    r.setdefault("transfer_mb_s", []).append(doc["rate"] / 1e6)
+                    r.setdefault("first_byte_s", []).append(doc["first_byte_at"] - launched)
+                bl.log(f"run {run_no + 1} {label:12s} {r['mb_s'][-1]:7.0f} MB/s  client {t.cpu:5.1f} CPU-s  "
+                       f"server {server_cpu:5.1f} CPU-s")
+        bl.fresh_dir(out)
+    med = {k: {m: bl.median(v) for m, v in r.items()} for k, r in results.items()}
+    best = max(med["bt-get -w1"]["mb_s"], med["bt-get -w2"]["mb_s"])
+    return {
+        "dataset": {"name": name, "bytes": total, "files": len(lfns)}, "sites": 3, "runs": runs,
+        "median": med, "runs_detail": results,
+        "ratios": {
+            "w1_vs_curl": med["bt-get -w1"]["mb_s"] / med["curl<-nginx"]["mb_s"],
+            "w2_vs_curl": med["bt-get -w2"]["mb_s"] / med["curl<-nginx"]["mb_s"],
+            "w1_vs_aria2c": med["bt-get -w1"]["mb_s"] / med["aria2c"]["mb_s"],
+            "w2_vs_aria2c": med["bt-get -w2"]["mb_s"] / med["aria2c"]["mb_s"],
+            "best_vs_curl": best / med["curl<-nginx"]["mb_s"],
+            "best_vs_aria2c": best / med["aria2c"]["mb_s"],
+        },
+        "targets": TARGETS,
+    }
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", default="4G")
+    ap = bl.parser(__doc__)
+    ap.add_argument("--size", default=None, help="dataset size (default 4G, --quick 1G)")
     ap.add_argument("--files", type=int, default=29)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--workers", default="1")
-    ap.add_argument("--work", default=str(ROOT / "bench-results" / "tmp"))
-    ap.add_argument("--out", default=str(ROOT / "bench-results" / "get.json"))
     args = ap.parse_args()
-
-    from torrents import build, sample
     from torrents.units import parse_size
 
-    size = parse_size(args.size)
-    work = Path(args.work)
-    data = work / "data"
-    root = sample.generate(data, files=args.files, total_size=size)
-    started = Started()
-    try:
-        tracker_port = free_port("127.0.0.1")
-        torrent = work / "bench.torrent"
-        t = time.monotonic()
-        blob, meta = build.build_torrent(root.name, [(p.name, p) for p in sorted(root.iterdir())],
-                                         announce=f"http://127.0.0.1:{tracker_port}/announce")
-        torrent.write_bytes(blob)
-        print(f"dataset {meta.total_size / 1e6:.0f} MB in {len(meta.files)} files, hashed in "
-              f"{time.monotonic() - t:.1f} s", file=sys.stderr)
-        seeds = []
-        for k in range(3):
-            ip = f"127.0.77.{k + 2}"
-            port = free_port(ip)
-            started.start([sys.executable, str(SEED_HELPER), "--ip", ip, "--port", str(port), "--torrent",
-                           str(torrent), "--data", str(data), "--lifetime", "7200"], work / f"seed{k}.log")
-            wait_port(ip, port)
-            seeds.append(f"{ip}:{port}")
-        started.start([sys.executable, __file__, "_tracker", str(tracker_port), *seeds], work / "tracker.log")
-        wait_port("127.0.0.1", tracker_port)
-        nginx_ip, nginx_port = "127.0.77.20", free_port("127.0.77.20")
-        conf = work / "nginx.conf"
-        conf.write_text(f"""
-daemon off; worker_processes 1; pid {work}/nginx.pid; error_log {work}/nginx-error.log;
-events {{ worker_connections 64; }}
-http {{ access_log off; sendfile on; tcp_nopush on;
-  server {{ listen {nginx_ip}:{nginx_port}; root {data}; }} }}
-""")
-        started.start(["nginx", "-c", str(conf), "-p", str(work)], work / "nginx.log")
-        wait_port(nginx_ip, nginx_port)
-
-        results: dict[str, list[float]] = {"bt-get": [], "curl": [], "aria2c": []}
-        for run in range(args.runs):
-            for client in results:
-                out = work / f"out-{client}"
-                shutil.rmtree(out, ignore_errors=True)
-                out.mkdir(parents=True)
-                if client == "bt-get":
-                    cmd = [str(BIN / "bt-get"), str(torrent), "-o", str(out), "-q", "--workers", args.workers,
-                           "--listen", "127.0.77.30", "--timeout", "1800"]
-                elif client == "curl":
-                    cmd = ["curl", "-sS", "--fail"]
-                    for f in meta.files:
-                        cmd += ["-o", str(out / f.lfn), f"http://{nginx_ip}:{nginx_port}/{root.name}/{f.lfn}"]
-                else:
-                    cmd = ["aria2c", "-q", "--seed-time=0", "--enable-dht=false", "--enable-dht6=false",
-                           "--bt-enable-lpd=false", "--enable-peer-exchange=false", "--check-integrity=false",
-                           "--file-allocation=none", "--disable-ipv6=true", "--bt-max-peers=55",
-                           "--interface=127.0.77.31", f"--dir={out}", str(torrent)]
-                seconds = timed(cmd, 1800)
-                results[client].append(meta.total_size / seconds / 1e6)
-                print(f"run {run + 1} {client:7s} {results[client][-1]:8.1f} MB/s", file=sys.stderr)
-                shutil.rmtree(out, ignore_errors=True)
-        med = {k: statistics.median(v) for k, v in results.items()}
-        doc = {"size": meta.total_size, "files": len(meta.files), "runs": args.runs, "workers": args.workers,
-               "mb_per_s": med, "all": results,
-               "ratio_vs_curl": med["bt-get"] / med["curl"], "ratio_vs_aria2c": med["bt-get"] / med["aria2c"],
-               "targets": {"vs_curl": 0.8, "vs_aria2c": 1.2}}
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(doc, indent=2))
-        for k, v in med.items():
-            print(f"{k:7s} {v:8.1f} MB/s (median of {args.runs})")
-        print(f"bt-get/curl   {doc['ratio_vs_curl']:.2f}  (target >= 0.8)")
-        print(f"bt-get/aria2c {doc['ratio_vs_aria2c']:.2f}  (target >= 1.2)")
-    finally:
-        started.stop_all()
+    size = parse_size(args.size or ("1G" if args.quick else "4G"))
+    with bl.workdir("get", args.keep) as work:
+        doc = run(work, size, args.files, args.runs or 3)
+    bl.write_json(args.out, "get", doc)
+    med, ratios = doc["median"], doc["ratios"]
+    print(f"get: {doc['dataset']['bytes'] / 1e6:.0f} MB in {doc['dataset']['files']} files, 3 sites, "
+          f"median of {doc['runs']}")
+    print(bl.table(["contender", "MB/s", "x curl", "x aria2c", "client CPU-s/GB", "server CPU-s/GB",
+                    "transfer MB/s", "1st byte s"],
+                   [[k, v["mb_s"], v["mb_s"] / med["curl<-nginx"]["mb_s"], v["mb_s"] / med["aria2c"]["mb_s"],
+                     v["client_cpu_s_per_gb"], v["server_cpu_s_per_gb"], v.get("transfer_mb_s", "-"),
+                     v.get("first_byte_s", "-")] for k, v in med.items()]))
+    print(f"targets: bt-get >= {TARGETS['vs_curl']}x curl (best {ratios['best_vs_curl']:.2f}), "
+          f">= {TARGETS['vs_aria2c']}x aria2c (best {ratios['best_vs_aria2c']:.2f})")
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "_tracker":
-        tracker_main(int(sys.argv[2]), sys.argv[3:])
-    else:
-        sys.exit(main())
+    sys.exit(main())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.btget.getsupport import bt_get, bt_get_json, same_bytes
@@ -9,11 +11,12 @@ from tests.btget.getsupport import bt_get, bt_get_json, same_bytes
 pytestmark = pytest.mark.slow
 
 KEYS = {"dataset", "info_hash", "directory", "files", "bytes_total", "bytes_downloaded", "seconds", "rate",
-        "sources", "hash_failures", "workers", "exit_status", "exit_code"}
+        "first_byte_at", "sources", "hash_failures", "workers", "exit_status", "exit_code"}
 
 
 def test_full_download_bytes_match_and_json_schema(dataset, seed, tmp_path):
     peer = seed()
+    launched = time.time()
     result, doc = bt_get_json(str(dataset.torrent), "-o", str(tmp_path), "--peer", peer, "--timeout", "60")
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""  # not a terminal: no progress display
@@ -26,6 +29,9 @@ def test_full_download_bytes_match_and_json_schema(dataset, seed, tmp_path):
     assert doc["bytes_downloaded"] >= dataset.meta.total_size
     assert doc["hash_failures"] == 0
     assert isinstance(doc["seconds"], float) and doc["rate"] > 0
+    # epoch seconds of the first payload byte: after launch, before the end
+    assert isinstance(doc["first_byte_at"], float)
+    assert launched < doc["first_byte_at"] <= time.time()
     assert [f["lfn"] for f in doc["files"]] == [f.lfn for f in dataset.meta.files]
     assert {f["status"] for f in doc["files"]} == {"complete"}
     assert doc["sources"][peer] > 0 and sum(doc["sources"].values()) == doc["bytes_downloaded"]

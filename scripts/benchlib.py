@@ -1,0 +1,437 @@
+"""What every benchmark script shares: arguments, timing, medians, machine info, JSON, processes.
+
+The scripts (scripts/bench_*.py) are thin: each builds its data, runs its
+contenders through the helpers here and prints a table. Helpers:
+
+- `parser(name, doc)` / `workdir(args)`: `--out DIR`, `--quick`, `--keep`;
+  data under /tmp, deleted afterwards unless --keep.
+- `median`, `timed`, `machine`, `write_json`, `table`.
+- `Procs`: every process a benchmark starts, stopped by PID (SIGTERM, then
+  SIGKILL after a bounded wait), also on errors.
+- `federation(...)`: `btswarm up --ready-file` as a context manager.
+- `nginx(...)`: an nginx of our own (`daemon off;`, own -c and -p) on loopback.
+- `bt_get_cmd`, `client_ip`: bt-get clients on distinct 127.0.0.x.
+- `site_status`, `uploaded_total`, `start_seeds`, `wait_no_seeds`: the sites' control API.
+
+Only loopback addresses; every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+# --- arguments and places ------------------------------------------------------------------
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    # SIGTERM (btswarm bench stopped, a timeout) unwinds like an error: every
+    # `finally` runs, so the federation, nginx and clients are stopped by PID.
+    raise SystemExit(128 + signum)
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    ap = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0] if doc else None,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc)
+    ap.add_argument("--out", type=Path, default=Path("bench-results"), help="where NAME.json goes")
+    ap.add_argument("--quick", action="store_true", help="small sizes, 3 runs")
+    ap.add_argument("--keep", action="store_true", help="keep the data and logs under /tmp")
+    ap.add_argument("--runs", type=int, default=None, help="runs per contender (default 3)")
+    return ap
+
+
+@contextlib.contextmanager
+def workdir(name: str, keep: bool) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix=f"btswarm-bench-{name}-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        if keep:
+            print(f"kept {path}", file=sys.stderr)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def fresh_dir(path: Path) -> Path:
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+# --- figures -------------------------------------------------------------------------------
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+@dataclass
+class Timed:
+    seconds: float
+    cpu: float  # user + system CPU seconds of the command and every child it waited for
+    stdout: str
+    returncode: int
+
+
+def timed(args: Sequence[str], timeout: float, *, check: bool = True) -> Timed:
+    """Run a command to its end (bounded); wall time and CPU time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.monotonic()
+    proc = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, text=True)
+    seconds = time.monotonic() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if check and proc.returncode != 0:
+        raise SystemExit(f"{args[0]}: exit {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Timed(seconds, cpu, proc.stdout, proc.returncode)
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {"nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
+            "python": platform.python_version(),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "load_before": os.getloadavg()[0]}
+
+
+def write_json(out: Path, name: str, doc: dict[str, Any]) -> Path:
+    """DIR/NAME.json with the machine and the command line beside the figures."""
+    out.mkdir(parents=True, exist_ok=True)
+    full = {"benchmark": name, "command": " ".join(["scripts/" + Path(sys.argv[0]).name, *sys.argv[1:]]),
+            "machine": machine(), **doc}
+    path = out / f"{name}.json"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(full, indent=2) + "\n")
+    os.replace(tmp, path)
+    print(f"wrote {path}", file=sys.stderr)
+    return path
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[_cell(c) for c in row] for row in [header, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.2f}" if abs(v) < 100 else f"{v:.0f}"
+    return str(v)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- waiting and ports ------------------------------------------------------------------------
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port(ip: str) -> int:
+    with socket.socket() as s:
+        s.bind((ip, 0))
+        return s.getsockname()[1]
+
+
+def port_open(ip: str, port: int) -> bool:
+    try:
+        with socket.create_connection((ip, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def get_json(url: str, timeout: float = 5.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.load(resp)
+
+
+def get_bytes(url: str, timeout: float = 10.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return resp.read()
+
+
+# --- processes ---------------------------------------------------------------------------------
+class Procs:
+    """Processes this benchmark started; `stop_all` (also on errors) ends each by its PID."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, args: Sequence[str], log_path: Path, **kw: Any) -> subprocess.Popen:
+        with open(log_path, "ab") as logf:
+            p = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=kw.pop("stdout", logf),
+                                 stderr=logf, start_new_session=True, **kw)
+        self.procs.append(p)
+        return p
+
+    @staticmethod
+    def stop(p: subprocess.Popen, timeout: float = 30.0) -> int | None:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGKILL)
+                p.wait(10)
+        return p.returncode
+
+    def stop_all(self) -> None:
+        for p in reversed(self.procs):
+            self.stop(p)
+        self.procs.clear()
+
+    def __enter__(self) -> "Procs":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process (its own threads; /proc/PID/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pids: Sequence[int]) -> float:
+    """CPU seconds of these running processes and their running children (nginx: master + workers)."""
+    return sum(cpu_seconds(p) + sum(cpu_seconds(c) for c in children(p)) for p in pids)
+
+
+def children(pid: int) -> list[int]:
+    out: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+# --- the federation ------------------------------------------------------------------------------
+@dataclass
+class Federation:
+    proc: subprocess.Popen
+    ready: dict[str, Any]
+    state: Path
+
+    @property
+    def repo(self) -> str:
+        return self.ready["repo"]
+
+    @property
+    def tracker_url(self) -> str:
+        return self.ready["tracker_url"]
+
+    @property
+    def sites(self) -> list[dict[str, Any]]:
+        return self.ready["sites"]
+
+    def site_pids(self) -> dict[str, int]:
+        """bt-server PIDs by site name (children of `btswarm up`, matched by their config file)."""
+        out = {}
+        for pid in children(self.proc.pid):
+            with contextlib.suppress(OSError):
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                for s in self.sites:
+                    if any(a.endswith(f"/{s['name']}.toml".encode()) for a in argv):
+                        out[s["name"]] = pid
+        return out
+
+    def torrent(self, name: str) -> bytes:
+        return get_bytes(f"{self.repo}/datasets/{name}.torrent")
+
+    def info_hash(self, name: str) -> str:
+        return get_json(f"{self.repo}/api/datasets/{name}")["info_hash"]
+
+
+@contextlib.contextmanager
+def federation(work: Path, data: Path, *, sites: int, idle_ttl: str = "10m", heartbeat: str = "1s",
+               timeout: float = 600) -> Iterator[Federation]:
+    """`btswarm up --sites N --data DIR --ready-file F`; stopped by its PID (it stops its children)."""
+    work.mkdir(parents=True, exist_ok=True)
+    ready_file = work / "ready.json"
+    ready_file.unlink(missing_ok=True)
+    procs = Procs()
+    t = time.monotonic()
+    proc = procs.start([str(BIN / "btswarm"), "up", "--state", str(work / "state"), "--data", str(data),
+                        "--sites", str(sites), "--idle-ttl", idle_ttl, "--heartbeat", heartbeat,
+                        "--ready-file", str(ready_file), "--timeout", f"{int(timeout)}s"], work / "up.log")
+    try:
+        wait_for(lambda: ready_file.exists() or proc.poll() is not None, timeout, "btswarm up to be ready",
+                 interval=0.2)
+        if not ready_file.exists():
+            raise SystemExit(f"btswarm up exited {proc.returncode}; see {work / 'up.log'}:\n"
+                             + (work / "up.log").read_text()[-2000:])
+        log(f"federation up in {time.monotonic() - t:.1f} s ({sites} sites)")
+        yield Federation(proc, json.loads(ready_file.read_text()), work / "state")
+    finally:
+        if Procs.stop(proc, timeout=60) not in (0, None):
+            log(f"btswarm up exited {proc.returncode}; see {work / 'up.log'}")
+
+
+def site_status(site: dict[str, Any]) -> dict[str, Any]:
+    return get_json(site["control_url"] + "/api/status")
+
+
+def uploaded_total(fed: Federation) -> int:
+    """Bytes the T2 sites have uploaded, all datasets, since they started."""
+    return sum(int(site_status(s)["uploaded_total"]) for s in fed.sites)
+
+
+def settled_uploaded_total(fed: Federation, timeout: float = 10.0) -> int:
+    """uploaded_total once it stops moving (sites count from state updates every second or so)."""
+    last = uploaded_total(fed)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(1.2)
+        now = uploaded_total(fed)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def seeding(fed: Federation) -> dict[str, int]:
+    return {s["name"]: len(site_status(s)["seeds"]) for s in fed.sites}
+
+
+def wait_no_seeds(fed: Federation, timeout: float = 60.0) -> None:
+    wait_for(lambda: not any(seeding(fed).values()), timeout, "the sites to stop their seeds", interval=0.25)
+
+
+def site_secret(fed: Federation, name: str) -> str:
+    with open(fed.state / "config" / f"{name}.toml", "rb") as f:
+        return tomllib.load(f)["server"]["secret"]
+
+
+def start_seeds(fed: Federation, info_hash: str) -> None:
+    """Ask every site to seed `info_hash` (signed POST /api/seeds, as the tracker would)."""
+    from torrents import auth
+
+    body = json.dumps({"info_hash": info_hash}).encode()
+    for s in fed.sites:
+        headers = auth.sign(site_secret(fed, s["name"]), s["name"], "POST", "/api/seeds", body)
+        headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(s["control_url"] + "/api/seeds", data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            resp.read()
+
+
+# --- clients ---------------------------------------------------------------------------------------
+def client_ip(k: int) -> str:
+    """Client k (0-based) on 127.0.0.(101+k): sites use 127.0.0.2 and up, the services 127.0.0.1."""
+    if not 0 <= k < 150:
+        raise ValueError(k)
+    return f"127.0.0.{101 + k}"
+
+
+def bt_get_cmd(fed: Federation, name: str, out: Path, ip: str, *extra: str) -> list[str]:
+    return [str(BIN / "bt-get"), name, "--repo", fed.repo, "-o", str(out), "--listen", ip, "--json",
+            "--timeout", "1800", *extra]
+
+
+def dataset_size(path: Path) -> int:
+    """Bytes of the files under `path`, leaving out dot directories (bt-get's .bt-get state)."""
+    return sum(p.stat().st_size for p in path.rglob("*")
+               if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+
+
+# --- nginx ---------------------------------------------------------------------------------------
+@dataclass
+class Nginx:
+    ip: str
+    port: int
+    pid: int
+
+    def url(self, rel: str) -> str:
+        return f"http://{self.ip}:{self.port}/{rel}"
+
+
+@contextlib.contextmanager
+def nginx(work: Path, root: Path, ip: str = "127.0.0.60", workers: int = 1) -> Iterator[Nginx]:
+    """nginx serving `root`, as a child process (daemon off) with its own config and prefix; stopped by PID."""
+    prefix = fresh_dir(work / "nginx")
+    (prefix / "logs").mkdir()
+    port = free_port(ip)
+    conf = prefix / "nginx.conf"
+    # As root, nginx's workers would drop to `nobody`, which cannot read the 0700 temp dirs.
+    user = "user root root;\n" if os.geteuid() == 0 else ""
+    conf.write_text(f"""daemon off;
+{user}worker_processes {workers};
+pid {prefix}/nginx.pid;
+error_log {prefix}/logs/error.log;
+events {{ worker_connections 256; }}
+http {{
+  access_log off;
+  sendfile on; tcp_nopush on;
+  client_body_temp_path {prefix}/tmp; proxy_temp_path {prefix}/tmp; fastcgi_temp_path {prefix}/tmp;
+  uwsgi_temp_path {prefix}/tmp; scgi_temp_path {prefix}/tmp;
+  server {{ listen {ip}:{port}; root {root}; }}
+}}
+""")
+    (prefix / "tmp").mkdir()
+    procs = Procs()
+    proc = procs.start(["nginx", "-c", str(conf), "-p", str(prefix)], prefix / "logs" / "stderr.log")
+    try:
+        wait_for(lambda: port_open(ip, port) or proc.poll() is not None, 20, "nginx to listen")
+        if proc.poll() is not None:
+            raise SystemExit(f"nginx exited {proc.returncode}: {(prefix / 'logs' / 'stderr.log').read_text()}")
+        yield Nginx(ip, port, proc.pid)
+    finally:
+        procs.stop_all()
+
+
+def curl_cmd(srv: Nginx, rel_dir: str, lfns: Sequence[str], out: Path, parallel: int = 0) -> list[str]:
+    """One curl fetching every file (one connection reused: sequential is fair for one host)."""
+    cmd = ["curl", "-sS", "--fail", "--create-dirs"] + (["-Z", "--parallel-max", str(parallel)] if parallel else [])
+    for lfn in lfns:
+        cmd += ["-o", str(out / lfn), srv.url(f"{rel_dir}/{lfn}")]
+    return cmd
+
+
+def curl_config_cmd(srv: Nginx, rel_dir: str, lfns: Sequence[str], out: Path, config: Path) -> list[str]:
+    """Like curl_cmd, with the URL list in a config file (10,000s of files exceed the argument limit)."""
+    with open(config, "w") as f:
+        for lfn in lfns:
+            f.write(f'url = "{srv.url(rel_dir + "/" + lfn)}"\noutput = "{out / lfn}"\n')
+    return ["curl", "-sS", "--fail", "--create-dirs", "-K", str(config)]

@@ -1,0 +1,184 @@
+"""Plot the benchmark results: DIR/*.json → DIR/*.png (matplotlib, Agg).
+
+    .venv/bin/python scripts/plot_bench.py [--out DIR] [--img DIR2]
+
+One PNG per benchmark found: egress.png (T2 egress and time against the
+number of clients), and a bar chart of each other benchmark against its
+baseline (get, coldstart, smallfiles, build, tracker). Small (about 700x380
+px) so they can be committed under docs/img/ (--img copies them there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+OURS, BASE, TARGET = "#1f77b4", "#999999", "#d62728"
+SIZE = (7.0, 3.8)
+DPI = 100
+
+
+def _subtitle(doc: dict) -> str:
+    m = doc.get("machine") or {}
+    if not m:
+        return ""
+    return f"{m.get('nproc')} cores, {m.get('cpu_model', '')[:40]}, {m.get('date', '')[:10]}"
+
+
+def _bars(ax, labels: list[str], values: list[float], ours: list[bool], fmt: str = "{:.0f}") -> None:
+    bars = ax.bar(labels, values, color=[OURS if o else BASE for o in ours])
+    for b, v in zip(bars, values):
+        ax.annotate(fmt.format(v), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom",
+                    fontsize=9, xytext=(0, 2), textcoords="offset points")
+    ax.margins(y=0.15)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _save(fig, out: Path, name: str, doc: dict) -> Path:
+    sub = _subtitle(doc)
+    if sub:
+        fig.text(0.99, 0.01, sub, ha="right", va="bottom", fontsize=7, color="#666666")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    path = out / f"{name}.png"
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def plot_get(doc: dict, out: Path) -> Path:
+    med = doc["median"]
+    labels = list(med)
+    fig, ax = plt.subplots(figsize=SIZE)
+    _bars(ax, labels, [med[k]["mb_s"] for k in labels], [k.startswith("bt-get") for k in labels])
+    curl = med["curl<-nginx"]["mb_s"]
+    ax.axhline(0.8 * curl, color=TARGET, ls="--", lw=1, label="target 0.8x curl")
+    ax.axhline(1.2 * med["aria2c"]["mb_s"], color="#ff7f0e", ls=":", lw=1, label="target 1.2x aria2c")
+    ax.set_ylabel("MB/s (median)")
+    ax.set_title(f"1 client from 3 sites, {doc['dataset']['bytes'] / 1e9:.1f} GB in {doc['dataset']['files']} files")
+    ax.legend(fontsize=8, loc="upper right")
+    return _save(fig, out, "get", doc)
+
+
+def plot_egress(doc: dict, out: Path) -> Path:
+    med, clients = doc["median"], doc["clients"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=SIZE)
+    for label, color, marker in (("bt-get", OURS, "o"), ("curl<-nginx", BASE, "s")):
+        a1.plot(clients, [med[label][str(n)]["egress_x"] for n in clients], marker=marker, color=color, label=label)
+        a2.plot(clients, [med[label][str(n)]["seconds"] for n in clients], marker=marker, color=color, label=label)
+    a1.axhline(doc["target"]["egress_x_max"], color=TARGET, ls="--", lw=1, label="target (8 clients)")
+    a1.set_title("T2 egress", fontsize=10)
+    a1.set_ylabel("bytes uploaded by T2 / dataset")
+    a2.set_title("time until all complete", fontsize=10)
+    a2.set_ylabel("seconds (median)")
+    for a in (a1, a2):
+        a.set_xlabel("concurrent clients")
+        a.set_xticks(clients)
+        a.grid(alpha=0.3)
+        a.set_ylim(bottom=0)
+    a1.legend(fontsize=8)
+    fig.suptitle(f"{doc['dataset']['bytes'] / 1e6:.0f} MB dataset, {doc['sites']} sites", fontsize=10)
+    return _save(fig, out, "egress", doc)
+
+
+def plot_coldstart(doc: dict, out: Path) -> Path:
+    sets = doc["sets"]
+    labels = list(sets)
+    fig, ax = plt.subplots(figsize=SIZE)
+    parts = [("seed up", "seed_up_s", OURS), ("connect + first block", "connect_s", "#aec7e8")]
+    bottom = [0.0] * len(labels)
+    for name, key, color in parts:
+        vals = [max(0.0, sets[k]["median"][key]) for k in labels]
+        ax.bar(labels, vals, bottom=bottom, color=color, label=name, width=0.5)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    for i, k in enumerate(labels):
+        fb, target = sets[k]["median"]["first_byte_s"], sets[k]["target_s"]
+        ax.annotate(f"{fb:.2f} s", (i, bottom[i]), ha="center", va="bottom", fontsize=9, xytext=(0, 2),
+                    textcoords="offset points")
+        ax.hlines(target, i - 0.3, i + 0.3, color=TARGET, ls="--", lw=1.5, label="target" if i == 0 else None)
+    ax.set_ylabel("launch to first byte, s (median)")
+    ax.set_title("cold start: seeds started on demand")
+    ax.margins(y=0.15)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out, "coldstart", doc)
+
+
+def plot_smallfiles(doc: dict, out: Path) -> Path:
+    med = doc["median"]
+    labels = list(med)
+    fig, ax = plt.subplots(figsize=SIZE)
+    _bars(ax, labels, [med[k]["files_per_s"] for k in labels], [k.startswith("bt-get") for k in labels])
+    ax.axhline(doc["target"] * med["tar c | tar x"]["files_per_s"], color=TARGET, ls="--", lw=1,
+               label=f"target {doc['target']}x tar")
+    ax.set_ylabel("files/s (median)")
+    ax.set_title(f"{doc['dataset']['files']} small files, {doc['dataset']['bytes'] / 1e6:.0f} MB")
+    ax.legend(fontsize=8)
+    return _save(fig, out, "smallfiles", doc)
+
+
+def plot_build(doc: dict, out: Path) -> Path | None:
+    results = doc.get("results") or []
+    if not results:
+        return None
+    fig, axes = plt.subplots(1, len(results), figsize=SIZE, squeeze=False)
+    for ax, r in zip(axes[0], results):
+        rates = r.get("median_mb_s") or {}
+        labels = list(rates)
+        _bars(ax, labels, [rates[k] for k in labels], [k == "btswarm" for k in labels])
+        ax.set_title(f"{r.get('set', '')}: {r.get('files', '?')} files", fontsize=10)
+        ax.set_ylabel("MB/s hashed (median)")
+        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    return _save(fig, out, "build", doc)
+
+
+def plot_tracker(doc: dict, out: Path) -> Path | None:
+    med = doc.get("median") or {}
+    if not med:
+        return None
+    labels = list(med)
+    fig, ax = plt.subplots(figsize=SIZE)
+    _bars(ax, labels, [med[k]["announces_per_s"] for k in labels], [k == "bt-tracker" for k in labels])
+    ax.set_ylabel("announces/s (median)")
+    ax.set_title("tracker, one connection per announce")
+    return _save(fig, out, "tracker", doc)
+
+
+PLOTS = {"get": plot_get, "egress": plot_egress, "coldstart": plot_coldstart, "smallfiles": plot_smallfiles,
+         "build": plot_build, "tracker": plot_tracker}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("bench-results"))
+    ap.add_argument("--img", type=Path, default=None, help="also copy the PNGs here (e.g. docs/img)")
+    args = ap.parse_args()
+    made = []
+    for name, plot in PLOTS.items():
+        path = args.out / f"{name}.json"
+        if not path.exists():
+            continue
+        try:
+            png = plot(json.loads(path.read_text()), args.out)
+        except (KeyError, TypeError, ValueError) as exc:  # a result file of another shape: skip, say so
+            print(f"plot_bench: {path}: cannot plot ({exc.__class__.__name__}: {exc})", file=sys.stderr)
+            continue
+        if png:
+            made.append(png)
+            print(f"wrote {png}", file=sys.stderr)
+    if args.img:
+        args.img.mkdir(parents=True, exist_ok=True)
+        for png in made:
+            shutil.copy(png, args.img / png.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

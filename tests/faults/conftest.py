@@ -1,0 +1,192 @@
+"""Fault injection helpers: federations through `btswarm up`, PIDs of its children, metrics, RSS and fds.
+
+Every process is found by PID (the children of the `btswarm up` process,
+matched by their own config file) and every fault is a real one: SIGKILL,
+SIGSTOP, corrupted bytes, a full file system.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.e2e.conftest import Federation, get_json, start_federation  # noqa: F401  (re-exported)
+from tests.support import command, wait_for
+from torrents import sample
+from torrents.metainfo import Metainfo
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of `pid` (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def service_pid(fed: Federation, label: str) -> int | None:
+    """PID of the federation's `label` process (tracker, repo, site1, ...): a child of `btswarm up`."""
+    conf = str(fed.state / "config" / f"{label}.toml")
+    for pid in children(fed.proc.pid):
+        if conf in cmdline(pid) and alive(pid):
+            return pid
+    return None
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"pid {pid}: no VmRSS")
+
+
+def fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def metric(url: str, name: str, labels: dict[str, str] | None = None) -> float:
+    """Sum of the samples of `name` (with these labels) in a Prometheus text page; 0 when absent."""
+    with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        if labels and any(have.get(k) != v for k, v in labels.items()):
+            continue
+        total += float(m.group(3))
+    return total
+
+
+def site(fed: Federation, name: str) -> dict:
+    return next(s for s in fed.ready["sites"] if s["name"] == name)
+
+
+def make_data(base: Path, copies: int = 1, files: int = 8, size: int = 16 * 2**20) -> list[Path]:
+    """A sample dataset in `base/data1`, and byte-identical copies in data2... (separate replicas)."""
+    first = base / "data1"
+    sample.generate(first, files=files, total_size=size)
+    dirs = [first]
+    for i in range(2, copies + 1):
+        d = base / f"data{i}"
+        shutil.copytree(first, d, copy_function=shutil.copy2)
+        dirs.append(d)
+    return dirs
+
+
+def rate_env(bytes_per_s: int) -> dict[str, str]:
+    """Environment for `btswarm up` that throttles every site's uploads (config key server.upload_rate_limit)."""
+    return {"BTSWARM_SERVER_UPLOAD_RATE_LIMIT": str(bytes_per_s)}
+
+
+def start_throttled(tmp: Path, rate: int, *args: str, env: dict | None = None) -> Federation:
+    """start_federation with sites throttled to `rate` bytes/s (the environment reaches every child)."""
+    saved = dict(os.environ)
+    os.environ.update(rate_env(rate) if rate else {})
+    os.environ.update(env or {})
+    try:
+        return start_federation(tmp, *args)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def bt_get_popen(fed: Federation, out: Path, *args: str) -> subprocess.Popen:
+    """bt-get in a process group of its own (it has worker processes): killed as a group by its PID."""
+    return subprocess.Popen([command("bt-get"), fed.dataset, "--repo", fed.repo, "-o", str(out), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def bytes_on_disk(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and ".bt-get" not in p.parts)
+
+
+def verified_bytes(meta: Metainfo, directory: Path) -> int:
+    """Bytes of the pieces whose data in `directory` (DIR/NAME) matches the torrent's SHA1: what a rerun need not fetch."""
+    spans = []  # (start offset, length, path or None for a pad file)
+    pos = 0
+    for f in meta.files:
+        spans.append((pos, f.length, None if f.pad else directory / f.lfn))
+        pos += f.length
+    total, plen, good = pos, meta.piece_length, 0
+    for index in range(meta.num_pieces):
+        lo, hi = index * plen, min(total, (index + 1) * plen)
+        data = bytearray()
+        for start, length, path in spans:
+            a, b = max(lo, start), min(hi, start + length)
+            if a >= b:
+                continue
+            chunk = b""
+            if path is not None:
+                try:
+                    with open(path, "rb") as fh:
+                        fh.seek(a - start)
+                        chunk = fh.read(b - a)
+                except OSError:
+                    pass
+            else:
+                chunk = bytes(b - a)
+            data += chunk.ljust(b - a, b"\0")
+        if hashlib.sha1(data).digest() == meta.pieces[index * 20:(index + 1) * 20]:
+            good += sum(max(0, min(hi, s + n) - max(lo, s)) for s, n, p in spans if p is not None)
+    return good
+
+
+def wait_restarted(fed: Federation, label: str, old_pid: int, health: str, timeout: float = 30) -> int:
+    """Until the supervisor has started a new `label` process that answers `health`; its PID."""
+    def check() -> int | None:
+        pid = service_pid(fed, label)
+        if pid is None or pid == old_pid:
+            return None
+        try:
+            with urllib.request.urlopen(health, timeout=2) as resp:
+                return pid if resp.status == 200 else None
+        except OSError:
+            return None
+    return wait_for(check, timeout=timeout, interval=0.1, what=f"{label} to be restarted")
+
+
+def read_json(text: str) -> dict:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise AssertionError(f"no JSON document: {text[-2000:]!r}")
+
+
+def elapsed(since: float) -> float:
+    return time.monotonic() - since

@@ -1,0 +1,152 @@
+"""Storage-site faults through `btswarm up` with two separate replicas (`--data` once per site):
+a corrupted replica, a site SIGKILLed mid-transfer, a site restarted (no rehash, seeds on request).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tomllib
+import urllib.request
+
+import pytest
+
+from btswarm.demo import compare_trees
+from tests.faults.conftest import (bt_get_popen, get_json, make_data, metric, service_pid, site, start_throttled,
+                                   wait_restarted)
+from tests.support import wait_for
+from torrents import auth
+
+pytestmark = pytest.mark.slow
+
+RATE = 1_500_000  # bytes/s per site: a 16 MiB transfer takes ~5 s, long enough to kill a site in the middle
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sites")
+    data1, data2 = make_data(tmp, copies=2)
+    fed = start_throttled(tmp, RATE, "--sites", "2", "--data", str(data1), "--data", str(data2),
+                          "--idle-ttl", "3s", "--heartbeat", "1s")
+    fed.copies = (data1, data2)
+    yield fed
+    assert fed.proc.stop(timeout=30) == 0, fed.proc.log()[-3000:]
+
+
+def idle(fed) -> None:
+    wait_for(lambda: fed.seeding() == {"site1": 0, "site2": 0}, timeout=30, interval=0.2, what="idle seeds to stop")
+
+
+def signed_seed_start(fed, name: str, info_hash: str) -> tuple[int, dict]:
+    """POST /api/seeds to a site, signed with its secret, as the tracker does."""
+    conf = tomllib.loads((fed.state / "config" / f"{name}.toml").read_text())["server"]
+    body = json.dumps({"info_hash": info_hash}).encode()
+    headers = {**auth.sign(conf["secret"], name, "POST", "/api/seeds", body), "Content-Type": "application/json"}
+    req = urllib.request.Request(site(fed, name)["control_url"] + "/api/seeds", data=body, headers=headers,
+                                 method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def test_corrupted_replica_at_one_site_download_still_correct(fed, tmp_path, record_property):
+    """site2's copy of one file has flipped bytes in its middle (size and mtime unchanged: bit rot)."""
+    idle(fed)
+    good, bad = fed.copies[0] / fed.dataset, fed.copies[1] / fed.dataset
+    victim = sorted(bad.iterdir())[3]
+    st = victim.stat()
+    original = victim.read_bytes()
+    middle = len(original) // 2
+    flipped = bytes(b ^ 0xFF for b in original[middle:middle + 4096])
+    with open(victim, "r+b") as f:
+        f.seek(middle)
+        f.write(flipped)
+    os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    before = metric(site(fed, "site2")["control_url"], "btserver_hash_failures_total")
+    try:
+        proc = bt_get_popen(fed, tmp_path, "--json", "--stall-timeout", "60")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        doc = json.loads(out)
+        assert compare_trees(good, tmp_path / fed.dataset) == []
+        # libtorrent's seed mode hashes each piece before its first send: the
+        # bad piece never leaves site2, which re-checks its replica and counts it.
+        status = wait_for(lambda: (s := fed.site_status("site2"))["hash_failures"] >= 1 and s, timeout=30,
+                          what="site2 to count the hash failure")
+        after = metric(site(fed, "site2")["control_url"], "btserver_hash_failures_total")
+        assert after - before >= 1
+        assert isinstance(doc["hash_failures"], int)
+        record_property("client_hash_failures", doc["hash_failures"])
+        record_property("site_hash_failures", status["hash_failures"])
+        record_property("sources", doc["sources"])
+        print(f"corrupt replica: client hash_failures={doc['hash_failures']} site2 hash_failures="
+              f"{status['hash_failures']} sources={doc['sources']}")
+        # The corrupting site's bad piece came from the other site.
+        assert doc["sources"].get("site1", 0) > 0, doc["sources"]
+        # The damaged replica is dropped: site2 stops that seed, says why, and
+        # no longer offers the dataset to the tracker.
+        assert status["seeds"] == []
+        assert any("differs from the torrent" in p for p in status["problems"]), status["problems"]
+        wait_for(lambda: [s["can_seed"] for s in get_json(fed.tracker_url + "/api/sites")["sites"]
+                          if s["name"] == "site2"] == [0], timeout=10, what="site2 to stop offering the dataset")
+    finally:
+        with open(victim, "r+b") as f:
+            f.seek(middle)
+            f.write(original[middle:middle + 4096])
+        os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # Repaired replica + rescan (SIGHUP): seedable again, same info-hash (size and mtime unchanged).
+    os.kill(service_pid(fed, "site2"), signal.SIGHUP)
+    wait_for(lambda: not fed.site_status("site2")["problems"], timeout=20, what="site2 to take the replica back")
+
+
+def test_site_killed_mid_transfer_download_completes_from_the_other(fed, tmp_path, record_property):
+    idle(fed)
+    old = service_pid(fed, "site1")
+    assert old is not None
+    proc = bt_get_popen(fed, tmp_path, "--json", "--stall-timeout", "60")
+    try:
+        def site1_busy() -> bool:
+            seeds = fed.site_status("site1")["seeds"]
+            return bool(seeds) and seeds[0]["uploaded"] > 1_000_000
+        wait_for(site1_busy, timeout=30, interval=0.1, what="site1 to be sending")
+        os.kill(old, signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert proc.returncode == 0, err
+    doc = json.loads(out)
+    assert compare_trees(fed.copies[0] / fed.dataset, tmp_path / fed.dataset) == []
+    assert doc["sources"].get("site1", 0) < doc["bytes_total"], "the kill came after site1 had sent everything"
+    assert doc["sources"].get("site2", 0) > 0
+    record_property("sources_after_site_kill", doc["sources"])
+    print(f"site killed: sources={doc['sources']} seconds={doc['seconds']}")
+    # The supervisor brings the site back.
+    wait_restarted(fed, "site1", old, site(fed, "site1")["control_url"] + "/healthz")
+
+
+def test_restarted_site_does_not_rehash_and_seeds_on_request(fed):
+    state = fed.state / "sites" / "site1" / "torrents"
+    before = {p.name: p.stat().st_mtime_ns for p in state.iterdir()}
+    assert any(n.endswith(".torrent") for n in before)
+    idle(fed)
+    old = service_pid(fed, "site1")
+    os.kill(old, signal.SIGTERM)
+    wait_restarted(fed, "site1", old, site(fed, "site1")["control_url"] + "/healthz")
+    status = wait_for(lambda: (s := fed.site_status("site1"))["ready"] and s["datasets"] and s, timeout=30,
+                      what="site1 to have its datasets again")
+    # Fingerprints matched: the stored .torrent and its record were not rewritten (no rehash).
+    assert {p.name: p.stat().st_mtime_ns for p in state.iterdir()} == before
+    info_hash = status["datasets"][0]["info_hash"]
+    assert info_hash == get_json(f"{fed.repo}/api/datasets/{fed.dataset}")["info_hash"]
+    # Back in the tracker's registry, and seeding on request.
+    wait_for(lambda: any(s["name"] == "site1" and s["up"] and s["can_seed"] >= 1
+                         for s in get_json(fed.tracker_url + "/api/sites")["sites"]),
+             timeout=10, what="site1 to re-register")
+    code, answer = signed_seed_start(fed, "site1", info_hash)
+    assert code == 200 and answer["state"] == "seeding", answer
+    assert [s["info_hash"] for s in fed.site_status("site1")["seeds"]] == [info_hash]
