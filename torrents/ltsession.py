@@ -40,6 +40,7 @@ def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: A
         "validate_https_trackers": False,
         "tick_interval": 100,
         "announce_to_all_trackers": True,
+        "stop_tracker_timeout": 1,
         # The federation's tracker sets the interval (60 s by default); libtorrent
         # would stretch anything under 300 s to 300 s, so after a tracker restart
         # peers would stay unknown to it for five minutes.

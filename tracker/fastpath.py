@@ -4,13 +4,15 @@ every other request handed to the aiohttp app on the same connection.
 Why it exists: BitTorrent clients announce on a fresh connection each time.
 Measured with scripts/bench_tracker.py (wrk, `Connection: close`, beside
 Debian's opentracker, 2 shared cores), the app alone spent ~220 CPU µs per
-announce, ~35 of them deciding the announce and the rest in aiohttp's
+announce, ~35-50 of them deciding the announce and the rest in aiohttp's
 per-connection and per-request machinery (transport, request and response
 objects, middleware, router, a task per request): 0.28x opentracker's
-announces/s. Behind this front an announce costs ~105 µs (~65 user, of which
-~20 are the event loop and this module, and ~36 kernel: accept, read, write,
-close), about 0.5x opentracker's announces/s; opentracker itself spends ~30 µs,
-nearly all of it in the kernel.
+announces/s. Behind this front an announce costs ~105-120 µs: ~35-40 in the
+kernel (accept, read, write, close), ~20 in uvloop and this module, and the
+rest (~45-60) in the announce itself, which grows with the swarm because the
+handout looks at every peer. That is 0.4-0.6x opentracker's announces/s,
+depending on the load on the machine; opentracker spends ~30 µs, nearly all
+of it in the kernel.
 
 The front parses just what an announce needs (the request line, `Host`,
 `Connection`, and that there is no body) and answers through the same
