@@ -62,6 +62,7 @@ class WorkerState:
     files: dict[int, int] = field(default_factory=dict)
     finished: bool = False
     stopped: bool = False
+    tracker_error: str | None = None  # the last announce's failure, None once one succeeds
 
 
 @dataclass
@@ -143,6 +144,11 @@ def run(job: Job, display: Display) -> Outcome:
                         error = TransferError(f"worker {w.spec.index}",
                                               f"exited unexpectedly (exit code {w.process.exitcode})")
                     continue
+                if event["type"] == "tracker":
+                    note = _tracker_change(w, event)
+                    if note:
+                        display.note(note)
+                    continue
                 _apply(w, event)
                 if event["type"] == "error" and error is None:
                     error = TransferError(event["subject"], event["problem"])
@@ -193,7 +199,7 @@ def run(job: Job, display: Display) -> Outcome:
         results = verifier.result()
         bad = sorted(lfn for lfn, ok in results.items() if not ok)
         if bad and error is None:
-            error = VerifyFailed(bad[0], f"adler32 does not match the catalog"
+            error = VerifyFailed(bad[0], "adler32 does not match the catalog"
                                  + (f" (and {len(bad) - 1} more files)" if len(bad) > 1 else ""))
     executor.shutdown(wait=True)
     files: dict[int, int] = {}
@@ -247,10 +253,23 @@ def _stop_all(workers: list[WorkerState]) -> None:
         w.conn.close()
 
 
+def _tracker_change(w: WorkerState, event: dict) -> str | None:
+    """Record a worker's announce outcome; a line for the user when the tracker starts or stops failing."""
+    before = w.tracker_error
+    w.tracker_error = None if event["ok"] else event["message"]
+    if w.tracker_error and w.tracker_error != before:
+        log.warning("tracker %s: %s", event["url"], w.tracker_error)
+        return f"tracker {event['url']}: {w.tracker_error}"
+    if before and not w.tracker_error:
+        return f"tracker {event['url']}: reachable again ({event['message']})"
+    return None
+
+
 def _peer_note(workers: list[WorkerState]) -> str:
     peers = sum(w.last.get("peers", 0) for w in workers)
     seeds = sum(w.last.get("seeds", 0) for w in workers)
-    return f"{peers} peers, {seeds} seeds"
+    errors = sorted({w.tracker_error for w in workers if w.tracker_error})
+    return f"{peers} peers, {seeds} seeds" + (f"; tracker: {', '.join(errors)}" if errors else "")
 
 
 def _raise_interrupt(signum: int, _frame: object) -> None:

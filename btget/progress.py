@@ -11,8 +11,11 @@ import sys
 from typing import TextIO
 
 from rich.console import Console
-from rich.progress import (BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn,
-                           TransferSpeedColumn)
+from rich.progress import (BarColumn, DownloadColumn, Progress, ProgressColumn, Task, TaskID, TextColumn,
+                           TimeRemainingColumn)
+from rich.text import Text
+
+from torrents.units import human_rate
 
 
 class NullDisplay:
@@ -29,6 +32,13 @@ class NullDisplay:
         pass
 
 
+class RateColumn(ProgressColumn):
+    """Rate in binary units, like the sizes beside it and the summary (rich's own says MB/s)."""
+
+    def render(self, task: Task) -> Text:
+        return Text(human_rate(task.speed) if task.speed else "?", style="progress.data.speed")
+
+
 class RichDisplay:
     """Bytes, %, rate, ETA, peers and seeds, per worker and in total."""
 
@@ -36,7 +46,7 @@ class RichDisplay:
         self.console = Console(file=stream)
         self.progress = Progress(
             TextColumn("{task.description:>9}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
-            DownloadColumn(binary_units=True), TransferSpeedColumn(), TimeRemainingColumn(),
+            DownloadColumn(binary_units=True), RateColumn(), TimeRemainingColumn(),
             TextColumn("{task.fields[peers]} peers {task.fields[seeds]} seeds"),
             console=self.console, transient=False, refresh_per_second=4)
         self.tasks: dict[int, TaskID] = {}

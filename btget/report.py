@@ -84,7 +84,7 @@ def human(doc: Mapping[str, Any]) -> str:
     lines = [
         f"{doc['dataset']}",
         f"  directory  {doc['directory']}",
-        f"  files      " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+        "  files      " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
         f"  size       {human_size(doc['bytes_total'])} ({human_size(doc['bytes_downloaded'])} downloaded now)",
         f"  time       {human_duration(doc['seconds'])}, average {human_rate(doc['rate'])}",
     ]

@@ -19,6 +19,7 @@ EVENT TYPES
               "first_byte_at" (epoch seconds of the first payload byte, or None)}
   finished   progress fields + {"files": {index: verified bytes}}
   error      {"worker", "kind": "disk_full" | "file" | "listen" | "torrent", "subject", "problem"}
+  tracker    {"worker", "ok", "url", "message"}  (each announce's outcome)
   stopped    progress fields + {"files": {...}}  (last event; resume data is on disk)
 """
 
@@ -251,6 +252,15 @@ class Worker:
                 self._seen.setdefault(f"{ep[0]}:{ep[1]}", 1)
         elif isinstance(a, lt.hash_failed_alert):
             self.hash_failures += 1
+        elif isinstance(a, lt.tracker_error_alert):
+            # A dead or refusing tracker is the usual reason for "0 seeds":
+            # say so rather than let the user watch a still bar.
+            reason = a.failure_reason() or a.error.message()
+            self.send({"type": "tracker", "worker": self.spec.index, "ok": False, "url": a.tracker_url(),
+                       "message": reason})
+        elif isinstance(a, lt.tracker_reply_alert):
+            self.send({"type": "tracker", "worker": self.spec.index, "ok": True, "url": a.tracker_url(),
+                       "message": f"{a.num_peers} peers"})
         elif isinstance(a, lt.file_error_alert):
             self.failed = True
             code = a.error.value()

@@ -7,6 +7,8 @@ import time
 import pytest
 
 from tests.btget.getsupport import bt_get, bt_get_json, same_bytes
+from tests.support import free_port
+from torrents import build
 
 pytestmark = pytest.mark.slow
 
@@ -97,6 +99,20 @@ def test_no_seed_and_timeout_exits_4(dataset, tmp_path):
     assert result.returncode == 4, result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         f"bt-get: error: {dataset.name}: not complete after --timeout 2 s (0 peers, 0 seeds); run again to resume")
+
+
+def test_dead_tracker_is_named_in_the_timeout_error(dataset, tmp_path):
+    port = free_port()  # nobody listens there
+    data, _ = build.build_torrent(dataset.name, [(p.name, p) for p in sorted(dataset.root.iterdir())],
+                                  announce=f"http://127.0.0.1:{port}/announce")
+    torrent = tmp_path / "dead-tracker.torrent"
+    torrent.write_bytes(data)
+    result = bt_get(str(torrent), "-o", str(tmp_path / "out"), "--timeout", "3", "-q")
+    assert result.returncode == 4, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"bt-get: error: {dataset.name}: not complete after --timeout 3 s (0 peers, 0 seeds; "
+                           "tracker: "), last
+    assert f"tracker http://127.0.0.1:{port}/announce: " in result.stderr
 
 
 @pytest.mark.parametrize("args, message", [
