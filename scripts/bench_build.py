@@ -1,30 +1,29 @@
 #!/usr/bin/env python3
-"""Benchmark the torrent builder against mktorrent, libtorrent, sha1sum and the machine's SHA1 limit.
+"""Benchmark build: the torrent builder against mktorrent, libtorrent, sha1sum and the machine's SHA1 limit.
+
+    .venv/bin/python scripts/bench_build.py [--out DIR] [--quick] [--keep] [--runs 3]
+        [--large-size 4G] [--small-files 20000] [--dir DIR]
 
 Two generated datasets under /tmp, page cache warm (each read once first):
-a large one (default ~4 GiB in 29 files, torrents.sample.generate) and a
-small-file one (default 20,000 files of 1-50 KB). Every tool builds or
-hashes each set `--runs` times, the tools taking turns so that noise from
-other work on the machine spreads over all of them; the median of each is
-reported, with ratios between medians of this one run.
+a large one (~4 GiB in 29 files, torrents.sample.generate; --quick 1 GiB)
+and a small-file one (20,000 files of 1-50 KB; --quick 5,000). Every tool
+builds or hashes each set `--runs` times (default 3), the tools taking turns
+so that noise from other work on the machine spreads over all of them; the
+median of each is reported, with ratios between medians of this one run.
+Targets: >= 0.7x the in-memory SHA1 limit and >= 1.3x mktorrent on the large
+set, >= 1.0x mktorrent on the small set.
 
-    .venv/bin/python scripts/bench_build.py --large-size 2G --runs 3
-
-Prints a table and writes bench-results/build.json. Data is deleted after
-unless --keep.
+Prints a table and writes DIR/build.json (`--out` may also name the .json
+file itself). Data is deleted after unless --keep.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import os
-import platform
 import random
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,9 +32,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import benchlib as bl
 from torrents import build, metainfo, sample
 from torrents.units import parse_size
 
+TARGETS = {"large_vs_memory_limit": 0.7, "large_vs_mktorrent": 1.3, "small_vs_mktorrent": 1.0}
 ANNOUNCE = "http://127.0.0.1:1/announce"
 Entries = list[tuple[str, Path]]
 
@@ -77,7 +78,8 @@ def run_mktorrent(root: Path, piece_length: int, threads: int, scratch: Path) ->
     out = scratch / f"mk.{time.monotonic_ns()}.torrent"  # mktorrent refuses to overwrite
     exponent = piece_length.bit_length() - 1
     subprocess.run(["mktorrent", "-t", str(threads), "-l", str(exponent), "-p", "-a", ANNOUNCE,
-                    "-o", str(out), str(root)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                    "-o", str(out), str(root)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                   timeout=1800)
     data = out.read_bytes()
     out.unlink()
     return data  # parsed by measure(), outside the timing
@@ -98,7 +100,7 @@ def run_sha1sum(entries: Entries, scratch: Path) -> str:
     listing = scratch / "files.list"
     listing.write_bytes(b"\0".join(os.fsencode(p) for _, p in entries))
     with open(listing, "rb") as names:
-        subprocess.run(["xargs", "-0", "sha1sum"], stdin=names, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["xargs", "-0", "sha1sum"], stdin=names, check=True, stdout=subprocess.DEVNULL, timeout=1800)
     return ""
 
 
@@ -126,7 +128,7 @@ def memory_limit(total: int, piece_length: int, threads: int) -> Callable[[], st
     return run
 
 
-def cpu_seconds() -> float:
+def own_cpu_seconds() -> float:
     """User + system CPU time of this process (all threads) and its finished children."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -148,10 +150,10 @@ def measure(tools: dict[str, Callable[[], str | bytes]], runs: int) -> tuple[dic
     hashes: dict[str, str] = {}
     for _ in range(runs):
         for name, tool in tools.items():
-            start, start_cpu = time.perf_counter(), cpu_seconds()
+            start, start_cpu = time.perf_counter(), own_cpu_seconds()
             result = tool()
             wall[name].append(time.perf_counter() - start)
-            cpu[name].append(cpu_seconds() - start_cpu)
+            cpu[name].append(own_cpu_seconds() - start_cpu)
             if result:
                 hashes[name] = result if isinstance(result, str) else metainfo.parse(result).info_hash
     return wall, cpu, hashes
@@ -172,7 +174,7 @@ def bench_set(label: str, root: Path, runs: int, threads: int, scratch: Path) ->
     seconds, cpu, hashes = measure(tools, runs)
     if len(set(hashes.values())) != 1:
         raise SystemExit(f"bench_build: {label}: the builders disagree on the info-hash: {hashes}")
-    mb_s = {name: total / statistics.median(s) / 1e6 for name, s in seconds.items()}
+    mb_s = {name: total / bl.median(s) / 1e6 for name, s in seconds.items()}
     # The best run is the one least disturbed by other work on a shared machine.
     best_mb_s = {name: total / min(s) / 1e6 for name, s in seconds.items()}
     ours = mb_s["btswarm"]
@@ -181,7 +183,7 @@ def bench_set(label: str, root: Path, runs: int, threads: int, scratch: Path) ->
         "info_hash": hashes["btswarm"],
         "seconds": seconds,
         "cpu_seconds": cpu,
-        "median_cpu_s_per_gb": {name: statistics.median(c) / (total / 1e9) for name, c in cpu.items()},
+        "median_cpu_s_per_gb": {name: bl.median(c) / (total / 1e9) for name, c in cpu.items()},
         "median_mb_s": mb_s,
         "best_mb_s": best_mb_s,
         "ratio_btswarm_to": {name: ours / rate for name, rate in mb_s.items() if name != "btswarm"}
@@ -206,56 +208,65 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--large-size", default="4G", help="total size of the large set (default 4G)")
-    p.add_argument("--large-files", type=int, default=29, help="files in the large set (default 29)")
-    p.add_argument("--small-files", type=int, default=20000, help="files in the small set (default 20000; 0 skips)")
-    p.add_argument("--small-min", default="1K", help="smallest small file (default 1K)")
-    p.add_argument("--small-max", default="50K", help="largest small file (default 50K)")
-    p.add_argument("--runs", type=int, default=3, help="runs of each tool per set; the median is reported")
-    p.add_argument("--threads", type=int, default=0, help="threads for btswarm, mktorrent, the limit (0: cores)")
-    p.add_argument("--dir", type=Path, default=None, help="where to generate data (default: a new dir in /tmp)")
-    p.add_argument("--keep", action="store_true", help="keep the generated data")
-    p.add_argument("--out", type=Path, default=Path("bench-results/build.json"), help="JSON results")
-    args = p.parse_args(argv)
-    if args.runs < 1:
-        p.error("--runs must be at least 1")
-    return args
+def targets_line(results: list[dict]) -> str:
+    by_set = {r["set"]: r["ratio_btswarm_to"] for r in results}
+    parts = []
+    if "large" in by_set:
+        large = by_set["large"]
+        limit = next(v for k, v in large.items() if k.startswith("memory limit"))
+        mk = next(v for k, v in large.items() if k.startswith("mktorrent"))
+        parts += [f"large >= {TARGETS['large_vs_memory_limit']}x memory limit ({limit:.2f})",
+                  f"large >= {TARGETS['large_vs_mktorrent']}x mktorrent ({mk:.2f})"]
+    if "small" in by_set:
+        mk = next(v for k, v in by_set["small"].items() if k.startswith("mktorrent"))
+        parts.append(f"small >= {TARGETS['small_vs_mktorrent']}x mktorrent ({mk:.2f})")
+    return "targets: " + ", ".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def main() -> int:
+    ap = bl.parser(__doc__)
+    ap.add_argument("--large-size", default=None, help="total size of the large set (default 4G, --quick 1G)")
+    ap.add_argument("--large-files", type=int, default=29, help="files in the large set (default 29)")
+    ap.add_argument("--small-files", type=int, default=None,
+                    help="files in the small set (default 20000, --quick 5000; 0 skips)")
+    ap.add_argument("--small-min", default="1K", help="smallest small file (default 1K)")
+    ap.add_argument("--small-max", default="50K", help="largest small file (default 50K)")
+    ap.add_argument("--threads", type=int, default=0, help="threads for btswarm, mktorrent, the limit (0: cores)")
+    ap.add_argument("--dir", type=Path, default=None,
+                    help="generate the data here (only what this run made is deleted); default a new dir in /tmp")
+    args = ap.parse_args()
+    runs = args.runs or 3
+    if runs < 1:
+        ap.error("--runs must be at least 1")
+    large_size = parse_size(args.large_size or ("1G" if args.quick else "4G"))
+    small_files = (5000 if args.quick else 20000) if args.small_files is None else args.small_files
     threads = args.threads or build.default_threads()
-    work = args.dir or Path(tempfile.mkdtemp(prefix="btswarm-bench-build-", dir="/tmp"))
-    work.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=work))
-    made = [scratch]  # only what this run made is deleted: --dir may hold other things
     results = []
-    try:
-        print(f"generating data in {work} ...", file=sys.stderr)
-        large = sample.generate(work, files=args.large_files, total_size=parse_size(args.large_size))
-        made.append(large)
-        results.append(bench_set("large", large, args.runs, threads, scratch))
-        print(report(results[-1]), flush=True)
-        if args.small_files:
-            small = generate_small(work, args.small_files, parse_size(args.small_min), parse_size(args.small_max))
-            made.append(small)
-            results.append(bench_set("small", small, args.runs, threads, scratch))
+    with bl.workdir("build", args.keep) as tmp:
+        work = args.dir or tmp
+        work.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix="scratch-", dir=tmp))
+        made: list[Path] = []  # only what this run made is deleted: --dir may hold other things
+        try:
+            bl.log(f"generating data in {work} ...")
+            large = sample.generate(work, files=args.large_files, total_size=large_size)
+            made.append(large)
+            results.append(bench_set("large", large, runs, threads, scratch))
             print(report(results[-1]), flush=True)
-    finally:
-        for path in made if not args.keep else [scratch]:
-            shutil.rmtree(path, ignore_errors=True)
-        if not args.keep and args.dir is None:
-            shutil.rmtree(work, ignore_errors=True)
-    doc = {"command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])),
-           "host": {"cpus": os.cpu_count(), "threads": threads, "python": platform.python_version(),
-                    "machine": platform.machine()},
-           "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "results": results}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+            if small_files:
+                small = generate_small(work, small_files, parse_size(args.small_min), parse_size(args.small_max))
+                made.append(small)
+                results.append(bench_set("small", small, runs, threads, scratch))
+                print(report(results[-1]), flush=True)
+        finally:
+            if args.dir is not None and not args.keep:
+                for path in made:
+                    shutil.rmtree(path, ignore_errors=True)
+    doc = {"threads": threads, "runs": runs, "targets": TARGETS, "results": results}
+    # --out DIR (as every benchmark) writes DIR/build.json; --out FILE.json names the file.
+    out, name = (args.out.parent, args.out.stem) if args.out.suffix == ".json" else (args.out, "build")
+    bl.write_json(out, name, doc)
+    print(targets_line(results))
     return 0
 
 

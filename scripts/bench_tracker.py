@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Announces per second and CPU per announce: bt-tracker against Debian's opentracker.
+"""Benchmark tracker: announces per second and CPU per announce, bt-tracker against Debian's opentracker.
+
+    .venv/bin/python scripts/bench_tracker.py [--out DIR] [--quick] [--keep] [--runs 3]
+        [--duration 5] [--connections 16]
 
 Both run on loopback in the same run, driven by wrk with one connection per
 request (`Connection: close`, as most clients announce), each request
@@ -12,32 +15,27 @@ also reported split into user and kernel time: the kernel's share (accept,
 read, write, close on loopback) is what no tracker can shed, so it shows how
 much of the gap is Python. bt-tracker is the real `bt-tracker run`, whose
 announces go through tracker/fastpath.py.
-The median of --runs runs is reported; JSON goes to bench-results/tracker.json.
+The median of --runs runs (default 3) of --duration seconds (default 5,
+--quick 3) is reported, the two trackers taking turns; JSON goes to
+DIR/tracker.json. Target: bt-tracker >= 0.5x opentracker's announces/s.
 On a shared machine compare the ratio, not the absolute figures.
-
-    .venv/bin/python scripts/bench_tracker.py [--duration 5] [--runs 3] [--connections 16]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import random
 import re
 import shutil
-import signal
-import socket
-import statistics
 import subprocess
 import sys
-import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-TICK = os.sysconf("SC_CLK_TCK")
+import benchlib as bl
+
+TARGET = 0.5
+IP = "127.0.0.1"
 
 LUA = r"""
 local hashes = { %(hashes)s }
@@ -71,29 +69,6 @@ end
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """(user, kernel) CPU seconds of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return int(fields[11]) / TICK, int(fields[12]) / TICK  # utime, stime: fields 14, 15 of the full line
-
-
-def wait_port(port: int, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"bench: 127.0.0.1:{port}: not listening within {timeout} s")
-
-
 def check_answer(url: str, info_hash: bytes) -> bytes:
     """One real announce, to be sure the tracker accepts the published hashes (not just answers failures)."""
     from urllib.parse import quote_from_bytes
@@ -116,112 +91,90 @@ def run_wrk(url: str, script: Path, duration: float, connections: int) -> dict:
 
 
 def measure(name: str, pid: int, url: str, script: Path, duration: float, connections: int) -> dict:
-    user0, sys0 = cpu_seconds(pid)
+    user0, sys0 = bl.cpu_times(pid)
     stats = run_wrk(url, script, duration, connections)
-    user1, sys1 = cpu_seconds(pid)
+    user1, sys1 = bl.cpu_times(pid)
     reqs = max(1, stats["requests"])
     result = {"tracker": name, "announces_per_s": stats["requests"] / (stats["duration_us"] / 1e6),
               "cpu_us_per_announce": (user1 - user0 + sys1 - sys0) / reqs * 1e6,
               "user_us_per_announce": (user1 - user0) / reqs * 1e6,
               "sys_us_per_announce": (sys1 - sys0) / reqs * 1e6, **stats}
-    print(f"  {name:12s} {result['announces_per_s']:8.0f} announces/s  "
-          f"{result['cpu_us_per_announce']:6.1f} µs CPU/announce "
-          f"({result['user_us_per_announce']:.0f} user + {result['sys_us_per_announce']:.0f} kernel)  "
-          f"(errors: connect {stats['connect_errors']}, read {stats['read_errors']}, "
-          f"status {stats['status_errors']}, timeout {stats['timeouts']})", file=sys.stderr)
+    bl.log(f"  {name:12s} {result['announces_per_s']:8.0f} announces/s  "
+           f"{result['cpu_us_per_announce']:6.1f} µs CPU/announce "
+           f"({result['user_us_per_announce']:.0f} user + {result['sys_us_per_announce']:.0f} kernel)  "
+           f"(errors: connect {stats['connect_errors']}, read {stats['read_errors']}, "
+           f"status {stats['status_errors']}, timeout {stats['timeouts']})")
     return result
 
 
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+def run(work: Path, duration: float, runs: int, connections: int) -> dict:
+    rng = random.Random(1)
+    hashes = [rng.randbytes(20) for _ in range(1000)]
+    script = work / "announce.lua"
+    script.write_text(LUA % {"hashes": ", ".join('"%s"' % "".join(f"%{b:02X}" for b in h) for h in hashes),
+                             "seed": 42})
+    chroot = work / "ot"
+    chroot.mkdir()
+    (chroot / "whitelist.txt").write_text("".join(h.hex() + "\n" for h in hashes))
+    bt_port, ot_port, ot_udp = bl.free_port(IP), bl.free_port(IP), bl.free_port(IP)
+    with bl.Procs() as procs:  # both trackers stopped by PID on the way out, errors included
+        bt = procs.start([str(bl.BIN / "bt-tracker"), "run", "--listen", f"{IP}:{bt_port}", "--open"],
+                         work / "bt-tracker.log", stdout=subprocess.DEVNULL)
+        ot = procs.start(["opentracker", "-i", IP, "-p", str(ot_port), "-P", str(ot_udp),
+                          "-d", str(chroot), "-w", "whitelist.txt", "-u", "nobody"],
+                         work / "opentracker.log", stdout=subprocess.DEVNULL)
+        for proc, port in ((bt, bt_port), (ot, ot_port)):
+            bl.wait_for(lambda: bl.port_open(IP, port) or proc.poll() is not None, 15, f"{IP}:{port} to listen")
+            if proc.poll() is not None:
+                raise SystemExit(f"bench: {proc.args[0]} exited {proc.returncode}; see {work}")
+        bt_url, ot_url = f"http://{IP}:{bt_port}", f"http://{IP}:{ot_port}"
+        check_answer(bt_url, hashes[0])
+        check_answer(ot_url, hashes[0])
+        detail: dict[str, list[dict]] = {"bt-tracker": [], "opentracker": []}
+        for i in range(runs):
+            bl.log(f"run {i + 1}/{runs}")
+            # Alternate the order so neither always runs on a warmer machine.
+            order = [("bt-tracker", bt, bt_url), ("opentracker", ot, ot_url)]
+            for name, proc, url in (order if i % 2 == 0 else order[::-1]):
+                detail[name].append(measure(name, proc.pid, url, script, duration, connections))
+    summary = {name: {key: bl.median([r[key] for r in rs]) for key in
+                      ("announces_per_s", "cpu_us_per_announce", "user_us_per_announce", "sys_us_per_announce")}
+               for name, rs in detail.items()}
+    ratio = summary["bt-tracker"]["announces_per_s"] / summary["opentracker"]["announces_per_s"]
+    cpu_ratio = summary["opentracker"]["cpu_us_per_announce"] / summary["bt-tracker"]["cpu_us_per_announce"]
+    # Each run measures the two back to back: on a shared machine the
+    # ratio within a run is steadier than the ratio of the two medians,
+    # which may come from runs under different loads.
+    paired = [b["announces_per_s"] / o["announces_per_s"]
+              for b, o in zip(detail["bt-tracker"], detail["opentracker"])]
+    return {"what": "tracker announces, one connection per request (wrk, Connection: close)",
+            "duration_s": duration, "runs": runs, "connections": connections, "info_hashes": len(hashes),
+            "median": summary, "ratio_announces_per_s": ratio, "ratio_cpu_efficiency": cpu_ratio,
+            "ratio_announces_per_s_per_run": paired, "median_ratio_per_run": bl.median(paired),
+            "target_ratio": TARGET, "runs_detail": detail}
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
-    ap.add_argument("--runs", type=int, default=3)
+    ap = bl.parser(__doc__)
+    ap.add_argument("--duration", type=float, default=None, help="seconds per wrk run (default 5, --quick 3)")
     ap.add_argument("--connections", type=int, default=16)
-    ap.add_argument("--out", default=str(ROOT / "bench-results" / "tracker.json"))
     args = ap.parse_args()
     for tool in ("wrk", "opentracker"):
         if not shutil.which(tool):
             raise SystemExit(f"bench: {tool}: not installed (apt-get install {tool})")
-
-    rng = random.Random(1)
-    hashes = [rng.randbytes(20) for _ in range(1000)]
-    work = Path(tempfile.mkdtemp(prefix="bench-tracker-"))
-    procs: list[subprocess.Popen] = []
-    try:
-        script = work / "announce.lua"
-        script.write_text(LUA % {"hashes": ", ".join('"%s"' % "".join(f"%{b:02X}" for b in h) for h in hashes),
-                                 "seed": 42})
-        chroot = work / "ot"
-        chroot.mkdir()
-        (chroot / "whitelist.txt").write_text("".join(h.hex() + "\n" for h in hashes))
-
-        bt_port, ot_port, ot_udp = free_port(), free_port(), free_port()
-        bt_bin = str(Path(sys.executable).parent / "bt-tracker")
-        bt = subprocess.Popen([bt_bin, "run", "--listen", f"127.0.0.1:{bt_port}", "--open"],
-                              stdout=subprocess.DEVNULL, stderr=open(work / "bt-tracker.log", "wb"))
-        procs.append(bt)
-        ot = subprocess.Popen(["opentracker", "-i", "127.0.0.1", "-p", str(ot_port), "-P", str(ot_udp),
-                               "-d", str(chroot), "-w", "whitelist.txt", "-u", "nobody"],
-                              stdout=subprocess.DEVNULL, stderr=open(work / "opentracker.log", "wb"))
-        procs.append(ot)
-        bt_url, ot_url = f"http://127.0.0.1:{bt_port}", f"http://127.0.0.1:{ot_port}"
-        wait_port(bt_port)
-        wait_port(ot_port)
-        check_answer(bt_url, hashes[0])
-        check_answer(ot_url, hashes[0])
-
-        runs: dict[str, list[dict]] = {"bt-tracker": [], "opentracker": []}
-        for i in range(args.runs):
-            print(f"run {i + 1}/{args.runs}", file=sys.stderr)
-            # Alternate the order so neither always runs on a warmer machine.
-            order = [("bt-tracker", bt, bt_url), ("opentracker", ot, ot_url)]
-            for name, proc, url in (order if i % 2 == 0 else order[::-1]):
-                runs[name].append(measure(name, proc.pid, url, script, args.duration, args.connections))
-
-        def med(name: str, key: str) -> float:
-            return statistics.median(r[key] for r in runs[name])
-
-        summary = {name: {key: med(name, key) for key in ("announces_per_s", "cpu_us_per_announce",
-                                                           "user_us_per_announce", "sys_us_per_announce")}
-                   for name in runs}
-        ratio = summary["bt-tracker"]["announces_per_s"] / summary["opentracker"]["announces_per_s"]
-        cpu_ratio = summary["opentracker"]["cpu_us_per_announce"] / summary["bt-tracker"]["cpu_us_per_announce"]
-        # Each run measures the two back to back: on a shared machine the
-        # ratio within a run is steadier than the ratio of the two medians,
-        # which may come from runs under different loads.
-        paired = [bt["announces_per_s"] / ot["announces_per_s"]
-                  for bt, ot in zip(runs["bt-tracker"], runs["opentracker"])]
-        doc = {"benchmark": "tracker announces, one connection per request (wrk, Connection: close)",
-               "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
-               "duration_s": args.duration, "runs": args.runs, "connections": args.connections,
-               "info_hashes": len(hashes), "cores": os.cpu_count(),
-               "median": summary, "ratio_announces_per_s": ratio, "ratio_cpu_efficiency": cpu_ratio,
-               "ratio_announces_per_s_per_run": paired, "median_ratio_per_run": statistics.median(paired),
-               "target_ratio": 0.5, "runs_detail": runs}
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, indent=2) + "\n")
-        for name, s in summary.items():
-            print(f"{name:12s} median {s['announces_per_s']:8.0f} announces/s  {s['cpu_us_per_announce']:6.1f} µs CPU/announce "
-                  f"({s['user_us_per_announce']:.0f} user + {s['sys_us_per_announce']:.0f} kernel)")
-        print(f"ratio bt-tracker/opentracker: {ratio:.2f}× announces/s (of the medians; within each run: "
-              f"{', '.join(f'{r:.2f}' for r in paired)}, median {statistics.median(paired):.2f}×), "
-              f"{cpu_ratio:.2f}× CPU efficiency (target ≥ 0.5×) → {out}")
-        return 0
-    finally:
-        for p in reversed(procs):
-            stop(p)
-        shutil.rmtree(work, ignore_errors=True)
+    duration = args.duration or (3.0 if args.quick else 5.0)
+    with bl.workdir("tracker", args.keep) as work:
+        doc = run(work, duration, args.runs or 3, args.connections)
+    bl.write_json(args.out, "tracker", doc)
+    med, paired = doc["median"], doc["ratio_announces_per_s_per_run"]
+    print(f"tracker: {doc['runs']} runs of {duration:g} s, {doc['connections']} connections, one per announce")
+    print(bl.table(["tracker", "announces/s", "µs CPU/announce", "µs user", "µs kernel"],
+                   [[k, v["announces_per_s"], v["cpu_us_per_announce"], v["user_us_per_announce"],
+                     v["sys_us_per_announce"]] for k, v in med.items()]))
+    print(f"ratio bt-tracker/opentracker: {doc['ratio_announces_per_s']:.2f}x announces/s (of the medians; "
+          f"within each run: {', '.join(f'{r:.2f}' for r in paired)}, median {doc['median_ratio_per_run']:.2f}x), "
+          f"{doc['ratio_cpu_efficiency']:.2f}x CPU efficiency (target >= {TARGET}x announces/s)")
+    return 0
 
 
 if __name__ == "__main__":

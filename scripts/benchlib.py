@@ -3,9 +3,9 @@
 The scripts (scripts/bench_*.py) are thin: each builds its data, runs its
 contenders through the helpers here and prints a table. Helpers:
 
-- `parser(name, doc)` / `workdir(args)`: `--out DIR`, `--quick`, `--keep`;
+- `parser(doc)` / `workdir(name, keep)`: `--out DIR`, `--quick`, `--keep`, `--runs`;
   data under /tmp, deleted afterwards unless --keep.
-- `median`, `timed`, `machine`, `write_json`, `table`.
+- `median`, `timed`, `machine`, `write_json`, `table`; `cpu_times` / `cpu_seconds` of a PID.
 - `Procs`: every process a benchmark starts, stopped by PID (SIGTERM, then
   SIGKILL after a bounded wait), also on errors.
 - `federation(...)`: `btswarm up --ready-file` as a context manager.
@@ -224,13 +224,19 @@ class Procs:
         self.stop_all()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a running process (its own threads; /proc/PID/stat)."""
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a running process (its own threads; /proc/PID/stat); zeros if gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick  # utime, stime: fields 14, 15 of the full line
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process (its own threads; /proc/PID/stat)."""
+    return sum(cpu_times(pid))
 
 
 def tree_cpu_seconds(pids: Sequence[int]) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import BIN, Proc, command, free_port, http_ok, wait_for  # noqa: F401  (re-exported)
+from tests.support import Proc
 
 
 @pytest.fixture
