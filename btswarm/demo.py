@@ -5,6 +5,7 @@ from __future__ import annotations
 import filecmp
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +43,11 @@ def wait_ready(ready_file: Path, proc: subprocess.Popen, timeout: float) -> dict
 def run_demo(state: Path, out: Path, *, sites: int, keep: bool, report: Callable[[str], None],
              sample_size: int, workers: int) -> int:
     bin_dir = Path(sys.executable).parent
+    # The federation runs in a session of its own (so that a Ctrl-C reaches
+    # bt-get and this process, not it): a closed terminal or a kill must
+    # take the same way out as Ctrl-C, through `finally`, or it is orphaned.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     state.mkdir(parents=True, exist_ok=True)
     ready_file = state / "ready.json"
     ready_file.unlink(missing_ok=True)
@@ -58,11 +64,9 @@ def run_demo(state: Path, out: Path, *, sites: int, keep: bool, report: Callable
             report(f"  {s['name']}: peers {s['peer']}, nothing seeding until asked")
         target = out / name
         if target.exists():
-            # The demo shows a fresh fetch; resume is shown by interrupting it.
-            import shutil
-            shutil.rmtree(target)
+            shutil.rmtree(target)  # the demo shows a whole fetch, not a resumed one
         cmd = [str(bin_dir / "bt-get"), name, "--repo", ready["repo"], "-o", str(out), "--workers", str(workers)]
-        report("$ " + " ".join(["bt-get", name, "--repo", ready["repo"], "-o", str(out), "--workers", str(workers)]))
+        report("$ bt-get " + " ".join(cmd[1:]))
         code = subprocess.call(cmd)
         if code != 0:
             report(f"bt-get exited with code {code}")
@@ -76,8 +80,6 @@ def run_demo(state: Path, out: Path, *, sites: int, keep: bool, report: Callable
         report(f"browse the repository at {ready['repo']}/")
         if keep:
             report(f"the federation keeps running (pid {up.pid}); stop it with: kill {up.pid}")
-            up_log.close()
-            return 0
         return 0
     finally:
         if not keep and up.poll() is None:
@@ -89,3 +91,7 @@ def run_demo(state: Path, out: Path, *, sites: int, keep: bool, report: Callable
                 up.wait(5)
             report("federation stopped")
         up_log.close()
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt

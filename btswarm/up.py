@@ -144,7 +144,7 @@ async def run_up(opts: UpOptions, *, report: Callable[[str], None], bin_dir: Pat
     fed, names = await asyncio.get_running_loop().run_in_executor(None, prepare, opts, report)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: the terminal went away
         loop.add_signal_handler(sig, stop.set)
     async with Supervisor(opts.state / "logs", report=report) as sup:
         for service in plan.services(fed, bin_dir):

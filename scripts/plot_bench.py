@@ -4,7 +4,8 @@
 
 One PNG per benchmark found: egress.png (T2 egress and time against the
 number of clients), and a bar chart of each other benchmark against its
-baseline (get, coldstart, smallfiles, build, tracker). Small (about 700x380
+baseline or target (get, coldstart, smallfiles, build, tracker, seed_start),
+with the target drawn as a red dashed line. Small (about 700x380
 px) so they can be committed under docs/img/ (--img copies them there).
 """
 
@@ -33,11 +34,15 @@ def _subtitle(doc: dict) -> str:
     return f"{m.get('nproc')} cores, {m.get('cpu_model', '')[:40]}, {m.get('date', '')[:10]}"
 
 
-def _bars(ax, labels: list[str], values: list[float], ours: list[bool], fmt: str = "{:.0f}") -> None:
-    bars = ax.bar(labels, values, color=[OURS if o else BASE for o in ours])
+def _annotate(ax, bars, values: list[float], fmt: str = "{:.0f}") -> None:
+    """Each bar's value above its top (stacked bars: pass the top segments and the totals)."""
     for b, v in zip(bars, values):
-        ax.annotate(fmt.format(v), (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom",
-                    fontsize=9, xytext=(0, 2), textcoords="offset points")
+        ax.annotate(fmt.format(v), (b.get_x() + b.get_width() / 2, b.get_y() + b.get_height()), ha="center",
+                    va="bottom", fontsize=9, xytext=(0, 2), textcoords="offset points")
+
+
+def _bars(ax, labels: list[str], values: list[float], ours: list[bool], fmt: str = "{:.0f}") -> None:
+    _annotate(ax, ax.bar(labels, values, color=[OURS if o else BASE for o in ours]), values, fmt)
     ax.margins(y=0.15)
     ax.grid(axis="y", alpha=0.3)
 
@@ -100,14 +105,15 @@ def plot_coldstart(doc: dict, out: Path) -> Path:
         bottom = [b + v for b, v in zip(bottom, vals)]
     for i, k in enumerate(labels):
         fb, target = sets[k]["median"]["first_byte_s"], sets[k]["target_s"]
-        ax.annotate(f"{fb:.2f} s", (i, bottom[i]), ha="center", va="bottom", fontsize=9, xytext=(0, 2),
-                    textcoords="offset points")
+        # inside the bar, below its top: a first byte close to its target would print over the target line
+        ax.annotate(f"{fb:.2f} s", (i, bottom[i]), ha="center", va="top", fontsize=9, xytext=(0, -4),
+                    textcoords="offset points", color="white", fontweight="bold")
         ax.hlines(target, i - 0.3, i + 0.3, color=TARGET, ls="--", lw=1.5, label="target" if i == 0 else None)
     ax.set_ylabel("launch to first byte, s (median)")
-    ax.set_title("cold start: seeds started on demand")
+    ax.set_title(f"cold start: seeds started on demand, median of {doc.get('runs', '?')}")
     ax.margins(y=0.15)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     return _save(fig, out, "coldstart", doc)
 
 
@@ -124,18 +130,42 @@ def plot_smallfiles(doc: dict, out: Path) -> Path:
     return _save(fig, out, "smallfiles", doc)
 
 
+def _target_line(ax, x: float, y: float, label: str | None, color: str = TARGET) -> None:
+    ax.hlines(y, x - 0.4, x + 0.4, color=color, ls="--", lw=1.5, label=label)
+
+
 def plot_build(doc: dict, out: Path) -> Path | None:
     results = doc.get("results") or []
     if not results:
         return None
-    fig, axes = plt.subplots(1, len(results), figsize=SIZE, squeeze=False)
+    targets = doc.get("targets") or {}
+    fig, axes = plt.subplots(1, len(results), figsize=(SIZE[0], SIZE[1] + 0.6), squeeze=False)
     for ax, r in zip(axes[0], results):
         rates = r.get("median_mb_s") or {}
         labels = list(rates)
         _bars(ax, labels, [rates[k] for k in labels], [k == "btswarm" for k in labels])
-        ax.set_title(f"{r.get('set', '')}: {r.get('files', '?')} files", fontsize=10)
+        # a target is a line over the btswarm bar: what btswarm must reach
+        ours = labels.index("btswarm") if "btswarm" in labels else 0
+        mk = next((k for k in labels if k.startswith("mktorrent")), None)
+        limit = next((k for k in labels if k.startswith("memory limit")), None)
+        if r.get("set") == "large":
+            if mk and "large_vs_mktorrent" in targets:
+                _target_line(ax, ours, targets["large_vs_mktorrent"] * rates[mk],
+                             f"target {targets['large_vs_mktorrent']}x mktorrent")
+            if limit and "large_vs_memory_limit" in targets:
+                _target_line(ax, ours, targets["large_vs_memory_limit"] * rates[limit],
+                             f"target {targets['large_vs_memory_limit']}x memory limit", color="#ff7f0e")
+        elif mk and "small_vs_mktorrent" in targets:
+            _target_line(ax, ours, targets["small_vs_mktorrent"] * rates[mk],
+                         f"target {targets['small_vs_mktorrent']}x mktorrent")
+        ax.set_title(f"{r.get('set', '')}: {r.get('files', '?')} files, {r.get('bytes', 0) / 1e9:.2f} GB",
+                     fontsize=10)
         ax.set_ylabel("MB/s hashed (median)")
-        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+        ax.set_xticks(range(len(labels)), [k.replace(" (", "\n(") for k in labels])
+        ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="best")
+    fig.suptitle(f"torrent build, page cache warm, median of {results[0].get('runs', '?')}", fontsize=10)
     return _save(fig, out, "build", doc)
 
 
@@ -144,15 +174,56 @@ def plot_tracker(doc: dict, out: Path) -> Path | None:
     if not med:
         return None
     labels = list(med)
-    fig, ax = plt.subplots(figsize=SIZE)
-    _bars(ax, labels, [med[k]["announces_per_s"] for k in labels], [k == "bt-tracker" for k in labels])
-    ax.set_ylabel("announces/s (median)")
-    ax.set_title("tracker, one connection per announce")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=SIZE)
+    _bars(a1, labels, [med[k]["announces_per_s"] for k in labels], [k == "bt-tracker" for k in labels])
+    if "opentracker" in med and "target_ratio" in doc and "bt-tracker" in labels:
+        _target_line(a1, labels.index("bt-tracker"), doc["target_ratio"] * med["opentracker"]["announces_per_s"],
+                     f"target {doc['target_ratio']}x opentracker")
+        a1.legend(fontsize=8, loc="upper left")
+    a1.set_ylabel("announces/s (median)")
+    a1.set_title(f"throughput (ratio {doc.get('ratio_announces_per_s', float('nan')):.2f})", fontsize=10)
+    user = [med[k].get("user_us_per_announce", 0.0) for k in labels]
+    kern = [med[k].get("sys_us_per_announce", 0.0) for k in labels]
+    a2.bar(labels, user, color=[OURS if k == "bt-tracker" else BASE for k in labels], label="user")
+    _annotate(a2, a2.bar(labels, kern, bottom=user, color="#aec7e8", label="kernel"),
+              [med[k]["cpu_us_per_announce"] for k in labels])
+    a2.set_ylabel("µs CPU per announce (median)")
+    a2.set_title("CPU per announce", fontsize=10)
+    a2.margins(y=0.15)
+    a2.grid(axis="y", alpha=0.3)
+    a2.legend(fontsize=8)
+    fig.suptitle(f"tracker, one connection per announce, {doc.get('runs', '?')} runs of "
+                 f"{doc.get('duration_s', '?')} s", fontsize=10)
     return _save(fig, out, "tracker", doc)
 
 
+def plot_seed_start(doc: dict, out: Path) -> Path | None:
+    sets = doc.get("sets") or {}
+    if not sets:
+        return None
+    labels = list(sets)
+    x = range(len(labels))
+    fig, ax = plt.subplots(figsize=SIZE)
+    w = 0.35
+    start = [sets[k]["median"]["start_s"] * 1000 for k in labels]
+    stop = [sets[k]["median"]["stop_s"] * 1000 for k in labels]
+    b1 = ax.bar([i - w / 2 for i in x], start, w, color=OURS, label="start (POST /api/seeds)")
+    b2 = ax.bar([i + w / 2 for i in x], stop, w, color="#aec7e8", label="stop (DELETE)")
+    _annotate(ax, b1, start, "{:.1f}")
+    _annotate(ax, b2, stop, "{:.1f}")
+    ax.axhline(doc["target_start_s"] * 1000, color=TARGET, ls="--", lw=1,
+               label=f"target start {doc['target_start_s'] * 1000:.0f} ms")
+    ax.set_xticks(list(x), labels)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms (median, log scale)")
+    ax.set_title(f"bt-server seed start/stop on a prepared dataset, median of {doc.get('runs', '?')}")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return _save(fig, out, "seed_start", doc)
+
+
 PLOTS = {"get": plot_get, "egress": plot_egress, "coldstart": plot_coldstart, "smallfiles": plot_smallfiles,
-         "build": plot_build, "tracker": plot_tracker}
+         "build": plot_build, "tracker": plot_tracker, "seed_start": plot_seed_start}
 
 
 def main() -> int:
