@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+from urllib.parse import quote
 
 import aiohttp
 
@@ -109,31 +110,57 @@ def prepare(opts: UpOptions, report: Callable[[str], None]) -> tuple[plan.Federa
     return fed, names
 
 
+def publication_gaps(names: list[str], site_status: dict[str, dict], records: dict[str, dict],
+                     tracker_sites: dict, announce_url: str) -> list[str]:
+    """What keeps the federation from being ready; empty when every site's current
+    version of every dataset is the one the repository serves, announcing to this
+    run's tracker, and every site has a heartbeat at the tracker. Pure.
+
+    The repository may hold records from an earlier run on the same state
+    directory (other data, another tracker port): "listed" is not enough.
+    """
+    gaps = []
+    up = {s.get("name") for s in tracker_sites.get("sites", []) if s.get("up")}
+    for site, status in sorted(site_status.items()):
+        if not status.get("ready"):
+            gaps.append(f"{site}: still preparing datasets")
+            continue
+        if site not in up:
+            gaps.append(f"{site}: no heartbeat at the tracker yet")
+        hashes = {d.get("name"): d.get("info_hash") for d in status.get("datasets", [])}
+        for name in names:
+            record = records.get(name) or {}
+            if hashes.get(name) is None:
+                gaps.append(f"{site}: does not serve {name}")
+            elif record.get("info_hash") != hashes[name] or site not in record.get("sites", []):
+                gaps.append(f"{name}: not yet published by {site}")
+            elif quote(announce_url, safe="") not in record.get("magnet", ""):
+                gaps.append(f"{name}: the repository's .torrent announces to another tracker")
+    return gaps
+
+
 async def wait_published(fed: plan.Federation, names: list[str], timeout: float) -> None:
-    """Until every dataset is in the repository from every site and every site has a heartbeat at the tracker."""
-    want_sites = {s.name for s in fed.sites}
+    """Until publication_gaps() is empty, or StartError after `timeout` s."""
     deadline = time.monotonic() + timeout
-    missing: object = names
+    gaps: list[str] = ["nothing asked yet"]
+
+    async def get(http: aiohttp.ClientSession, url: str) -> dict:
+        async with http.get(url) as resp:
+            return await resp.json() if resp.status == 200 else {}
+
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
         while True:
             try:
-                missing = []
-                for name in names:
-                    async with http.get(f"{fed.repo_url}/api/datasets/{name}") as resp:
-                        doc = await resp.json() if resp.status == 200 else {}
-                    if not want_sites <= set(doc.get("sites", [])):
-                        missing.append(name)
-                async with http.get(f"{fed.tracker_url}/api/sites") as resp:
-                    doc = await resp.json() if resp.status == 200 else {}
-                up = {s["name"] for s in doc.get("sites", []) if s.get("up")}
-                if not missing and want_sites <= up:
+                status = {s.name: await get(http, f"{s.control_url}/api/status") for s in fed.sites}
+                records = {n: await get(http, f"{fed.repo_url}/api/datasets/{quote(n, safe='')}") for n in names}
+                gaps = publication_gaps(names, status, records, await get(http, f"{fed.tracker_url}/api/sites"),
+                                        fed.announce_url)
+                if not gaps:
                     return
-                if not missing:
-                    missing = f"sites without heartbeat: {sorted(want_sites - up)}"
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError):
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
                 pass
             if time.monotonic() > deadline:
-                raise StartError("btswarm up", f"not published after {timeout:.0f} s (waiting for {missing})")
+                raise StartError("btswarm up", f"not ready after {timeout:.0f} s: {'; '.join(gaps[:5])}")
             await asyncio.sleep(0.2)
 
 
