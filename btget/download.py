@@ -150,6 +150,9 @@ def run(job: Job, display: Display) -> Outcome:
                         display.note(note)
                     continue
                 _apply(w, event)
+                if event["type"] == "listening":
+                    # -v: where this run can be reached (a peer for another bt-get while it seeds)
+                    log.info("worker %d listening on %s:%d", w.spec.index, event["ip"], event["port"])
                 if event["type"] == "error" and error is None:
                     error = TransferError(event["subject"], event["problem"])
                 display.update(event)
@@ -167,6 +170,8 @@ def run(job: Job, display: Display) -> Outcome:
                 best_done, last_progress = done, now
             if completed_at is None and all(w.finished for w in workers):
                 completed_at = now
+                log.info("%s: complete in %.1f s%s", job.meta.name, now - started,
+                         "; seeding" if job.seed_time > 0 or job.seed_ratio > 0 else "")
                 if job.checksums:
                     display.note("verifying checksums")
                     verifier = executor.submit(verify.verify_files, job.directory / job.meta.name,

@@ -29,7 +29,10 @@ def fetch_metadata(uri: str, peers: Sequence[tuple[str, int]], listen_ip: str, t
             kind, payload = parent.recv()
             if kind == "ok":
                 return payload
-        raise Incomplete("magnet", f"no peer sent the metadata within {timeout:g} s")
+        # libtorrent never sends a private torrent's info dict (BEP 27), and
+        # btswarm's torrents are private: say where the metadata can come from.
+        raise Incomplete("magnet", f"no peer sent the metadata within {timeout:g} s (peers do not share "
+                         "a private torrent's metadata: use the dataset name or its .torrent)")
     except EOFError:
         raise Incomplete("magnet", "metadata fetch ended without an answer") from None
     finally:
@@ -53,7 +56,10 @@ def _child(uri: str, peers: tuple[tuple[str, int], ...], listen_ip: str, timeout
         atp.save_path = tmp
         # Metadata only: nothing is written while we wait for the info dict.
         atp.flags |= lt.torrent_flags.upload_mode
+        # A parsed magnet starts paused (libtorrent's default flags): unpaused and
+        # not auto-managed, or it never connects to anyone.
         atp.flags &= ~lt.torrent_flags.auto_managed
+        atp.flags &= ~lt.torrent_flags.paused
         h = ses.add_torrent(atp)
         for peer in peers:
             h.connect_peer(peer)

@@ -116,6 +116,7 @@ class Worker:
         self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
         self.piece_length = 0
+        self._web_seed_types = (lt.peer_info.web_seed, lt.peer_info.http_seed)
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
                  "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
@@ -195,8 +196,15 @@ class Worker:
                 self._count_sources()
                 next_sample = now + SOURCE_SAMPLE
             if now >= next_report:
-                # Status arrives as a state_update_alert, not by polling.
-                self.ses.post_torrent_updates()
+                if self.flushed:
+                    # Seeding: libtorrent posts no state update for uploads alone, so
+                    # the status would stay as it was at completion and --seed-ratio
+                    # would never be reached. Two cheap polls a second while seeding.
+                    self.status = self.handle.status(0)
+                    self.send(self.progress("progress"))
+                else:
+                    # Status arrives as a state_update_alert, not by polling.
+                    self.ses.post_torrent_updates()
                 next_report = now + self.spec.report_interval
             if now >= next_resume and not self.failed:
                 self.save_resume()
@@ -323,6 +331,10 @@ class Worker:
         recent: dict[str, int] = {}
         for p in peers:
             key = f"{p.ip[0]}:{p.ip[1]}"
+            if p.connection_type in self._web_seed_types:
+                # An HTTP server (BEP 19), not a peer: named so that one on the
+                # workers' own address is not taken for a sibling worker.
+                key = f"web seed {key}"
             total = p.total_download
             # Seeds weigh more than leechers when nothing was ever seen moving.
             self._seen[key] = 1000 if p.flags & self.lt.peer_info.seed else 1

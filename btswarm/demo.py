@@ -29,13 +29,16 @@ def compare_trees(source: Path, copy: Path) -> list[str]:
     return bad
 
 
-def wait_ready(ready_file: Path, proc: subprocess.Popen, timeout: float) -> dict:
+def wait_ready(ready_file: Path, proc: subprocess.Popen, timeout: float, log: Path) -> dict:
+    """The ready document of `btswarm up`; if it gives up first, its own last words."""
     deadline = time.monotonic() + timeout
     while not ready_file.exists():
         if proc.poll() is not None:
-            raise BtswarmError("btswarm up", f"exited with code {proc.returncode} before it was ready")
+            lines = log.read_text(errors="replace").strip().splitlines()
+            why = lines[-1] if lines else f"exited with code {proc.returncode}"
+            raise BtswarmError("btswarm up", f"did not come up ({why}); see {log}")
         if time.monotonic() > deadline:
-            raise BtswarmError("btswarm up", f"not ready after {timeout:.0f} s")
+            raise BtswarmError("btswarm up", f"not ready after {timeout:.0f} s; see {log}")
         time.sleep(0.1)
     return json.loads(ready_file.read_text())
 
@@ -57,7 +60,8 @@ def run_demo(state: Path, out: Path, *, sites: int, keep: bool, report: Callable
                           stdout=up_log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         report(f"starting a federation of {sites} sites (log: {state / 'up.log'})")
-        ready = wait_ready(ready_file, up, timeout=300)
+        # Longer than `btswarm up`'s own --timeout (5 min), so that its reason is the one shown.
+        ready = wait_ready(ready_file, up, timeout=330, log=state / "up.log")
         name = ready["datasets"][0]
         report(f"repository {ready['repo']}/  tracker {ready['tracker']}")
         for s in ready["sites"]:

@@ -88,6 +88,25 @@ async def test_republish_after_the_tracker_moved_serves_the_new_announce_url(rep
     assert "7070" in doc["magnet"] and len(doc["versions"]) == 1
 
 
+async def test_the_version_shown_is_the_newest_one_a_site_still_holds(repo, tmp_path):
+    v1, v1_meta, v1_files = make_torrent(tmp_path / "a", SAMPLE, FILES)
+    v2, v2_meta, v2_files = make_torrent(tmp_path / "b", SAMPLE, {**FILES, "DPD_IDCOMM.051203._00003.pool.root.1": 5})
+    assert (await put(repo, SAMPLE, publish_body(v1, v1_meta, v1_files)))[0] == 201
+    assert (await put(repo, SAMPLE, publish_body(v2, v2_meta, v2_files)))[0] == 201
+    # The site's dataset went back to what it was (a bad replacement undone): it holds v1 again.
+    status, answer = await put(repo, SAMPLE, publish_body(v1, v1_meta, v1_files))
+    assert (status, answer["result"]) == (200, "site_added")
+    doc = await (await repo.get(f"/api/datasets/{SAMPLE}")).json()
+    assert doc["info_hash"] == v1_meta.info_hash and doc["sites"] == ["site1"]
+    assert {v["info_hash"]: v["sites"] for v in doc["versions"]} == {v1_meta.info_hash: ["site1"],
+                                                                     v2_meta.info_hash: []}
+    assert await (await repo.get(f"/datasets/{SAMPLE}.torrent")).read() == v1
+    # Another site publishes the newer version: newest held wins again.
+    assert (await put(repo, SAMPLE, publish_body(v2, v2_meta, v2_files, site="site2"), site="site2"))[0] == 200
+    doc = await (await repo.get(f"/api/datasets/{SAMPLE}")).json()
+    assert doc["info_hash"] == v2_meta.info_hash and doc["sites"] == ["site2"]
+
+
 async def test_changed_dataset_becomes_a_new_version(repo, tmp_path):
     old, old_meta, old_files = make_torrent(tmp_path / "a", SAMPLE, FILES)
     new, new_meta, new_files = make_torrent(tmp_path / "b", SAMPLE, {**FILES, "DPD_IDCOMM.051203._00003.pool.root.1": 5})

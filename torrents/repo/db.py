@@ -327,7 +327,6 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Pu
              pub.meta.magnet(), pub.torrent, now)).lastrowid
         conn.executemany("INSERT INTO files (version_id, idx, lfn, size, adler32) VALUES (?, ?, ?, ?, ?)",
                          [(version_id, i, f.lfn, f.size, f.adler32) for i, f in enumerate(pub.dataset.files)])
-        conn.execute("UPDATE datasets SET current_version_id = ? WHERE id = ?", (version_id, dataset_id))
     else:
         version_id = conn.execute("SELECT id FROM versions WHERE info_hash = ?", (pub.info_hash,)).fetchone()[0]
         # Same info dict, but what lies outside it (the announce URL) may have
@@ -338,6 +337,18 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Pu
         """INSERT INTO publications (version_id, site_id, first_published, last_published) VALUES (?, ?, ?, ?)
            ON CONFLICT (version_id, site_id) DO UPDATE SET last_published = excluded.last_published""",
         (version_id, site_id, now, now))
+    # A site holds one version of a dataset (its directory or manifest as it is
+    # now): publishing this one means it no longer holds the others.
+    conn.execute("""DELETE FROM publications WHERE site_id = ? AND version_id != ?
+                    AND version_id IN (SELECT id FROM versions WHERE dataset_id = ?)""",
+                 (site_id, version_id, dataset_id))
+    # Shown (and fetched by `bt-get NAME`): the newest version some site holds,
+    # so the repository never offers what no site can seed; else the newest.
+    conn.execute("""UPDATE datasets SET current_version_id = (
+                        SELECT v.id FROM versions v WHERE v.dataset_id = ?1
+                        ORDER BY EXISTS (SELECT 1 FROM publications p WHERE p.version_id = v.id) DESC, v.id DESC
+                        LIMIT 1)
+                    WHERE id = ?1""", (dataset_id,))
     _index(conn, dataset_id)
     versions = conn.execute("SELECT count(*) FROM versions WHERE dataset_id = ?", (dataset_id,)).fetchone()[0]
     return Published(outcome, pub.name, pub.info_hash, versions)
