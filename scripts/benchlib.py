@@ -8,10 +8,12 @@ contenders through the helpers here and prints a table. Helpers:
 - `median`, `timed`, `machine`, `write_json`, `table`; `cpu_times` / `cpu_seconds` of a PID.
 - `Procs`: every process a benchmark starts, stopped by PID (SIGTERM, then
   SIGKILL after a bounded wait), also on errors.
-- `federation(...)`: `btswarm up --ready-file` as a context manager.
+- `federation(...)`: btswarm.federation.launch / stop as a context manager.
 - `nginx(...)`: an nginx of our own (`daemon off;`, own -c and -p) on loopback.
 - `bt_get_cmd`, `client_ip`: bt-get clients on distinct 127.0.0.x.
-- `site_status`, `uploaded_total`, `start_seeds`, `wait_no_seeds`: the sites' control API.
+- `settled_uploaded_total`, `start_seeds`, `wait_no_seeds`: the sites' control API; the rest
+  (`Federation.site_status`, `seeding`, `uploaded_total`, `site_pids`) is in btswarm.federation,
+  shared with the tests.
 
 Only loopback addresses; every wait has a deadline.
 """
@@ -38,6 +40,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
+
+from btswarm import federation as fedlib
+from btswarm.federation import Federation, children, free_port, get_json  # noqa: F401  (for the scripts)
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -151,20 +156,11 @@ def log(message: str) -> None:
 
 # --- waiting and ports ------------------------------------------------------------------------
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"bench: timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
-def free_port(ip: str) -> int:
-    with socket.socket() as s:
-        s.bind((ip, 0))
-        return s.getsockname()[1]
+    """btswarm.federation.wait_for, ending the benchmark with a one-line message instead of a traceback."""
+    try:
+        return fedlib.wait_for(predicate, timeout, what, interval=interval)
+    except fedlib.WaitTimeout as e:
+        raise SystemExit(f"bench: {e}") from None
 
 
 def port_open(ip: str, port: int) -> bool:
@@ -173,16 +169,6 @@ def port_open(ip: str, port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def get_json(url: str, timeout: float = 5.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return json.load(resp)
-
-
-def get_bytes(url: str, timeout: float = 10.0) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return resp.read()
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -199,18 +185,7 @@ class Procs:
         self.procs.append(p)
         return p
 
-    @staticmethod
-    def stop(p: subprocess.Popen, timeout: float = 30.0) -> int | None:
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p.pid, signal.SIGTERM)
-            try:
-                p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGKILL)
-                p.wait(10)
-        return p.returncode
+    stop = staticmethod(fedlib.stop)  # by PID: SIGTERM, then SIGKILL after a bounded wait
 
     def stop_all(self) -> None:
         for p in reversed(self.procs):
@@ -244,105 +219,43 @@ def tree_cpu_seconds(pids: Sequence[int]) -> float:
     return sum(cpu_seconds(p) + sum(cpu_seconds(c) for c in children(p)) for p in pids)
 
 
-def children(pid: int) -> list[int]:
-    out: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                out += [int(c) for c in (task / "children").read_text().split()]
-    return out
-
-
 # --- the federation ------------------------------------------------------------------------------
-@dataclass
-class Federation:
-    proc: subprocess.Popen
-    ready: dict[str, Any]
-    state: Path
-
-    @property
-    def repo(self) -> str:
-        return self.ready["repo"]
-
-    @property
-    def tracker_url(self) -> str:
-        return self.ready["tracker_url"]
-
-    @property
-    def sites(self) -> list[dict[str, Any]]:
-        return self.ready["sites"]
-
-    def site_pids(self) -> dict[str, int]:
-        """bt-server PIDs by site name (children of `btswarm up`, matched by their config file)."""
-        out = {}
-        for pid in children(self.proc.pid):
-            with contextlib.suppress(OSError):
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                for s in self.sites:
-                    if any(a.endswith(f"/{s['name']}.toml".encode()) for a in argv):
-                        out[s["name"]] = pid
-        return out
-
-    def torrent(self, name: str) -> bytes:
-        return get_bytes(f"{self.repo}/datasets/{name}.torrent")
-
-    def info_hash(self, name: str) -> str:
-        return get_json(f"{self.repo}/api/datasets/{name}")["info_hash"]
-
-
 @contextlib.contextmanager
 def federation(work: Path, data: Path, *, sites: int, idle_ttl: str = "10m", heartbeat: str = "1s",
                timeout: float = 600) -> Iterator[Federation]:
-    """`btswarm up --sites N --data DIR --ready-file F`; stopped by its PID (it stops its children)."""
+    """`btswarm up --sites N --data DIR` through btswarm.federation.launch; stopped by its PID at the end."""
     work.mkdir(parents=True, exist_ok=True)
-    ready_file = work / "ready.json"
-    ready_file.unlink(missing_ok=True)
-    procs = Procs()
+    log_path = work / "up.log"
     t = time.monotonic()
-    proc = procs.start([str(BIN / "btswarm"), "up", "--state", str(work / "state"), "--data", str(data),
-                        "--sites", str(sites), "--idle-ttl", idle_ttl, "--heartbeat", heartbeat,
-                        "--ready-file", str(ready_file), "--timeout", f"{int(timeout)}s"], work / "up.log")
     try:
-        wait_for(lambda: ready_file.exists() or proc.poll() is not None, timeout, "btswarm up to be ready",
-                 interval=0.2)
-        if not ready_file.exists():
-            raise SystemExit(f"btswarm up exited {proc.returncode}; see {work / 'up.log'}:\n"
-                             + (work / "up.log").read_text()[-2000:])
-        log(f"federation up in {time.monotonic() - t:.1f} s ({sites} sites)")
-        yield Federation(proc, json.loads(ready_file.read_text()), work / "state")
+        proc, fed = fedlib.launch(work / "state", ["--data", str(data), "--sites", str(sites), "--idle-ttl", idle_ttl,
+                                                   "--heartbeat", heartbeat, "--timeout", f"{int(timeout)}s"],
+                                  ready_file=work / "ready.json", log_path=log_path, timeout=timeout)
+    except fedlib.LaunchError as e:
+        raise SystemExit(str(e)) from None
+    log(f"federation up in {time.monotonic() - t:.1f} s ({sites} sites)")
+    try:
+        yield fed
     finally:
-        if Procs.stop(proc, timeout=60) not in (0, None):
-            log(f"btswarm up exited {proc.returncode}; see {work / 'up.log'}")
-
-
-def site_status(site: dict[str, Any]) -> dict[str, Any]:
-    return get_json(site["control_url"] + "/api/status")
-
-
-def uploaded_total(fed: Federation) -> int:
-    """Bytes the T2 sites have uploaded, all datasets, since they started."""
-    return sum(int(site_status(s)["uploaded_total"]) for s in fed.sites)
+        if fedlib.stop(proc, timeout=60) not in (0, None):
+            log(f"btswarm up exited {proc.returncode}; see {log_path}")
 
 
 def settled_uploaded_total(fed: Federation, timeout: float = 10.0) -> int:
     """uploaded_total once it stops moving (sites count from state updates every second or so)."""
-    last = uploaded_total(fed)
+    last = fed.uploaded_total()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         time.sleep(1.2)
-        now = uploaded_total(fed)
+        now = fed.uploaded_total()
         if now == last:
             return now
         last = now
     return last
 
 
-def seeding(fed: Federation) -> dict[str, int]:
-    return {s["name"]: len(site_status(s)["seeds"]) for s in fed.sites}
-
-
 def wait_no_seeds(fed: Federation, timeout: float = 60.0) -> None:
-    wait_for(lambda: not any(seeding(fed).values()), timeout, "the sites to stop their seeds", interval=0.25)
+    wait_for(lambda: not any(fed.seeding().values()), timeout, "the sites to stop their seeds", interval=0.25)
 
 
 def site_secret(fed: Federation, name: str) -> str:

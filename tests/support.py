@@ -6,16 +6,14 @@ Import it as `from tests.support import ...` (pytest runs with pythonpath = .).
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
-from typing import Callable
 
 import pytest
+
+from btswarm.federation import free_port, stop, wait_for  # noqa: F401  (shared with the benchmarks)
 
 BIN = Path(sys.executable).parent
 
@@ -26,25 +24,6 @@ def command(name: str) -> str:
     if not path.exists():
         pytest.fail(f"{name}: console script not installed in {BIN} (pip install -e .)")
     return str(path)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 20.0, interval: float = 0.05,
-             what: str = "condition") -> object:
-    """Poll `predicate` until it returns something truthy, or fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 def http_ok(url: str) -> bool:
@@ -73,15 +52,9 @@ class Proc:
         return self.log_path.read_text(errors="replace")
 
     def stop(self, timeout: float = 10.0) -> int | None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(5)
+        code = stop(self.popen, timeout)
         self._log.close()
-        return self.popen.returncode
+        return code
 
     def kill(self) -> None:
         if self.popen.poll() is None:

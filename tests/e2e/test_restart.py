@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 def test_second_run_on_the_same_state_serves_the_new_data_and_tracker(tmp_path):
     first = start_federation(tmp_path, "--sites", "2", "--sample-files", "4", "--sample-size", "4M", log_name="up1")
     first_hash = json.loads(first.bt_get(tmp_path / "out1", "--json").stdout)["info_hash"]
-    assert first.proc.stop(timeout=30) == 0
+    assert first.stop(timeout=30) == 0
 
     # Same state directory (catalog, torrents), other sample size: new files, new ports, new tracker.
     second = start_federation(tmp_path, "--sites", "2", "--sample-files", "4", "--sample-size", "6M",
@@ -28,4 +28,4 @@ def test_second_run_on_the_same_state_serves_the_new_data_and_tracker(tmp_path):
         assert doc["info_hash"] != first_hash
         assert compare_trees(second.source, tmp_path / "out2" / second.dataset) == []
     finally:
-        assert second.proc.stop(timeout=30) == 0
+        assert second.stop(timeout=30) == 0

@@ -17,43 +17,17 @@ import time
 import urllib.request
 from pathlib import Path
 
+from btswarm.federation import children  # noqa: F401  (re-exported)
 from tests.e2e.conftest import Federation, get_json, start_federation  # noqa: F401  (re-exported)
 from tests.support import command, wait_for
 from torrents import sample
 from torrents.metainfo import Metainfo
 
 
-def children(pid: int) -> list[int]:
-    """Direct children of `pid` (from /proc)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(entry))
-    return out
-
-
-def cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        return []
-
-
 def service_pid(fed: Federation, label: str) -> int | None:
     """PID of the federation's `label` process (tracker, repo, site1, ...): a child of `btswarm up`."""
-    conf = str(fed.state / "config" / f"{label}.toml")
-    for pid in children(fed.proc.pid):
-        if conf in cmdline(pid) and alive(pid):
-            return pid
-    return None
+    pid = fed.pids().get(label)
+    return pid if pid is not None and alive(pid) else None
 
 
 def alive(pid: int) -> bool:
@@ -93,10 +67,6 @@ def metric(url: str, name: str, labels: dict[str, str] | None = None) -> float:
     return total
 
 
-def site(fed: Federation, name: str) -> dict:
-    return next(s for s in fed.ready["sites"] if s["name"] == name)
-
-
 def make_data(base: Path, copies: int = 1, files: int = 8, size: int = 16 * 2**20) -> list[Path]:
     """A sample dataset in `base/data1`, and byte-identical copies in data2... (separate replicas)."""
     first = base / "data1"
@@ -116,14 +86,7 @@ def rate_env(bytes_per_s: int) -> dict[str, str]:
 
 def start_throttled(tmp: Path, rate: int, *args: str, env: dict | None = None) -> Federation:
     """start_federation with sites throttled to `rate` bytes/s (the environment reaches every child)."""
-    saved = dict(os.environ)
-    os.environ.update(rate_env(rate) if rate else {})
-    os.environ.update(env or {})
-    try:
-        return start_federation(tmp, *args)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    return start_federation(tmp, *args, env={**(rate_env(rate) if rate else {}), **(env or {})})
 
 
 def bt_get_popen(fed: Federation, out: Path, *args: str) -> subprocess.Popen:

@@ -8,13 +8,12 @@ import random
 import signal
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from btswarm.demo import compare_trees
-from tests.faults.conftest import (bt_get_popen, get_json, metric, service_pid, site, start_throttled,
+from tests.faults.conftest import (bt_get_popen, get_json, metric, service_pid, start_throttled,
                                    verified_bytes)
 from tests.support import command, wait_for
 from torrents import metainfo, sample
@@ -32,12 +31,11 @@ def fed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("client")
     fed = start_throttled(tmp, RATE, "--sites", "2", "--sample-files", "10", "--sample-size", "24M",
                           "--idle-ttl", "3s", "--heartbeat", "1s")
-    with urllib.request.urlopen(f"{fed.repo}/datasets/{fed.dataset}.torrent", timeout=5) as resp:
-        fed.torrent = resp.read()
-    fed.meta = metainfo.parse(fed.torrent)
+    fed.torrent_bytes = fed.torrent(fed.dataset)
+    fed.meta = metainfo.parse(fed.torrent_bytes)
     yield fed
     os.kill(fed.proc.pid, signal.SIGCONT)  # in case a test left the supervisor stopped
-    assert fed.proc.stop(timeout=30) == 0, fed.proc.log()[-3000:]
+    assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
 
 
 def group_gone(pgid: int) -> bool:
@@ -120,10 +118,10 @@ def test_disk_full_is_a_clear_error_then_resumes_after_space_is_freed(fed, small
 
 def test_repository_down_local_torrent_works_and_publishing_retries(fed, tmp_path):
     torrent = tmp_path / "local.torrent"
-    torrent.write_bytes(fed.torrent)
+    torrent.write_bytes(fed.torrent_bytes)
     new = sample.generate(Path(fed.ready["data"]), name="faults.repo_down.dataset", files=2,
                           total_size=2 * 2**20).name
-    site1 = site(fed, "site1")["control_url"]
+    site1 = fed.site("site1")["control_url"]
     errors_before = metric(site1, "btserver_publish_attempts_total", {"result": "error"})
     # The supervisor is frozen so that it does not restart the repository at once.
     os.kill(fed.proc.pid, signal.SIGSTOP)

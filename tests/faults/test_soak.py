@@ -88,4 +88,4 @@ def test_soak(tmp_path_factory, record_property):
             assert growth < 25 * 1024, f"{label}: RSS grew by {growth} KiB over {CLIENTS} clients"
         assert not any(p for p in children(fed.proc.pid) if p not in pids.values())
     finally:
-        assert fed.proc.stop(timeout=30) == 0, fed.proc.log()[-3000:]
+        assert fed.stop(timeout=30) == 0, fed.log()[-3000:]

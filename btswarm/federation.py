@@ -1,0 +1,232 @@
+"""The client side of `btswarm up`: start it, read its ready document, ask its parts, stop it.
+
+Tests and benchmarks use the same machinery (DESIGN.md, "On one host"):
+both start a federation through `launch()` and talk to it through one
+`Federation`. Like the rest of the umbrella it imports no service; it
+only reads the document `btswarm up --ready-file` writes and speaks
+HTTP to the URLs in it. Every wait has a deadline; every process is
+stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from torrents.errors import BtswarmError
+
+T = TypeVar("T")
+
+
+class WaitTimeout(BtswarmError, TimeoutError):
+    """A `wait_for` deadline passed; `subject` is what was awaited."""
+
+
+class LaunchError(BtswarmError):
+    """`btswarm up` exited, or was not ready in time; the message ends with its log tail."""
+
+
+# --- small helpers: HTTP, ports, deadlines -------------------------------------------------------
+def get_json(url: str, timeout: float = 5.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.load(resp)
+
+
+def get_bytes(url: str, timeout: float = 10.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return resp.read()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "condition", *,
+             interval: float = 0.05) -> T:
+    """Poll `predicate` until it returns something truthy (returned), or raise WaitTimeout.
+
+    Polling, not events: the things awaited are other processes seen over
+    HTTP or /proc, which offer nothing to block on.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise WaitTimeout(what, f"timed out after {timeout:g} s")
+        time.sleep(interval)
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of `pid`, by the parent PID in /proc/*/stat (needs no CONFIG_PROC_CHILDREN)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces and ')'
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+def cmdline(pid: int) -> list[str]:
+    """argv of a process; empty when it is gone (or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+# --- the federation --------------------------------------------------------------------------------
+class Federation:
+    """A running `btswarm up`, seen through its ready document.
+
+    `up_pid` (the `btswarm up` process) is needed only to find the parts'
+    PIDs; the rest works from the document alone.
+    """
+
+    def __init__(self, ready: Mapping[str, Any], up_pid: int | None = None) -> None:
+        self.ready = dict(ready)
+        self.up_pid = up_pid
+
+    @property
+    def repo(self) -> str:
+        return self.ready["repo"]
+
+    @property
+    def tracker_url(self) -> str:
+        return self.ready["tracker_url"]
+
+    @property
+    def announce(self) -> str:
+        return self.ready["tracker"]
+
+    @property
+    def sites(self) -> list[dict[str, Any]]:
+        return self.ready["sites"]
+
+    @property
+    def datasets(self) -> list[str]:
+        return self.ready["datasets"]
+
+    @property
+    def data(self) -> Path:
+        return Path(self.ready["data"])
+
+    @property
+    def state(self) -> Path:
+        return Path(self.ready["state"])
+
+    def site(self, name: str) -> dict[str, Any]:
+        for s in self.sites:
+            if s["name"] == name:
+                return s
+        raise KeyError(name)
+
+    def site_status(self, name: str) -> dict[str, Any]:
+        return get_json(self.site(name)["control_url"] + "/api/status")
+
+    def seeding(self) -> dict[str, int]:
+        """Seeds each site runs now (sites start them on demand and stop them when idle)."""
+        return {s["name"]: len(self.site_status(s["name"])["seeds"]) for s in self.sites}
+
+    def uploaded_total(self) -> int:
+        """Bytes the sites have uploaded, all datasets, since they started."""
+        return sum(int(self.site_status(s["name"])["uploaded_total"]) for s in self.sites)
+
+    def pids(self) -> dict[str, int]:
+        """PIDs of the parts by label ('tracker', 'repo', 'site1', ...).
+
+        Each part is a child of `btswarm up` started with `--config STATE/config/LABEL.toml`,
+        so the config file names it, whatever its command is called.
+        """
+        if self.up_pid is None:
+            raise BtswarmError("federation", "no btswarm up PID to find its parts by")
+        conf = self.state / "config"
+        out = {}
+        for pid in children(self.up_pid):
+            for arg in cmdline(pid):
+                path = Path(arg)
+                if path.suffix == ".toml" and path.parent == conf:
+                    out[path.stem] = pid
+        return out
+
+    def site_pids(self) -> dict[str, int]:
+        """bt-server PIDs by site name."""
+        names = {s["name"] for s in self.sites}
+        return {label: pid for label, pid in self.pids().items() if label in names}
+
+    def torrent(self, name: str) -> bytes:
+        return get_bytes(f"{self.repo}/datasets/{name}.torrent")
+
+    def info_hash(self, name: str) -> str:
+        return get_json(f"{self.repo}/api/datasets/{name}")["info_hash"]
+
+
+# --- starting and stopping -------------------------------------------------------------------------
+def launch(state: Path, args: list[str], *, ready_file: Path, log_path: Path, timeout: float = 120.0,
+           env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen, Federation]:
+    """Start `btswarm up --state STATE --ready-file F ARGS` and return once it is ready.
+
+    It runs in a session of its own (a terminal's ^C reaches only us) with
+    its output appended to `log_path`; `env` is added to ours and reaches
+    every part. If it exits first, or is not ready within `timeout`, it is
+    stopped and LaunchError carries the log tail.
+    """
+    ready_file.unlink(missing_ok=True)  # a document left by an earlier run is not readiness
+    command = [str(Path(sys.executable).parent / "btswarm"), "up", "--state", str(state),
+               "--ready-file", str(ready_file), *args]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {})}, start_new_session=True)
+    try:
+        try:
+            wait_for(lambda: ready_file.exists() or proc.poll() is not None, timeout, "btswarm up to be ready",
+                     interval=0.1)
+        except WaitTimeout as e:
+            raise LaunchError("btswarm up", f"not ready after {timeout:g} s; {log_path}:\n{_tail(log_path)}") from e
+        if not ready_file.exists():
+            raise LaunchError("btswarm up", f"exited {proc.returncode}; {log_path}:\n{_tail(log_path)}")
+        return proc, Federation(json.loads(ready_file.read_text()), proc.pid)
+    except BaseException:
+        stop(proc)
+        raise
+
+
+def stop(proc: subprocess.Popen, timeout: float = 30.0) -> int | None:
+    """SIGTERM by PID (btswarm up then stops its parts), SIGKILL if it outlives `timeout`; its exit code."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    return proc.returncode
+
+
+def _tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError as e:
+        return f"({e})"
