@@ -18,7 +18,7 @@ from tracker.metrics import TrackerMetrics
 from tracker.peerstore import PeerStore, SwarmCounts
 from tracker.protocol import AnnounceError
 from tracker.seeding import SeedStarter
-from tracker.sites import SiteRegistry
+from tracker.sites import Site, SiteRegistry
 
 MAX_FULL_SCRAPE = 1000  # swarms in a scrape without info_hash
 
@@ -111,6 +111,23 @@ class Announcer:
                 c = self.store.counts(h)
                 files[h] = (c.complete, c.downloaded, c.incomplete)
         return protocol.scrape_answer(files)
+
+    def site_beat(self, site: Site) -> None:
+        """Record a site's heartbeat; forget its seeds of swarms it says it no longer seeds.
+
+        A site announces `stopped` when it drops an idle seed, but if that
+        announce is lost the swarm keeps a seed that turns peers away, and no
+        start is asked of any site until the entry expires (two intervals).
+        The heartbeat that follows the stop, sent at once, settles it.
+        """
+        before = self.sites.get(site.name)
+        self.sites.beat(site)
+        if before is None:
+            return
+        for info_hash in before.seeding - site.seeding:
+            for endpoint in site.peers:
+                host, _, port = endpoint.rpartition(":")
+                self.store.update(info_hash, host.strip("[]"), int(port), b"", True, "stopped")
 
     def seeding_sites(self, info_hash: bytes) -> list[str]:
         """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm."""

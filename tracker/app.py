@@ -96,7 +96,7 @@ async def heartbeat(request: web.Request) -> web.Response:
     announcer = request.app[ANNOUNCER]
     site = parse_heartbeat(name, parse_json_body(raw, f"heartbeat from {name}"), now=time.time(),
                            mono=announcer.sites.clock())
-    announcer.sites.beat(site)
+    announcer.site_beat(site)
     log.debug("heartbeat from %s: %d can seed, %d seeding, load %d/%d", name, len(site.can_seed),
               len(site.seeding), site.load, site.capacity)
     return web.json_response({"ok": True, "interval": announcer.config.heartbeat_interval})

@@ -74,3 +74,20 @@ async def test_site_is_down_after_three_missed_heartbeats(make_client):
     assert (await sites_json(client))[0]["up"] is True
     now[0] += 1
     assert (await sites_json(client))[0]["up"] is False
+
+
+async def test_a_seed_the_site_no_longer_reports_is_forgotten_at_its_next_heartbeat(make_client):
+    # The site's 'stopped' announce was lost: without this, the swarm would keep a seed that
+    # turns peers away, and no start would be asked of any site for two intervals.
+    client = await make_client()
+    site = beat_body("site1", "http://127.0.0.1:8700", ["127.0.0.1:7001"], [H], seeding=[H])
+    assert await heartbeat(client, "site1", site) == 200
+    await announce(client, query(H, peer_id=b"-LT2110-site1seed000", port=7001, left=0))
+
+    async def seeds() -> int:
+        async with client.session.get(client.make_url(f"/api/swarms/{H.hex()}")) as resp:
+            return (await resp.json())["seeds"] if resp.status == 200 else 0
+
+    assert await seeds() == 1
+    assert await heartbeat(client, "site1", {**site, "seeding": []}) == 200
+    assert await seeds() == 0
