@@ -90,7 +90,8 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
     metrics = deps.metrics or Metrics()
     peer_ip, peer_port = parse_hostport(config.peer_listen, "server.peer_listen")
     seeder = deps.seeder or Seeder(peer_ip, peer_port, idle_ttl=config.idle_ttl, max_seeds=config.max_seeds,
-                                   upload_rate_limit=config.upload_rate_limit, metrics=metrics)
+                                   upload_rate_limit=config.upload_rate_limit,
+                                   upload_slots=config.upload_slots, metrics=metrics)
     if seeder.metrics is None:
         seeder.metrics = metrics
     daemon = Daemon(

@@ -58,6 +58,10 @@ class ServerConfig:
     idle_ttl: float = 600.0
     max_seeds: int = 50
     upload_rate_limit: int = 0  # bytes/s, 0: unlimited
+    # Peers each seed uploads to at once (libtorrent's per-torrent unchoke
+    # slots), 0: no limit. 1 spares the site: other T3s take the pieces from
+    # the one being served (btserver/seeder.py has the measured figures).
+    upload_slots: int = 1
     private: bool = True
     hybrid: bool = False
     hash_threads: int = 0  # 0: one per core
