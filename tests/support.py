@@ -62,3 +62,10 @@ class Proc:
             self.popen.wait(5)
 
 
+def alive(pid: int) -> bool:
+    """Whether a process exists (signal 0 checks without signalling)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -26,3 +27,16 @@ def bt_get_json(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedPr
 
 def same_bytes(a: Path, b: Path) -> bool:
     return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+
+
+async def bt_get_async(*args: str, env: dict | None = None, timeout: float = 60) -> tuple[int, str, str]:
+    """bt-get from an async test: the event loop keeps serving a repository stand-in meanwhile."""
+    proc = await asyncio.create_subprocess_exec(command("bt-get"), *args, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})})
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc.returncode, out.decode(), err.decode()

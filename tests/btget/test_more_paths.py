@@ -6,7 +6,6 @@ real nginx for the web seeds) on loopback, on the small 4 MiB dataset.
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import json
 import os
@@ -24,7 +23,7 @@ import pytest
 
 from btget import plan
 from tests.btget.conftest import SampleDataset, next_ip, start_seed
-from tests.btget.getsupport import bt_get, bt_get_json, same_bytes
+from tests.btget.getsupport import bt_get, bt_get_async, bt_get_json, same_bytes
 from tests.btget.repo_standin import create_app
 from tests.support import command, wait_for
 from torrents import build
@@ -36,19 +35,6 @@ def assert_identical(ds: SampleDataset, out: Path, lfns=None) -> None:
     for f in ds.meta.files:
         if lfns is None or f.lfn in lfns:
             assert same_bytes(ds.root / f.lfn, out / ds.name / f.lfn), f.lfn
-
-
-async def bt_get_async(*args: str, timeout: float = 60) -> tuple[int, str, str]:
-    """bt-get from an async test: the event loop keeps serving the repository stand-in meanwhile."""
-    proc = await asyncio.create_subprocess_exec(command("bt-get"), *args, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    return proc.returncode, out.decode(), err.decode()
 
 
 def publish(directory: Path, ds: SampleDataset) -> None:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import zlib
 
 import pytest
 
+from tests.btget.getsupport import bt_get_async
 from tests.btget.repo_standin import create_app
-from tests.support import command
 
 pytestmark = pytest.mark.slow
 
@@ -31,18 +29,6 @@ def publish(directory, dataset, *, corrupt: str | None = None) -> None:
     (directory / f"{dataset.name}.torrent").write_bytes(dataset.torrent.read_bytes())
 
 
-async def bt_get(*args: str, env: dict | None = None, timeout: float = 60) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(command("bt-get"), *args, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})})
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise
-    return proc.returncode, out.decode(), err.decode()
-
-
 async def test_name_from_repo_downloads_and_verifies_adler32(aiohttp_server, dataset, seed, tmp_path):
     repo_dir = tmp_path / "repo"
     repo_dir.mkdir()
@@ -50,7 +36,7 @@ async def test_name_from_repo_downloads_and_verifies_adler32(aiohttp_server, dat
     server = await aiohttp_server(create_app(repo_dir), host="127.0.0.1")
     peer = seed()
     # the repository URL from $BTSWARM_REPO, as a batch job's environment would set it
-    code, out, err = await bt_get(dataset.name, "-o", str(tmp_path / "out"), "--peer", peer, "--json",
+    code, out, err = await bt_get_async(dataset.name, "-o", str(tmp_path / "out"), "--peer", peer, "--json",
                                   env={"BTSWARM_REPO": str(server.make_url(""))})
     assert code == 0, err
     doc = json.loads(out)
@@ -65,7 +51,7 @@ async def test_checksum_mismatch_exits_5(aiohttp_server, dataset, seed, tmp_path
     bad = dataset.meta.files[3].lfn
     publish(repo_dir, dataset, corrupt=bad)
     server = await aiohttp_server(create_app(repo_dir), host="127.0.0.1")
-    code, out, err = await bt_get(dataset.name, "--repo", str(server.make_url("")), "-o", str(tmp_path / "out"),
+    code, out, err = await bt_get_async(dataset.name, "--repo", str(server.make_url("")), "-o", str(tmp_path / "out"),
                                   "--peer", seed(), "--json")
     assert code == 5, err
     assert err.strip().splitlines()[-1] == f"bt-get: error: {bad}: adler32 does not match the catalog"
@@ -81,7 +67,7 @@ async def test_unknown_name_exits_3_and_suggests_close_names(aiohttp_server, dat
     server = await aiohttp_server(create_app(repo_dir), host="127.0.0.1")
     typo = dataset.name.replace("tid051203", "tid051208")
     repo = str(server.make_url("")).rstrip("/")
-    code, out, err = await bt_get(typo, "--repo", repo, "-o", str(tmp_path / "out"), timeout=30)
+    code, out, err = await bt_get_async(typo, "--repo", repo, "-o", str(tmp_path / "out"), timeout=30)
     assert code == 3, err
     assert out == ""
     assert err.strip() == f"bt-get: error: {typo}: no such dataset in {repo}; did you mean: {dataset.name}"

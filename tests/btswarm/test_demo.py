@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 
 import pytest
 
-from tests.support import command, wait_for
+from tests.support import alive, command, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_demo_fetches_and_verifies_then_stops_the_federation(tmp_path):

@@ -11,21 +11,13 @@ import pytest
 
 from btswarm.plan import Service
 from btswarm.supervisor import StartError, Supervisor
-from tests.support import free_port
+from tests.support import alive, free_port
 
 
 def http_server(tmp_path, label: str) -> Service:
     port = free_port()
     argv = (sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "--directory", str(tmp_path))
     return Service(label, argv, f"http://127.0.0.1:{port}/", tmp_path / "unused.toml")
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_dead_child_is_restarted_and_everything_stops(tmp_path):
