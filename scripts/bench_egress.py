@@ -38,17 +38,19 @@ def bt_get_round(fed: bl.Federation, work: Path, name: str, info_hash: str, size
     outs = [bl.fresh_dir(work / f"client{k}") for k in range(n)]
     with bl.Procs() as procs:
         t = time.monotonic()
+        logs = [work / f"client{k}.log" for k in range(n)]
         clients = [procs.start(bl.bt_get_cmd(fed, name, outs[k], bl.client_ip(k), "--workers", "1",
-                                             "--seed-time", SEED_TIME),
-                               work / f"client{k}.log", stdout=open(work / f"client{k}.json", "wb"))
+                                             "--seed-time", SEED_TIME, "-v"),
+                               logs[k], stdout=open(work / f"client{k}.json", "wb"))
                    for k in range(n)]
         bl.wait_for(lambda: completed(fed, info_hash) >= done0 + n or any(c.poll() is not None for c in clients),
                     900, f"{n} bt-get clients to complete", interval=0.1)
         seconds = time.monotonic() - t
         # The tracker counts a completion when libtorrent announces it, a moment
         # before bt-get has flushed and marked itself complete (a SIGTERM then
-        # would be an interruption, exit 130): give it a bounded grace.
-        time.sleep(1.5)
+        # would be an interruption, exit 130): wait for each client's own word.
+        bl.wait_for(lambda: all(" complete in " in p.read_text(errors="replace") for p in logs), 60,
+                    f"{n} bt-get clients to report completion", interval=0.1)
         codes = [procs.stop(c) for c in clients]
     if any(codes):
         raise SystemExit(f"bt-get clients exited {codes}; see {work}/client*.log")
