@@ -41,15 +41,19 @@ def next_ip() -> str:
     return f"127.0.{next(_ADDRESSES) % 250 + 1}.{random.randrange(2, 250)}"
 
 
-@pytest.fixture(scope="session")
-def dataset(tmp_path_factory) -> SampleDataset:
-    """12 files, about 24 MiB (256 KiB pieces: ~100 of them, enough to kill mid-way)."""
-    base = tmp_path_factory.mktemp("dataset")
-    root = sample.generate(base / "data", files=12, total_size=24 * 2**20)
+def make_dataset(base: Path, files: int, total_size: int) -> SampleDataset:
+    """A generated sample dataset under base/data and its .torrent beside it."""
+    root = sample.generate(base / "data", files=files, total_size=total_size)
     data, meta = build.build_torrent(root.name, [(p.name, p) for p in sorted(root.iterdir())])
     torrent = base / f"{root.name}.torrent"
     torrent.write_bytes(data)
     return SampleDataset(root, torrent, meta)
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory) -> SampleDataset:
+    """12 files, about 24 MiB (256 KiB pieces: ~100 of them, enough to kill mid-way)."""
+    return make_dataset(tmp_path_factory.mktemp("dataset"), 12, 24 * 2**20)
 
 
 def start_seed(procs, ds: SampleDataset, upload_rate: int = 0) -> str:
@@ -78,12 +82,7 @@ def seed(procs, dataset):
 @pytest.fixture(scope="session")
 def small_dataset(tmp_path_factory) -> SampleDataset:
     """6 files, about 4 MiB (16 pieces of 256 KiB): for tests of a path, not of throughput."""
-    base = tmp_path_factory.mktemp("small-dataset")
-    root = sample.generate(base / "data", files=6, total_size=4 * 2**20)
-    data, meta = build.build_torrent(root.name, [(p.name, p) for p in sorted(root.iterdir())])
-    torrent = base / f"{root.name}.torrent"
-    torrent.write_bytes(data)
-    return SampleDataset(root, torrent, meta)
+    return make_dataset(tmp_path_factory.mktemp("small-dataset"), 6, 4 * 2**20)
 
 
 @pytest.fixture

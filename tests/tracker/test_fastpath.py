@@ -17,7 +17,7 @@ from urllib.parse import quote_from_bytes
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 from hypothesis import HealthCheck, given, settings, strategies as st
 from yarl import URL
 
@@ -27,6 +27,7 @@ from tracker.app import create_app
 from tracker.fastpath import MAX_HEAD, FastPathSite
 
 from tests.tracker import test_on_demand, test_protocol, test_seeding, test_sites
+from tests.tracker.conftest import client_factory
 from tests.tracker.helpers import SECRETS, query
 
 OPEN = TrackerConfig(open=True, site_secrets=SECRETS)
@@ -51,18 +52,8 @@ class FastPathTestServer(TestServer):
 
 @pytest.fixture
 async def make_client():
-    clients: list[TestClient] = []
-
-    async def make(config: TrackerConfig | None = None, **kw: Any) -> TestClient:
-        config = config or TrackerConfig(site_secrets=SECRETS, start_wait=3.0)
-        client = TestClient(FastPathTestServer(create_app(config, **kw), host="127.0.0.1"))
-        await client.start_server()
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        await client.close()
+    async for make in client_factory(FastPathTestServer):
+        yield make
 
 
 # --- raw HTTP ----------------------------------------------------------------
