@@ -26,7 +26,8 @@ from torrents.config import ServerConfig, parse_hostport
 from torrents.errors import BtswarmError, NotFound
 from torrents.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 
-from btserver import heartbeat, publisher
+from btserver import heartbeat, publisher, rucio_sync
+from btserver.catalog import Catalog
 from btserver.inventory import Inventory, Prepared
 from btserver.metrics import Metrics
 from btserver.seeder import AtCapacity, Seedable, Seeder
@@ -61,6 +62,7 @@ class Daemon:
     publishing: set[str] = field(default_factory=set)  # info-hashes published or being published
     tasks: set[asyncio.Task] = field(default_factory=set)
     prepare_lock: threading.Lock = field(default_factory=threading.Lock)
+    rucio: rucio_sync.RucioSync | None = None  # [server.rucio] set: the datasets Rucio offers here
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -87,6 +89,8 @@ def parse_info_hash(value: object) -> str:
 
 def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Application:
     deps = deps or Deps()
+    if config.rucio.server:
+        rucio_sync.check_config(config.rucio)  # a bad [server.rucio] stops the start, not the first refresh
     metrics = deps.metrics or Metrics()
     peer_ip, peer_port = parse_hostport(config.peer_listen, "server.peer_listen")
     seeder = deps.seeder or Seeder(peer_ip, peer_port, idle_ttl=config.idle_ttl, max_seeds=config.max_seeds,
@@ -163,7 +167,9 @@ async def status(request: web.Request) -> web.Response:
         "uploaded_total": d.seeder.counters.uploaded_total,
         "capacity": d.config.max_seeds,
         "hash_failures": d.seeder.counters.hash_failures,
-        "problems": [str(p) for p in d.inventory.problems] + sorted(d.seeder.damaged.values()),
+        "problems": ([str(p) for p in d.inventory.problems] + sorted(d.seeder.damaged.values())
+                     + ([d.rucio.state.problem()] if d.rucio and d.rucio.state.problem() else [])),
+        "rucio": d.rucio.state.to_json() if d.rucio else None,
     })
 
 
@@ -203,15 +209,43 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
             _threadsafe(loop, lambda: d.metrics.datasets.set(len(d.inventory.all())))
             _threadsafe(loop, d.notify)
 
-    def start_prepare() -> None:
+    def start_prepare(then: Callable[[], None] | None = None) -> None:
         # A daemon thread, not the default executor: a shutdown during a long
         # hash must not wait for it (the executor joins its threads at exit).
-        threading.Thread(target=prepare, name="btserver-prepare", daemon=True).start()
+        def work() -> None:
+            try:
+                prepare()
+            finally:
+                if then is not None:
+                    _threadsafe(loop, then)
 
+        threading.Thread(target=work, name="btserver-prepare", daemon=True).start()
+
+    async def prepare_rucio(cat: Catalog) -> None:
+        # Each refresh from Rucio is prepared before the next one is asked for.
+        d.inventory.set_external(cat)
+        done = loop.create_future()
+        start_prepare(lambda: done.done() or done.set_result(None))
+        await done
+
+    if d.config.rucio.server:
+        d.rucio = rucio_sync.RucioSync(d.config.rucio, d.http, d.config.state, prepare_rucio, d.metrics)
+        cached = d.rucio.load_snapshot()  # Rucio may be down now: what it said last time is served meanwhile
+        if cached is not None:
+            d.inventory.set_external(cached)
     start_prepare()
+    if d.rucio is not None:
+        d.spawn(d.rucio.run_forever())
+
+    def rescan() -> None:
+        if d.rucio is not None:
+            d.rucio.wake.set()  # a refresh now, then a prepare
+        else:
+            start_prepare()
+
     if threading.current_thread() is threading.main_thread():
-        # SIGHUP: rescan roots and manifests (new, changed and removed datasets).
-        loop.add_signal_handler(signal.SIGHUP, start_prepare)
+        # SIGHUP: rescan roots and manifests, and Rucio (new, changed and removed datasets).
+        loop.add_signal_handler(signal.SIGHUP, rescan)
     if d.config.tracker:
         d.spawn(heartbeat.beat_forever(d.http, d.config.tracker, d.config.site, d.config.secret,
                                        d.heartbeat_body, d.changed, d.config.heartbeat_interval, d.metrics))

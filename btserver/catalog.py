@@ -43,8 +43,9 @@ class Catalog:
         return [d.name for d in self.datasets]
 
 
-def scan(roots: Iterable[str], manifests: Iterable[str] = ()) -> Catalog:
-    """Read every dataset of the roots and manifests; never raises for one bad file."""
+def scan(roots: Iterable[str], manifests: Iterable[str] = (), extra: Iterable[Dataset] = ()) -> Catalog:
+    """Read every dataset of the roots and manifests, plus `extra` (read elsewhere: Rucio);
+    never raises for one bad file."""
     found: dict[str, Dataset] = {}
     problems: list[Problem] = []
 
@@ -66,6 +67,8 @@ def scan(roots: Iterable[str], manifests: Iterable[str] = ()) -> Catalog:
             continue
         for ds in datasets:
             add(ds)
+    for ds in extra:
+        add(ds)
     for p in problems:
         log.warning("%s", p)
     return Catalog(tuple(found[n] for n in sorted(found)), tuple(problems))

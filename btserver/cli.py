@@ -93,6 +93,18 @@ def load_server(config_path: str | None, **flags: Any) -> ServerConfig:
     return load_config(config_path, overrides={"server": overrides}).server
 
 
+def inventory_with_rucio(cfg: ServerConfig) -> Any:
+    """The site's Inventory; with [server.rucio], after one refresh from Rucio (whose failure is an error here)."""
+    from btserver.inventory import Inventory
+
+    inv = Inventory(cfg)
+    if cfg.rucio.server:
+        from btserver import rucio_sync
+
+        inv.set_external(asyncio.run(rucio_sync.fetch_once(cfg.rucio)))
+    return inv
+
+
 @click.group(cls=Group)
 @click.version_option(package_name="btswarm", prog_name=PROG)
 def main() -> None:
@@ -125,10 +137,8 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
 @verbosity
 def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> None:
     """Prepare every dataset (farms, torrents; hash only what changed) and list them."""
-    from btserver.inventory import Inventory
-
     btlog.setup(verbose, PROG)
-    inv = Inventory(load_server(config_path, **flags))
+    inv = inventory_with_rucio(load_server(config_path, **flags))
     report = inv.prepare()
     rows = [{"name": p.name, "info_hash": p.info_hash, "files": len(p.meta.data_files),
              "total_size": p.meta.total_size, "built": p.built, "torrent": str(p.torrent_path)}
@@ -157,11 +167,10 @@ def publish(name: str | None, config_path: str | None, verbose: int, attempts: i
     import aiohttp
 
     from btserver import publisher
-    from btserver.inventory import Inventory
 
     btlog.setup(max(verbose, 1), PROG)
     cfg = load_server(config_path, **flags)
-    inv = Inventory(cfg)
+    inv = inventory_with_rucio(cfg)
     inv.prepare()
     chosen = inv.all() if name is None else [inv.by_name(name)]
     if chosen == [None]:

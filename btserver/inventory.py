@@ -20,7 +20,7 @@ from torrents.config import ServerConfig
 from torrents.dataset import Dataset
 from torrents.errors import BtswarmError
 
-from btserver import catalog, farm, layout
+from btserver import catalog, farm, layout, rucio_map
 from btserver.builder import BuildParams
 from btserver.catalog import Problem
 from btserver.metacache import MetaCache
@@ -71,15 +71,24 @@ class Inventory:
         self._by_name: dict[str, Prepared] = {}
         self.problems: list[Problem] = []
         self.done = threading.Event()
+        self.external = catalog.Catalog((), ())  # datasets read elsewhere (Rucio), set by set_external
+
+    def set_external(self, cat: catalog.Catalog) -> None:
+        """Datasets (and their problems) from the site's catalog service, used from the next prepare on."""
+        self.external = cat
 
     def allowed_roots(self) -> list[str]:
-        return [os.path.realpath(r) for r in (*self.config.roots, *self.config.storage_roots)]
+        # The local side of the Rucio PFN map is where the RSE keeps its files.
+        rse_roots = rucio_map.local_roots(self.config.rucio.pfn_map)
+        return [os.path.realpath(r) for r in (*self.config.roots, *self.config.storage_roots, *rse_roots)]
 
     def prepare(self, on_ready: Callable[[Prepared, Prepared | None], None] | None = None,
                 stop: threading.Event | None = None) -> Report:
         """Scan and prepare every dataset; `on_ready(new, replaced)` for each one that is ready."""
         report = Report()
-        cat = catalog.scan(self.config.roots, self.config.manifests)
+        external = self.external
+        cat = catalog.scan(self.config.roots, self.config.manifests, external.datasets)
+        report.problems.extend(external.problems)
         report.problems.extend(cat.problems)
         layouts = layout.plan(cat.datasets, self.allowed_roots(), farm.probe)
         for lay in layouts:

@@ -20,3 +20,15 @@ class Metrics:
         self.seed_requests = Counter("btserver_seed_requests", "POST /api/seeds answers", ["result"], registry=r)
         self.publishes = Counter("btserver_publish_attempts", "PUTs to the repository", ["result"], registry=r)
         self.heartbeats = Counter("btserver_heartbeats", "Heartbeats to the tracker", ["result"], registry=r)
+        # [server.rucio]: what to watch (docs/deploy-site.md)
+        self.rucio_refreshes = Counter("btserver_rucio_refreshes", "Refreshes from Rucio by outcome "
+                                       "(ok, unreachable, refused, error)", ["result"], registry=r)
+        self.rucio_refresh_seconds = Histogram("btserver_rucio_refresh_seconds", "Time to read the catalog "
+                                               "from Rucio", buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
+                                               registry=r)
+        self.rucio_last_success = Gauge("btserver_rucio_last_success_timestamp_seconds",
+                                        "When Rucio last answered a whole refresh", registry=r)
+        self.rucio_datasets = Gauge("btserver_rucio_datasets", "Datasets Rucio offers complete at this RSE",
+                                    registry=r)
+        self.rucio_withheld = Gauge("btserver_rucio_withheld", "Datasets kept back by a file problem",
+                                    registry=r)

@@ -42,6 +42,29 @@ class GetConfig:
 
 
 @dataclass(frozen=True)
+class RucioConfig:
+    """[server.rucio]: the site's datasets as its Rucio catalog knows them (docs/deploy-site.md)."""
+
+    server: str = ""  # Rucio REST URL; empty: Rucio is not used
+    auth_server: str = ""  # default: server
+    account: str = ""
+    username: str = ""  # userpass identity
+    password: str = ""
+    password_file: str = ""  # instead of password: a file holding it (mode 0600)
+    token_file: str = ""  # instead of userpass: a file holding an X-Rucio-Auth-Token, re-read at each refresh
+    vo: str = ""  # multi-VO Rucio only
+    rse: str = ""  # this site's storage element
+    datasets: tuple[str, ...] = ()  # DIDs and DID patterns (scope:name, scope:prefix.*)
+    # PFN prefix → local path prefix, e.g. "root://door:1094//pnfs/x/" = "/pnfs/x/". A PFN
+    # no prefix matches is a problem for its file; the local prefixes may be served.
+    pfn_map: Mapping[str, str] = field(default_factory=dict)
+    schemes: tuple[str, ...] = ("file", "root")
+    refresh: float = 300.0  # seconds between refreshes
+    timeout: float = 60.0  # seconds per request to Rucio
+    retry_min: float = 5.0  # first retry after a failed refresh; doubles up to `refresh`
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     site: str = "site1"
     secret: str = "btswarm-dev-secret"
@@ -65,6 +88,7 @@ class ServerConfig:
     private: bool = True
     hybrid: bool = False
     hash_threads: int = 0  # 0: one per core
+    rucio: RucioConfig = field(default_factory=RucioConfig)  # the [server.rucio] table
 
 
 @dataclass(frozen=True)
@@ -168,7 +192,10 @@ def section_from_dict(cls: type, values: Mapping[str, Any], where: str) -> Any:
     for key, value in values.items():
         if key not in known:
             raise ConfigError(f"{where} {key}", f"unknown key (known: {', '.join(sorted(known))})")
-        kwargs[key] = _coerce(value, hints[key], f"{where} {key}")
+        if dataclasses.is_dataclass(hints[key]) and where.endswith("]"):
+            kwargs[key] = _coerce(value, hints[key], f"{where[:-1]}.{key}]")  # "f: [server.rucio] rse"
+        else:
+            kwargs[key] = _coerce(value, hints[key], f"{where} {key}")
     return cls(**kwargs)
 
 
@@ -234,6 +261,12 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
         return {str(k): _coerce(v, vt, f"{where}.{k}") for k, v in value.items()}
     if typing.get_origin(hint) is typing.Union or str(origin) == "types.UnionType":
         return value
+    if dataclasses.is_dataclass(hint):  # a sub-table such as [server.rucio]
+        if isinstance(value, hint):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(where, f"expected a table, got {value!r}")
+        return section_from_dict(hint, value, where)
     raise ConfigError(where, f"unsupported type {hint!r}")  # a bug in this module, not in the file
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from torrents.did import DID
 from torrents.errors import DatasetError
 
 MAX_NAME = 255
@@ -113,9 +114,12 @@ class Dataset:
     files: tuple[DatasetFile, ...]
     description: str = ""
     source: str = field(default="", compare=False)
+    did: DID | None = None  # read from Rucio: the name is then str(did) (torrents.did)
 
     def __post_init__(self) -> None:
         validate_name(self.name)
+        if self.did is not None and str(self.did) != self.name:
+            raise DatasetError(self.name, f"named otherwise than its DID {self.did}")
         ordered = tuple(sorted(self.files, key=lambda f: f.lfn))
         seen: set[str] = set()
         dirs: set[str] = set()
@@ -137,12 +141,15 @@ class Dataset:
         return sum(f.size for f in self.files)
 
     def record(self) -> dict:
-        return {
+        out = {
             "name": self.name,
             "description": self.description,
             "total_size": self.total_size,
             "files": [f.record() for f in self.files],
         }
+        if self.did is not None:
+            out["did"] = self.did.record()
+        return out
 
 
 def from_directory(path: str | os.PathLike, name: str | None = None) -> Dataset:

@@ -1,0 +1,241 @@
+"""The site's datasets from Rucio: one refresh (`fetch`) and the daemon's loop (`RucioSync`).
+
+A refresh resolves the configured DIDs and DID patterns, reads each
+dataset's content and its replicas at the site's RSE, and hands the
+resulting Catalog (datasets ready to serve, problems of the others) to the
+inventory, which prepares it like any other: farms, torrents (hashed only
+when the fingerprint changed), publishing. The last good Catalog is kept
+in STATE/rucio-snapshot.json.
+
+When Rucio is out of reach or refuses the credentials, the refresh fails
+as a whole: the previous Catalog stays (what was seeding keeps seeding),
+the error is logged and shown in /api/status, and the next attempt backs
+off (retry_min, doubling, up to the refresh interval).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Awaitable, Callable
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from torrents.config import RucioConfig
+from torrents.did import DID, parse_did, parse_pattern
+from torrents.errors import BtswarmError, ConfigError
+
+from btserver import rucio_map
+from btserver.catalog import Catalog, Problem
+from btserver.metrics import Metrics
+from btserver.publisher import Retry
+from btserver.rucio_client import RucioClient, RucioError, RucioNotFound, RucioRefused, RucioUnavailable
+
+log = logging.getLogger("btswarm.server.rucio")
+
+CONCURRENCY = 4  # datasets asked about at once
+SNAPSHOT = "rucio-snapshot.json"
+
+
+def check_config(cfg: RucioConfig) -> None:
+    """[server.rucio] as a refresh needs it, or ConfigError naming the key."""
+    where = "[server.rucio]"
+    for key in ("server", "auth_server"):
+        url = getattr(cfg, key)
+        if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname):
+            raise ConfigError(f"{where} {key}", f"{url!r} is not an http(s) URL")
+    if not cfg.rse:
+        raise ConfigError(f"{where} rse", "the site's RSE is needed to list its replicas")
+    if not cfg.datasets:
+        raise ConfigError(f"{where} datasets", "no DIDs or DID patterns to offer")
+    if cfg.token_file:
+        if cfg.username or cfg.password or cfg.password_file:
+            raise ConfigError(f"{where} token_file", "give a token file or userpass credentials, not both")
+    elif not cfg.account or not cfg.username or not (cfg.password or cfg.password_file):
+        raise ConfigError(where, "credentials: account, username and password (or password_file), or token_file")
+    if cfg.password and cfg.password_file:
+        raise ConfigError(f"{where} password_file", "give password or password_file, not both")
+    if cfg.refresh <= 0 or cfg.timeout <= 0 or cfg.retry_min <= 0:
+        raise ConfigError(where, "refresh, timeout and retry_min must be positive")
+    for text in cfg.datasets:
+        try:
+            parse_pattern(text)
+        except BtswarmError as exc:
+            raise ConfigError(f"{where} datasets", f"{exc.subject}: {exc.problem}") from None
+    if not cfg.pfn_map:
+        raise ConfigError(f"{where} pfn_map", "no PFN prefix → local path map: no replica could be read")
+    rucio_map.check_pfn_map(cfg.pfn_map)
+    if not cfg.schemes:
+        raise ConfigError(f"{where} schemes", "no PFN schemes to ask for (e.g. file, root)")
+
+
+async def fetch(client: RucioClient, cfg: RucioConfig) -> Catalog:
+    """One refresh: every configured dataset at cfg.rse. Raises RucioUnavailable / RucioRefused /
+    RucioError when Rucio cannot be asked; a DID Rucio does not know is a problem, not a failure."""
+    problems: list[Problem] = []
+    dids: dict[DID, None] = {}
+    for text in cfg.datasets:
+        pattern = parse_pattern(text)
+        if not pattern.wildcard:
+            dids[DID(pattern.scope, pattern.pattern)] = None
+            continue
+        try:
+            found = await client.search_datasets(pattern.scope, pattern.pattern)
+        except RucioNotFound as exc:  # an unknown scope
+            problems.append(Problem("", str(pattern), exc.problem))
+            continue
+        for did in found:
+            try:
+                did = parse_did(str(did))
+            except BtswarmError as exc:
+                problems.append(Problem(str(did), str(did), f"{exc.problem}; not served"))
+                continue
+            if pattern.matches(did):
+                dids[did] = None
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(did: DID) -> tuple[object, list[Problem]]:
+        async with gate:
+            try:
+                content = await client.dataset_files(did)
+                replicas = await client.replicas(did, cfg.rse, cfg.schemes)
+            except RucioNotFound as exc:
+                return None, [Problem(str(did), str(did), f"{exc.problem}; not served")]
+        return rucio_map.dataset_from_rucio(did, content, replicas, cfg.rse, cfg.pfn_map,
+                                            source=f"rucio {cfg.rse}")
+
+    datasets = []
+    for ds, probs in await asyncio.gather(*(one(d) for d in dids)):
+        problems.extend(probs)
+        if ds is not None:
+            datasets.append(ds)
+    return Catalog(tuple(sorted(datasets, key=lambda d: d.name)), tuple(problems))
+
+
+async def fetch_once(cfg: RucioConfig) -> Catalog:
+    """A refresh with a session of its own (bt-server scan and publish)."""
+    check_config(cfg)
+    async with aiohttp.ClientSession() as http:
+        return await fetch(RucioClient(http, cfg), cfg)
+
+
+@dataclass
+class SyncState:
+    """What /api/status shows of the Rucio side."""
+
+    server: str
+    rse: str
+    state: str = "starting"  # starting | ok | unreachable | refused | error
+    error: str = ""
+    failures: int = 0  # in a row
+    last_attempt: float | None = None
+    last_success: float | None = None
+    next_attempt: float | None = None
+    datasets: int = 0  # served from the current catalog
+    withheld: list[str] = field(default_factory=list)  # datasets kept back by problems
+    snapshot_from: float | None = None  # the catalog in use was loaded from disk, saved then
+
+    def to_json(self) -> dict:
+        return {"server": self.server, "rse": self.rse, "state": self.state, "error": self.error,
+                "failures": self.failures, "last_attempt": self.last_attempt, "last_success": self.last_success,
+                "next_attempt": self.next_attempt, "datasets": self.datasets, "withheld": self.withheld,
+                "snapshot_from": self.snapshot_from}
+
+    def problem(self) -> str | None:
+        """The line for /api/status problems while Rucio cannot be asked."""
+        if self.state in ("unreachable", "refused", "error"):
+            return f"rucio {self.server}: {self.error}"
+        return None
+
+
+class RucioSync:
+    def __init__(self, cfg: RucioConfig, http: aiohttp.ClientSession, state_dir: str | os.PathLike,
+                 on_catalog: Callable[[Catalog], Awaitable[None]], metrics: Metrics | None = None) -> None:
+        check_config(cfg)
+        self.cfg = cfg
+        self.client = RucioClient(http, cfg)
+        self.snapshot_path = Path(state_dir) / SNAPSHOT
+        self.on_catalog = on_catalog
+        self.metrics = metrics
+        self.retry = Retry(first=cfg.retry_min, factor=2.0, cap=cfg.refresh)
+        self.state = SyncState(cfg.server, cfg.rse)
+        self.wake = asyncio.Event()  # set to refresh now (SIGHUP)
+
+    def load_snapshot(self) -> Catalog | None:
+        try:
+            doc = json.loads(self.snapshot_path.read_text(encoding="utf-8"))
+            cat = rucio_map.catalog_from_json(doc)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, BtswarmError) as exc:
+            log.warning("%s: ignored (%s)", self.snapshot_path, exc)
+            return None
+        self.state.snapshot_from = doc.get("saved_at")
+        self._count(cat)
+        log.info("rucio: %d datasets from the snapshot of %s", len(cat.datasets),
+                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc.get("saved_at") or 0)))
+        return cat
+
+    def _save(self, cat: Catalog) -> None:
+        self.snapshot_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.snapshot_path.with_name(f".{SNAPSHOT}.tmp")
+        tmp.write_text(json.dumps(rucio_map.catalog_to_json(cat, time.time())), encoding="utf-8")
+        os.replace(tmp, self.snapshot_path)
+
+    def _count(self, cat: Catalog) -> None:
+        self.state.datasets = len(cat.datasets)
+        self.state.withheld = sorted({p.dataset for p in cat.problems if p.dataset})
+        if self.metrics:
+            self.metrics.rucio_datasets.set(len(cat.datasets))
+            self.metrics.rucio_withheld.set(len(self.state.withheld))
+
+    async def refresh_once(self) -> bool:
+        """Ask Rucio once; on success hand the catalog on (and wait for it to be prepared)."""
+        s = self.state
+        s.last_attempt = time.time()
+        started = time.monotonic()
+        try:
+            cat = await fetch(self.client, self.cfg)
+        except (RucioError, BtswarmError) as exc:
+            s.failures += 1
+            s.state = ("unreachable" if isinstance(exc, RucioUnavailable) else
+                       "refused" if isinstance(exc, RucioRefused) else "error")
+            s.error = str(exc)
+            if self.metrics:
+                self.metrics.rucio_refreshes.labels(result=s.state).inc()
+            return False
+        elapsed = time.monotonic() - started
+        s.state, s.error, s.failures, s.last_success, s.snapshot_from = "ok", "", 0, time.time(), None
+        self._count(cat)
+        if self.metrics:
+            self.metrics.rucio_refreshes.labels(result="ok").inc()
+            self.metrics.rucio_refresh_seconds.observe(elapsed)
+            self.metrics.rucio_last_success.set(s.last_success)
+        log.info("rucio: %d datasets at %s, %d withheld, in %.2f s (%d requests so far)", len(cat.datasets),
+                 self.cfg.rse, len(s.withheld), elapsed, self.client.requests)
+        await asyncio.get_running_loop().run_in_executor(None, self._save, cat)
+        await self.on_catalog(cat)
+        return True
+
+    def delay(self, ok: bool) -> float:
+        return self.cfg.refresh if ok else self.retry.delay(self.state.failures - 1)
+
+    async def run_forever(self) -> None:
+        while True:
+            ok = await self.refresh_once()
+            wait = self.delay(ok)
+            self.state.next_attempt = time.time() + wait
+            if not ok:
+                log.error("rucio: %s (%d failures in a row; the datasets already known keep seeding; "
+                          "next try in %.0f s)", self.state.error, self.state.failures, wait)
+            try:
+                await asyncio.wait_for(self.wake.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+            self.wake.clear()
