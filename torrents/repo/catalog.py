@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from torrents import did as dids
 from torrents import metainfo
 from torrents.dataset import Dataset, DatasetFile
 from torrents.errors import AuthError, BtswarmError, Conflict, DatasetError, MetainfoError
@@ -107,7 +108,9 @@ def _record_dataset(record: Mapping[str, Any], subject: str) -> Dataset:
             raise DatasetError(subject, f"record file {i} has bad adler32 {adler!r}")
         # DatasetFile and Dataset check LFN safety, sizes, checksums and duplicates.
         entries.append(DatasetFile(f.get("lfn"), size, adler))  # type: ignore[arg-type]
-    return Dataset(name, tuple(entries), description)  # type: ignore[arg-type]
+    # A dataset from Rucio carries its DID, and is then named by it (torrents.did).
+    did = dids.from_record(record.get("did"))
+    return Dataset(name, tuple(entries), description, did=did)  # type: ignore[arg-type]
 
 
 def check_record_matches(dataset: Dataset, record: Mapping[str, Any], meta: metainfo.Metainfo) -> None:
@@ -149,6 +152,7 @@ def classify(info_hash: str, site: str, known: Mapping[str, frozenset[str]] | No
 class SearchParams:
     q: str = ""
     site: str = ""
+    scope: str = ""  # only datasets with a DID in this Rucio scope
     page: int = 1
     per_page: int = DEFAULT_PER_PAGE
     sort: str = "date"
@@ -165,6 +169,7 @@ def parse_search(query: Mapping[str, str], *, default_per_page: int = DEFAULT_PE
     """Query parameters → SearchParams; a bad value is a 400 naming the parameter."""
     q = query.get("q", "").strip()[:500]
     site = query.get("site", "").strip()
+    scope = query.get("scope", "").strip()
     page = _positive(query.get("page", ""), "page", 1, None)
     per_page = _positive(query.get("per_page", ""), "per_page", default_per_page, MAX_PER_PAGE)
     sort = query.get("sort", "").strip().lower() or ("relevance" if fts_query(q) else "date")
@@ -172,7 +177,7 @@ def parse_search(query: Mapping[str, str], *, default_per_page: int = DEFAULT_PE
         raise BtswarmError(f"sort={query.get('sort')}", f"unknown sort order (use one of: {', '.join(SORTS)})")
     if sort == "relevance" and not fts_query(q):
         sort = "date"  # nothing to rank by without words
-    return SearchParams(q=q, site=site, page=page, per_page=per_page, sort=sort)
+    return SearchParams(q=q, site=site, scope=scope, page=page, per_page=per_page, sort=sort)
 
 
 def _positive(text: str, what: str, default: int, maximum: int | None) -> int:

@@ -78,6 +78,12 @@ MIGRATIONS: tuple[str, ...] = (
         tokenize = "unicode61 separators '._-'"
     );
     """,
+    # 2: the Rucio DID of a dataset read from Rucio (its name is then scope:name).
+    """
+    ALTER TABLE datasets ADD COLUMN did_scope TEXT;
+    ALTER TABLE datasets ADD COLUMN did_name TEXT;
+    CREATE INDEX datasets_did_scope ON datasets(did_scope);
+    """,
 )
 
 # bm25 weights for (name, files, description): a word in the name counts most.
@@ -85,8 +91,9 @@ _BM25 = "bm25(datasets_fts, 10.0, 1.0, 3.0)"
 
 _SUMMARY_COLUMNS = """
     d.id, d.name, d.description, d.first_published, d.last_published,
-    v.id, v.info_hash, v.total_size, v.file_count
+    v.id, v.info_hash, v.total_size, v.file_count, d.did_scope, d.did_name
 """
+_SUMMARY_WIDTH = 11
 
 
 def utcnow() -> str:
@@ -108,11 +115,13 @@ class Summary:
     description: str
     first_published: str
     last_published: str
+    did: tuple[str, str] | None = None  # (scope, name) of a dataset read from Rucio
 
     def to_json(self) -> dict:
         return {"name": self.name, "info_hash": self.info_hash, "total_size": self.total_size,
                 "file_count": self.file_count, "sites": list(self.sites), "description": self.description,
-                "first_published": iso(self.first_published), "last_published": iso(self.last_published)}
+                "first_published": iso(self.first_published), "last_published": iso(self.last_published),
+                "did": {"scope": self.did[0], "name": self.did[1]} if self.did else None}
 
 
 @dataclass(frozen=True)
@@ -308,16 +317,22 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Pu
     outcome = catalog.classify(pub.info_hash, pub.site, known)
 
     site_id = _site_id(conn, pub.site, now)
+    did = pub.dataset.did
     if row is None:
         dataset_id = conn.execute(
-            "INSERT INTO datasets (name, description, first_published, last_published) VALUES (?, ?, ?, ?)",
-            (pub.name, pub.dataset.description, now, now)).lastrowid
+            """INSERT INTO datasets (name, description, first_published, last_published, did_scope, did_name)
+               VALUES (?, ?, ?, ?, ?, ?)""",
+            (pub.name, pub.dataset.description, now, now, did.scope if did else None,
+             did.name if did else None)).lastrowid
     else:
         dataset_id = row[0]
         # A new version brings its own description; a re-publish only fills a missing one.
         description = pub.dataset.description if (outcome is catalog.Outcome.NEW_VERSION or not row[1]) else row[1]
         conn.execute("UPDATE datasets SET last_published = ?, description = ? WHERE id = ?",
                       (now, description or row[1], dataset_id))
+        if did is not None:  # a DID once known stays: a site publishing without one does not erase it
+            conn.execute("UPDATE datasets SET did_scope = ?, did_name = ? WHERE id = ?",
+                         (did.scope, did.name, dataset_id))
 
     if outcome in (catalog.Outcome.CREATED, catalog.Outcome.NEW_VERSION):
         version_id = conn.execute(
@@ -381,6 +396,9 @@ def _search(conn: sqlite3.Connection, params: catalog.SearchParams) -> tuple[int
         where.append("""EXISTS (SELECT 1 FROM publications p JOIN sites s ON s.id = p.site_id
                                 WHERE p.version_id = v.id AND s.name = ?)""")
         args.append(params.site)
+    if params.scope:
+        where.append("d.did_scope = ?")
+        args.append(params.scope)
     base = f"FROM datasets d JOIN versions v ON v.id = d.current_version_id {joins}"
     if where:
         base += " WHERE " + " AND ".join(where)
@@ -401,7 +419,8 @@ def _search(conn: sqlite3.Connection, params: catalog.SearchParams) -> tuple[int
 def _summaries(conn: sqlite3.Connection, rows: list[tuple]) -> list[Summary]:
     sites = _version_sites(conn, [r[5] for r in rows])
     return [Summary(name=r[1], info_hash=r[6], total_size=r[7], file_count=r[8], sites=sites.get(r[5], ()),
-                    description=r[2], first_published=r[3], last_published=r[4]) for r in rows]
+                    description=r[2], first_published=r[3], last_published=r[4],
+                    did=(r[9], r[10]) if r[9] is not None else None) for r in rows]
 
 
 def _version_sites(conn: sqlite3.Connection, version_ids: list[int]) -> dict[int, tuple[str, ...]]:
@@ -420,14 +439,15 @@ def _detail(conn: sqlite3.Connection, name: str) -> Detail | None:
                            JOIN versions v ON v.id = d.current_version_id WHERE d.name = ?""", (name,)).fetchone()
     if row is None:
         return None
-    summary = _summaries(conn, [row[:9]])[0]
+    summary = _summaries(conn, [row[:_SUMMARY_WIDTH]])[0]
     files = tuple(FileRow(*r) for r in conn.execute(
         "SELECT lfn, size, adler32 FROM files WHERE version_id = ? ORDER BY idx", (row[5],)))
     vrows = conn.execute("""SELECT id, info_hash, first_published, total_size, file_count FROM versions
                             WHERE dataset_id = ? ORDER BY id DESC""", (row[0],)).fetchall()
     vsites = _version_sites(conn, [r[0] for r in vrows])
     versions = tuple(Version(r[1], r[2], r[3], r[4], vsites.get(r[0], ())) for r in vrows)
-    return Detail(summary=summary, files=files, versions=versions, magnet=row[9], piece_length=row[10])
+    return Detail(summary=summary, files=files, versions=versions, magnet=row[_SUMMARY_WIDTH],
+                  piece_length=row[_SUMMARY_WIDTH + 1])
 
 
 def _torrent(conn: sqlite3.Connection, name: str, info_hash: str | None) -> bytes | None:

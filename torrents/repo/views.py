@@ -86,7 +86,7 @@ async def search(request: web.Request) -> web.Response:
     total, rows = await request.app[keys.DB].search(params)
 
     def link(**changes: Any) -> str:
-        values = {"q": params.q, "site": params.site, "sort": params.sort, "page": params.page,
+        values = {"q": params.q, "site": params.site, "scope": params.scope, "sort": params.sort, "page": params.page,
                   "per_page": params.per_page, **changes}
         if values["page"] == 1:
             del values["page"]
