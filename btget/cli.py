@@ -33,7 +33,7 @@ from btget.client import Client, Resolved
 from btget.errors import RepoError, UsageError
 from btget.exitcodes import ExitStatus, status_for
 from btget.progress import make_display
-from btget.target import Target, classify
+from btget.target import Target, classify, placement
 
 log = logging.getLogger("btget")
 
@@ -41,6 +41,8 @@ log = logging.getLogger("btget")
 @click.command(name="bt-get", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("target")
 @click.option("-o", "--output", metavar="DIR", help="Download into DIR/NAME/ (default: config [get] output, or .).")
+@click.option("--scope-subdir", is_flag=True,
+              help="A Rucio DID scope:name goes to DIR/scope/name/ (default DIR/name/), as rucio download does.")
 @click.option("--repo", metavar="URL", help="Torrent repository URL (default: $BTSWARM_REPO, then config).")
 @click.option("--config", "config_path", metavar="FILE", help="Configuration file (TOML).")
 @click.option("--workers", metavar="N|auto", help="Local libtorrent sessions, each in its own process.")
@@ -124,6 +126,7 @@ class Options:
     json_output: bool
     quiet: bool
     verbose: int
+    scope_subdir: bool = False
 
     @classmethod
     def from_click(cls, o: dict[str, Any]) -> "Options":
@@ -149,7 +152,8 @@ class Options:
             seed_time=_duration("--seed-time", o["seed_time"]), seed_ratio=o["seed_ratio"],
             timeout=_duration("--timeout", o["timeout"]), stall_timeout=_duration("--stall-timeout", o["stall_timeout"]),
             check=o["check"], web_seeds=tuple(o["web_seeds"]), peers=tuple(peers), listen=o["listen"],
-            json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"])
+            json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"],
+            scope_subdir=o.get("scope_subdir", False))
 
 
 def _duration(flag: str, text: str | None) -> float | None:
@@ -181,15 +185,16 @@ def get(opts: Options) -> int:
     workers = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
                                 os.cpu_count() or 1, len(selected))
     shares = tuple(tuple(s) for s in plan.split(selected, workers) if s)
-    directory = Path(cfg.output).resolve()
+    subdirs, folder = placement(meta.name, resolved.record, opts.scope_subdir)
+    directory = Path(cfg.output, *subdirs).resolve()
     job = download.Job(
         meta=meta, torrent=resolved.torrent, directory=directory, shares=shares, selected=tuple(selected),
         peers=opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers),
         web_seeds=opts.web_seeds, listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout,
-        checksums=checksums(resolved.record))
+        checksums=checksums(resolved.record), folder=folder)
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
-             sum(f.size for f in selected), len(shares), directory / meta.name)
+             sum(f.size for f in selected), len(shares), job.root)
     outcome = download.run(job, make_display(opts.quiet, opts.json_output))
     error = outcome.error
     status = status_for(error) if error is not None else ExitStatus.OK
@@ -197,7 +202,7 @@ def get(opts: Options) -> int:
     for w in outcome.workers:
         for ep, n in w.get("sources", {}).items():
             raw_sources[ep] = raw_sources.get(ep, 0) + n
-    doc = report.document(meta, str(directory / meta.name), {f.index for f in selected}, outcome.files,
+    doc = report.document(meta, str(job.root), {f.index for f in selected}, outcome.files,
                           outcome.verify_results, outcome.workers,
                           report.name_sources(raw_sources, sites, outcome.endpoints, cfg.listen),
                           outcome.seconds, status)

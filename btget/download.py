@@ -36,7 +36,7 @@ class Job:
     """Everything decided before the first byte moves."""
     meta: Metainfo
     torrent: bytes
-    directory: Path  # DIR: files land in DIR/NAME/<LFN>
+    directory: Path  # DIR: files land in DIR/FOLDER/<LFN>
     shares: tuple[tuple[plan.PlanFile, ...], ...]  # one per worker, none empty
     selected: tuple[plan.PlanFile, ...]
     peers: tuple[tuple[str, int], ...] = ()
@@ -50,6 +50,12 @@ class Job:
     stall_timeout: float = 300.0
     checksums: dict[str, str] = field(default_factory=dict)  # LFN → adler32 hex, when the catalog has them
     worker_settings: dict[str, Any] = field(default_factory=dict)
+    folder: str | None = None  # the dataset's directory in DIR; None: the torrent's name (target.folder_for)
+
+    @property
+    def root(self) -> Path:
+        """DIR/FOLDER: where the dataset's files are."""
+        return self.directory / (self.folder or self.meta.name)
 
 
 @dataclass
@@ -96,7 +102,7 @@ def stop_seeding(elapsed: float, uploaded: int, size: int, seed_time: float, see
 
 
 def state_dir(job: Job) -> Path:
-    return job.directory / job.meta.name / STATE_DIR
+    return job.root / STATE_DIR
 
 
 def run(job: Job, display: Display) -> Outcome:
@@ -121,7 +127,7 @@ def run(job: Job, display: Display) -> Outcome:
                               key=plan.share_key(share), wanted=tuple(f.index for f in share),
                               listen_ip=job.listen_ip, peers=job.peers, web_seeds=job.web_seeds,
                               recheck=job.recheck, max_connections=job.max_connections,
-                              settings=job.worker_settings)
+                              settings=job.worker_settings, folder=job.folder)
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()
@@ -174,7 +180,7 @@ def run(job: Job, display: Display) -> Outcome:
                          "; seeding" if job.seed_time > 0 or job.seed_ratio > 0 else "")
                 if job.checksums:
                     display.note("verifying checksums")
-                    verifier = executor.submit(verify.verify_files, job.directory / job.meta.name,
+                    verifier = executor.submit(verify.verify_files, job.root,
                                                {f.lfn: job.checksums[f.lfn] for f in job.selected
                                                 if f.lfn in job.checksums})
             if completed_at is None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 from urllib.parse import parse_qs, urlsplit
 
+from torrents import did as dids
 from torrents.dataset import validate_name
 from torrents.errors import DatasetError
 
@@ -79,3 +80,23 @@ def _btih(text: str, uri: str) -> str:
     if _BASE32.match(text):
         return base64.b32decode(text.upper()).hex()
     raise UsageError("magnet", f"bad info-hash {text!r} (expected 40 hex or 32 base32 characters)")
+
+
+def placement(torrent_name: str, record: dict | None, scope_subdir: bool) -> tuple[tuple[str, ...], str]:
+    """Where a dataset lands below DIR: (subdirectories, folder), as `rucio download` lays a DID out.
+
+    A dataset the repository knows by a Rucio DID (`record["did"]`; its name
+    is then `scope:name`) goes to DIR/name/, or DIR/scope/name/ with
+    --scope-subdir; any other to DIR/<torrent name>/. The torrent (and its
+    info-hash) is the same either way: only the directory on disk differs.
+    """
+    try:
+        did = dids.from_record((record or {}).get("did"))
+    except DatasetError as exc:
+        raise UsageError(torrent_name, f"the repository gives a bad DID ({exc.problem})") from None
+    if did is None or str(did) != torrent_name:
+        if scope_subdir:
+            raise UsageError("--scope-subdir", f"{torrent_name} is not a dataset from Rucio "
+                                               "(the repository gives it no DID)")
+        return (), torrent_name
+    return ((did.scope,) if scope_subdir else ()), did.name

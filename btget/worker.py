@@ -59,6 +59,7 @@ class WorkerSpec:
     # then costs at most this long of transfer on the rerun.
     resume_interval: float = 0.5
     settings: dict[str, Any] = field(default_factory=dict)  # extra libtorrent settings
+    folder: str | None = None  # write DIR/FOLDER/<LFN> instead of DIR/NAME/<LFN> (a DID's name)
 
     @property
     def resume_path(self) -> str:
@@ -145,6 +146,12 @@ class Worker:
             atp = lt.add_torrent_params()
         atp.ti = ti
         atp.save_path = spec.save_path
+        if spec.folder and spec.folder != ti.name():
+            # The info dict (so the info-hash) keeps the dataset's name; only
+            # where this download puts it changes.
+            layout = ti.layout()
+            cut = len(ti.name())
+            atp.renamed_files = {i: spec.folder + layout.file_path(i)[cut:] for i in range(ti.num_files())}
         os.makedirs(spec.part_dir, exist_ok=True)
         atp.part_file_dir = spec.part_dir
         wanted = set(spec.wanted)
