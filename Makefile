@@ -15,7 +15,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	@echo "installing btswarm and its dependencies into $(VENV) (log: $(VENV)/pip.log)"
 	@$(BIN)/pip install --upgrade pip > $(VENV)/pip.log 2>&1 && \
-	  $(BIN)/pip install -e '.[test,bench]' >> $(VENV)/pip.log 2>&1 || { tail -30 $(VENV)/pip.log; exit 1; }
+	  $(BIN)/pip install -e '.[test,bench,rucio]' >> $(VENV)/pip.log 2>&1 || { tail -30 $(VENV)/pip.log; exit 1; }
 	@touch $@
 
 demo: $(STAMP)

@@ -150,7 +150,7 @@ class SyncState:
     def problem(self) -> str | None:
         """The line for /api/status problems while Rucio cannot be asked."""
         if self.state in ("unreachable", "refused", "error"):
-            return f"rucio {self.server}: {self.error}"
+            return f"rucio: {self.error}"
         return None
 
 

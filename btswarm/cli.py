@@ -43,8 +43,15 @@ def main() -> None:
 @click.option("--ready-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write endpoints and dataset names as JSON here once everything is up and published.")
 @click.option("--timeout", default="5m", show_default=True, help="Give up if not up and published by then.")
+@click.option("--rucio", is_flag=True,
+              help="Register the data in a local Rucio server (one RSE per site); the sites read it from there.")
+@click.option("--rucio-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="The local Rucio's directory (default STATE/rucio); one already running there is used.")
+@click.option("--rucio-scope", default="demo", show_default=True, help="Scope of the datasets' DIDs.")
+@click.option("--rucio-refresh", default="30s", show_default=True, help="How often the sites ask Rucio.")
 @click.option("-v", "--verbose", count=True)
-def up(state, data, sites, base_port, sample_files, sample_size, idle_ttl, heartbeat, ready_file, timeout, verbose):
+def up(state, data, sites, base_port, sample_files, sample_size, idle_ttl, heartbeat, ready_file, timeout, rucio,
+       rucio_dir, rucio_scope, rucio_refresh, verbose):
     """Run tracker, repository and SITES storage sites on loopback until Ctrl-C."""
     logsetup.setup(verbose, "btswarm")
     try:
@@ -53,7 +60,9 @@ def up(state, data, sites, base_port, sample_files, sample_size, idle_ttl, heart
             site_data=tuple(data) if len(data) > 1 else (), sites=sites, base_port=base_port,
             sample_files=sample_files, sample_size=parse_size(sample_size), idle_ttl=parse_duration(idle_ttl),
             heartbeat_interval=parse_duration(heartbeat), ready_file=ready_file.resolve() if ready_file else None,
-            timeout=parse_duration(timeout))
+            timeout=parse_duration(timeout), rucio=rucio or rucio_dir is not None,
+            rucio_dir=rucio_dir.resolve() if rucio_dir else None, rucio_scope=rucio_scope,
+            rucio_refresh=parse_duration(rucio_refresh))
         code = asyncio.run(up_mod.run_up(opts, report=_say))
     except up_mod.Interrupted:
         _say("btswarm: interrupted; federation stopped")

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -58,6 +59,19 @@ class LocalRucio:
         self.log_path = self.root / "server.log"
         self.proc: subprocess.Popen | None = None
         self._client: Any = None
+
+    @classmethod
+    def running_at(cls, root: str | os.PathLike) -> "LocalRucio | None":
+        """The LocalRucio already serving from `root` (its rucio.cfg names the URL), or None."""
+        cfg = Path(root).resolve() / "etc" / "rucio.cfg"
+        parser = configparser.RawConfigParser()
+        if not parser.read(cfg):
+            return None
+        url = urllib.parse.urlsplit(parser.get("client", "rucio_host", fallback=""))
+        if not url.hostname or not url.port:
+            return None
+        server = cls(root, host=url.hostname, port=url.port)
+        return server if server.ping() else None
 
     # -- places and credentials ------------------------------------------------------------
     @property
@@ -163,11 +177,17 @@ class LocalRucio:
         return self._client
 
     def add_rse(self, rse: str, prefix: str | os.PathLike, *, hostname: str = "localhost") -> Path:
-        """A deterministic POSIX RSE whose files live under `prefix` (created); the prefix."""
+        """A deterministic POSIX RSE whose files live under `prefix` (created); the prefix.
+        An RSE of that name already there is kept as it is."""
+        from rucio.common.exception import Duplicate
+
         prefix = Path(prefix).resolve()
         prefix.mkdir(parents=True, exist_ok=True)
         c = self.client()
-        c.add_rse(rse, deterministic=True)
+        try:
+            c.add_rse(rse, deterministic=True)
+        except Duplicate:
+            return prefix
         c.add_protocol(rse, {"scheme": "file", "hostname": hostname, "port": 0, "prefix": f"{prefix}/",
                              "impl": "rucio.rse.protocols.posix.Default",
                              "domains": {"lan": {"read": 1, "write": 1, "delete": 1},
@@ -176,7 +196,10 @@ class LocalRucio:
         return prefix
 
     def add_scope(self, scope: str) -> None:
-        self.client().add_scope(ACCOUNT, scope)
+        from rucio.common.exception import Duplicate
+
+        with contextlib.suppress(Duplicate):
+            self.client().add_scope(ACCOUNT, scope)
 
     def pfns(self, rse: str, scope: str, lfns: Iterable[str]) -> dict[str, str]:
         """LFN → the PFN this RSE's protocol gives it (the `hash` lfn2pfn: prefix/scope/h1/h2/LFN)."""
@@ -184,15 +207,22 @@ class LocalRucio:
         found = self.client().lfns2pfns(rse, [f"{scope}:{lfn}" for lfn in lfns], operation="write", scheme="file")
         return {lfn: found[f"{scope}:{lfn}"] for lfn in lfns}
 
-    def place(self, rse: str, scope: str, files: Mapping[str, str | os.PathLike]) -> dict[str, Path]:
-        """Copy files (LFN → source path) to where the RSE keeps them; LFN → path on disk."""
+    def place(self, rse: str, scope: str, files: Mapping[str, str | os.PathLike], *,
+              link: bool = False) -> dict[str, Path]:
+        """Copy (or hard-link) files (LFN → source path) to where the RSE keeps them; LFN → path on disk."""
         import shutil
 
         out = {}
         for lfn, pfn in self.pfns(rse, scope, files).items():
             dest = Path(pfn_path(pfn))
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(files[lfn], dest)
+            dest.unlink(missing_ok=True)
+            try:
+                if not link:
+                    raise OSError("copy asked for")
+                os.link(files[lfn], dest)
+            except OSError:  # another file system, or a copy wanted (a replica of its own)
+                shutil.copyfile(files[lfn], dest)
             out[lfn] = dest
         return out
 
@@ -208,39 +238,38 @@ class LocalRucio:
             self.client().add_replicas(rse, entries[start:start + 1000])
         return entries
 
-    def add_dataset(self, scope: str, name: str, lfns: Iterable[str], *, rse: str | None = None) -> None:
-        """add_dataset, then attach_dids of the files (already registered) to it."""
+    def add_dataset(self, scope: str, name: str, lfns: Iterable[str]) -> None:
+        """add_dataset (kept if it exists), then attach_dids of the files (registered already) to it."""
+        from rucio.common.exception import DataIdentifierAlreadyExists
+
         c = self.client()
-        c.add_dataset(scope, name)
+        with contextlib.suppress(DataIdentifierAlreadyExists):
+            c.add_dataset(scope, name)
         dids = [{"scope": scope, "name": lfn} for lfn in lfns]
         for start in range(0, len(dids), 1000):
-            c.attach_dids(scope, name, dids[start:start + 1000], rse=rse)
+            c.attach_dids_to_dids([{"scope": scope, "name": name, "dids": dids[start:start + 1000]}],
+                                  ignore_duplicate=True)
 
     def register_dataset(self, rse: str, scope: str, name: str, source: str | os.PathLike,
-                         *, create: bool = True) -> dict[str, Path]:
-        """Every regular file directly in `source` placed at `rse` and registered, as dataset scope:name.
-
-        With create=False only the replicas are added (the files and dataset
-        exist already: a second RSE holding the same dataset).
-        """
+                         *, link: bool = False) -> dict[str, Path]:
+        """Every regular file directly in `source` placed at `rse`, registered there with its
+        bytes and adler32, and attached to dataset scope:name (created if new). Called for a
+        second RSE, it adds that RSE's replicas to the same dataset. LFN → path at the RSE."""
         files = {p.name: p for p in sorted(Path(source).iterdir()) if p.is_file() and not p.name.startswith(".")}
         if not files:
             raise RucioError(source, "no files to register")
-        placed = self.place(rse, scope, files)
+        placed = self.place(rse, scope, files, link=link)
         self.register_files(rse, scope, placed)
-        if create:
-            self.add_dataset(scope, name, placed)
+        self.add_dataset(scope, name, placed)
         return placed
 
 
 def pfn_path(pfn: str) -> str:
     """file://host/abs/path (or file:///abs/path) → /abs/path."""
-    from urllib.parse import unquote, urlsplit
-
-    parts = urlsplit(pfn)
+    parts = urllib.parse.urlsplit(pfn)
     if parts.scheme != "file":
         raise RucioError(pfn, "not a file:// PFN")
-    return unquote(parts.path)
+    return parts.path  # Rucio joins PFNs without percent-encoding: nothing to decode
 
 
 def migrations_dir() -> Path:

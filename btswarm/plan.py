@@ -34,6 +34,25 @@ class Service:
 
 
 @dataclass(frozen=True)
+class RucioPlan:
+    """`btswarm up --rucio`: the local Rucio the sites read their datasets from, one RSE per site."""
+    url: str
+    root: Path  # the local Rucio's directory (btswarm.localrucio)
+    password_file: Path
+    scope: str
+    rses: tuple[tuple[str, str, Path], ...]  # (site, RSE, prefix directory) per site
+    refresh: float = 30.0
+    account: str = "root"
+    username: str = "btswarm"
+
+    def rse_of(self, site: str) -> tuple[str, Path]:
+        for name, rse, prefix in self.rses:
+            if name == site:
+                return rse, prefix
+        raise KeyError(site)
+
+
+@dataclass(frozen=True)
 class Federation:
     state: Path
     data: Path
@@ -46,6 +65,7 @@ class Federation:
     extra_tracker: dict = field(default_factory=dict)
     # One data directory per site (same dataset names, separate copies), else every site serves `data`.
     site_data: tuple[Path, ...] = ()
+    rucio: RucioPlan | None = None  # the sites read their datasets from this Rucio, not from `data`
 
     def data_of(self, index: int) -> Path:
         return self.site_data[index] if self.site_data else self.data
@@ -117,7 +137,7 @@ def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
         }},
     }
     for i, s in enumerate(fed.sites):
-        out[s.name] = {"server": {
+        site = out[s.name] = {"server": {
             "site": s.name,
             "secret": s.secret,
             "listen": f"{s.ip}:{s.control_port}",
@@ -130,6 +150,20 @@ def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
             "heartbeat_interval": fed.heartbeat_interval,
             "idle_ttl": fed.idle_ttl,
         }}
+        if fed.rucio is not None:
+            rse, prefix = fed.rucio.rse_of(s.name)
+            site["server"]["roots"] = []
+            site["server.rucio"] = {
+                "server": fed.rucio.url,
+                "account": fed.rucio.account,
+                "username": fed.rucio.username,
+                "password_file": str(fed.rucio.password_file),
+                "rse": rse,
+                "datasets": [f"{fed.rucio.scope}:*"],
+                # the local Rucio's POSIX protocol gives file://localhost/<prefix>/<scope>/<h1>/<h2>/<LFN>
+                "pfn_map": {f"file://localhost{prefix}/": f"{prefix}/"},
+                "refresh": fed.rucio.refresh,
+            }
     return out
 
 
@@ -150,7 +184,7 @@ def services(fed: Federation, bin_dir: Path) -> list[Service]:
 
 
 def ready_document(fed: Federation, datasets: list[str]) -> dict:
-    return {
+    doc = {
         "tracker": fed.announce_url,
         "tracker_url": fed.tracker_url,
         "repo": fed.repo_url,
@@ -159,3 +193,7 @@ def ready_document(fed: Federation, datasets: list[str]) -> dict:
         "state": str(fed.state),
         "data": str(fed.data),
     }
+    if fed.rucio is not None:
+        doc["rucio"] = {"url": fed.rucio.url, "dir": str(fed.rucio.root), "scope": fed.rucio.scope,
+                        "rses": {site: {"rse": rse, "prefix": str(prefix)} for site, rse, prefix in fed.rucio.rses}}
+    return doc

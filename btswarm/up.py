@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from btswarm import plan
+from btswarm import plan, ruciofed
 from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
 from torrents.errors import BtswarmError
@@ -39,6 +40,11 @@ class UpOptions:
     heartbeat_interval: float = 5.0
     ready_file: Path | None = None
     timeout: float = 300.0
+    # --rucio: the sites read their datasets from a local Rucio (btswarm/ruciofed.py)
+    rucio: bool = False
+    rucio_dir: Path | None = None  # default STATE/rucio; one already running there is used
+    rucio_scope: str = "demo"
+    rucio_refresh: float = 30.0
 
 
 def default_state_dir() -> Path:
@@ -70,8 +76,10 @@ def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> pla
                            idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data)
 
 
-def prepare(opts: UpOptions, report: Callable[[str], None]) -> tuple[plan.Federation, list[str]]:
-    """Create the state directory, the data (sample unless --data) and every config file."""
+def prepare(opts: UpOptions, report: Callable[[str], None],
+            rucio: "ruciofed.Opened | None" = None) -> tuple[plan.Federation, list[str]]:
+    """Create the state directory, the data (sample unless --data) and every config file;
+    with `rucio`, register the data there and name the datasets by their DIDs."""
     opts.state.mkdir(parents=True, exist_ok=True)
     site_data: tuple[Path, ...] = ()
     if opts.site_data:
@@ -99,6 +107,12 @@ def prepare(opts: UpOptions, report: Callable[[str], None]) -> tuple[plan.Federa
         if other != names:
             raise BtswarmError(d, f"holds other datasets than {data} (per-site --data must be copies)")
     fed = layout(opts, data, site_data)
+    if rucio is not None:
+        rplan = ruciofed.register(rucio.server, opts.rucio_scope, names,
+                                  [(s.name, fed.data_of(i)) for i, s in enumerate(fed.sites)], opts.state,
+                                  opts.rucio_refresh, report)
+        fed = dataclasses.replace(fed, rucio=rplan)
+        names = [f"{opts.rucio_scope}:{n}" for n in names]
     conf_dir = opts.state / "config"
     conf_dir.mkdir(parents=True, exist_ok=True)
     for label, sections in plan.configs(fed).items():
@@ -168,11 +182,28 @@ async def run_up(opts: UpOptions, *, report: Callable[[str], None], bin_dir: Pat
                  stop: asyncio.Event | None = None) -> int:
     """Start everything, print how to use it, run until SIGINT/SIGTERM (or `stop`), then stop all."""
     bin_dir = bin_dir or Path(sys.executable).parent
-    fed, names = await asyncio.get_running_loop().run_in_executor(None, prepare, opts, report)
-    stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+    stop = stop or asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: the terminal went away
         loop.add_signal_handler(sig, stop.set)
+    rucio = None
+    if opts.rucio:
+        opts.state.mkdir(parents=True, exist_ok=True)
+        # Not abandoned half-way on a stop (it would leave a server nobody stops): bounded by its own timeout.
+        rucio = await loop.run_in_executor(None, ruciofed.open_rucio, opts.rucio_dir or opts.state / "rucio", report)
+    try:
+        if stop.is_set():
+            raise Interrupted()
+        return await _run_up(opts, report, bin_dir, stop, rucio)
+    finally:
+        if rucio is not None:
+            await loop.run_in_executor(None, rucio.stop)
+
+
+async def _run_up(opts: UpOptions, report: Callable[[str], None], bin_dir: Path, stop: asyncio.Event,
+                  rucio: "ruciofed.Opened | None") -> int:
+    loop = asyncio.get_running_loop()
+    fed, names = await loop.run_in_executor(None, prepare, opts, report, rucio)
     async with Supervisor(opts.state / "logs", report=report) as sup:
         for service in plan.services(fed, bin_dir):
             await _or_stop(sup.start(service), stop)
@@ -214,6 +245,9 @@ def banner(fed: plan.Federation, names: list[str]) -> str:
         f"  tracker     {fed.announce_url}",
     ]
     lines += [f"  {s.name:<10}  control {s.control_url}  peers {s.peer}" for s in fed.sites]
+    if fed.rucio is not None:
+        lines.append(f"  rucio       {fed.rucio.url}/  (RUCIO_CONFIG={fed.rucio.root / 'etc' / 'rucio.cfg'}; "
+                     f"RSEs {', '.join(rse for _, rse, _ in fed.rucio.rses)})")
     lines += ["datasets:"] + [f"  {n}" for n in names]
     lines += ["try:", f"  bt-get {names[0]} --repo {fed.repo_url} -o /tmp/btswarm-get", "Ctrl-C stops it."]
     return "\n".join(lines)
