@@ -87,9 +87,11 @@ async def fetch(client: RucioClient, cfg: RucioConfig) -> Catalog:
             continue
         try:
             found = await client.search_datasets(pattern.scope, pattern.pattern)
-        except RucioNotFound as exc:  # an unknown scope
+        except RucioNotFound as exc:
             problems.append(Problem("", str(pattern), exc.problem))
             continue
+        if not found:  # Rucio answers an unknown scope with an empty list, too
+            problems.append(Problem("", str(pattern), "matches no dataset in Rucio"))
         for did in found:
             try:
                 did = parse_did(str(did))

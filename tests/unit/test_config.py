@@ -234,3 +234,33 @@ def test_parse_hostport_errors(text, expected):
     with pytest.raises(ConfigError) as info:
         parse_hostport(text, "listen")
     assert str(info.value) == expected
+
+
+def test_the_rucio_sub_table_of_server(home, tmp_path):
+    path = write(tmp_path / "c.toml", """
+[server]
+site = "UC_T2"
+[server.rucio]
+server = "https://rucio.example:443"
+account = "uc_t2_btswarm"
+username = "btswarm"
+password_file = "/etc/btswarm/rucio-password"
+rse = "UC_T2_DATADISK"
+datasets = ["data18_13TeV:data18_13TeV.00348895.*", "user.jdoe:user.jdoe.test"]
+pfn_map = {"root://door.uc:1094//pnfs/uc/" = "/pnfs/uc/"}
+refresh = 600
+""")
+    rucio = load_config(path).server.rucio
+    assert (rucio.rse, rucio.refresh, rucio.schemes) == ("UC_T2_DATADISK", 600.0, ("file", "root"))
+    assert rucio.datasets == ("data18_13TeV:data18_13TeV.00348895.*", "user.jdoe:user.jdoe.test")
+    assert rucio.pfn_map == {"root://door.uc:1094//pnfs/uc/": "/pnfs/uc/"}
+    assert load_config().server.rucio.server == ""  # not configured: not used
+
+
+def test_rucio_errors_name_the_sub_table(home, tmp_path):
+    assert error(write(tmp_path / "a.toml", "[server.rucio]\nbogus = 1\n")).startswith(
+        f"{tmp_path / 'a.toml'}: [server.rucio] bogus: unknown key")
+    assert error(write(tmp_path / "b.toml", '[server.rucio]\nrefresh = "soon"\n')).endswith(
+        "[server.rucio] refresh: expected a number, got 'soon'")
+    assert error(write(tmp_path / "c.toml", "[server]\nrucio = 3\n")).endswith(
+        "[server.rucio]: expected a table, got 3")
