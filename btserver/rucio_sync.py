@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from torrents.config import RucioConfig
+from torrents.dataset import Dataset
 from torrents.did import DID, parse_did, parse_pattern
 from torrents.errors import BtswarmError, ConfigError
 
@@ -39,7 +40,8 @@ from btserver.rucio_client import RucioClient, RucioError, RucioNotFound, RucioR
 
 log = logging.getLogger("btswarm.server.rucio")
 
-CONCURRENCY = 4  # datasets asked about at once
+BATCH = 100  # datasets per bulk call
+CONCURRENCY = 2  # bulk calls at once
 SNAPSHOT = "rucio-snapshot.json"
 
 
@@ -102,21 +104,33 @@ async def fetch(client: RucioClient, cfg: RucioConfig) -> Catalog:
                 dids[did] = None
     gate = asyncio.Semaphore(CONCURRENCY)
 
-    async def one(did: DID) -> tuple[object, list[Problem]]:
+    async def batch(chunk: list[DID]) -> list[tuple[Dataset | None, list[Problem]]]:
+        # Two calls for a whole batch of datasets: their files, then the
+        # replicas of those files at this RSE (Rucio lists each file once).
         async with gate:
-            try:
-                content = await client.dataset_files(did)
-                replicas = await client.replicas(did, cfg.rse, cfg.schemes)
-            except RucioNotFound as exc:
-                return None, [Problem(str(did), str(did), f"{exc.problem}; not served")]
-        return rucio_map.dataset_from_rucio(did, content, replicas, cfg.rse, cfg.pfn_map,
-                                            source=f"rucio {cfg.rse}")
+            content = await client.bulk_files(chunk)
+            replicas = {(r.get("scope"), r.get("name")): r for r in await client.replicas(chunk, cfg.rse, cfg.schemes)}
+            out = []
+            for did in chunk:
+                files = content.get(did)
+                if files is None:  # unknown to Rucio, or empty: asked alone, a 404 tells which
+                    try:
+                        files = await client.dataset_files(did)
+                    except RucioNotFound as exc:
+                        out.append((None, [Problem(str(did), str(did), f"{exc.problem}; not served")]))
+                        continue
+                mine = [replicas[k] for k in ((f.get("scope"), f.get("name")) for f in files) if k in replicas]
+                out.append(rucio_map.dataset_from_rucio(did, files, mine, cfg.rse, cfg.pfn_map,
+                                                        source=f"rucio {cfg.rse}"))
+            return out
 
+    order = list(dids)
     datasets = []
-    for ds, probs in await asyncio.gather(*(one(d) for d in dids)):
-        problems.extend(probs)
-        if ds is not None:
-            datasets.append(ds)
+    for results in await asyncio.gather(*(batch(order[i:i + BATCH]) for i in range(0, len(order), BATCH))):
+        for ds, probs in results:
+            problems.extend(probs)
+            if ds is not None:
+                datasets.append(ds)
     return Catalog(tuple(sorted(datasets, key=lambda d: d.name)), tuple(problems))
 
 
@@ -139,6 +153,8 @@ class SyncState:
     last_attempt: float | None = None
     last_success: float | None = None
     next_attempt: float | None = None
+    prepared_at: float | None = None  # when the last good refresh had been prepared (farms, torrents)
+    duration: float | None = None  # seconds of that refresh: Rucio's answers, then the preparation
     datasets: int = 0  # served from the current catalog
     withheld: list[str] = field(default_factory=list)  # datasets kept back by problems
     snapshot_from: float | None = None  # the catalog in use was loaded from disk, saved then
@@ -146,7 +162,8 @@ class SyncState:
     def to_json(self) -> dict:
         return {"server": self.server, "rse": self.rse, "state": self.state, "error": self.error,
                 "failures": self.failures, "last_attempt": self.last_attempt, "last_success": self.last_success,
-                "next_attempt": self.next_attempt, "datasets": self.datasets, "withheld": self.withheld,
+                "next_attempt": self.next_attempt, "prepared_at": self.prepared_at, "duration": self.duration,
+                "datasets": self.datasets, "withheld": self.withheld,
                 "snapshot_from": self.snapshot_from}
 
     def problem(self) -> str | None:
@@ -223,6 +240,8 @@ class RucioSync:
                  self.cfg.rse, len(s.withheld), elapsed, self.client.requests)
         await asyncio.get_running_loop().run_in_executor(None, self._save, cat)
         await self.on_catalog(cat)
+        s.prepared_at = time.time()
+        s.duration = time.monotonic() - started
         return True
 
     def delay(self, ok: bool) -> float:
