@@ -172,8 +172,11 @@ class RucioClient:
         file once (whatever datasets hold it); a file with no replica there is absent."""
         # ignore_availability: bt-server reads its own disks; an RSE flagged
         # unavailable for the grid still has the files (the farm checks them).
+        # sort=random: else Rucio orders each file's PFNs by GeoIP distance to
+        # the caller, which is all of one RSE here (rucio_map orders them by
+        # priority); that cost the local Rucio 3.9 s per 1,000 files, this 0.8 s.
         body = {"dids": [d.record() for d in dids], "schemes": list(schemes), "rse_expression": rse,
-                "ignore_availability": True}
+                "ignore_availability": True, "sort": "random"}
         return [doc async for doc in self._stream("POST", "/replicas/list", f"{len(dids)} datasets", json=body)
                 if isinstance(doc, dict)]
 

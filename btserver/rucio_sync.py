@@ -249,8 +249,11 @@ class RucioSync:
 
     async def run_forever(self) -> None:
         while True:
+            started = time.monotonic()
             ok = await self.refresh_once()
-            wait = self.delay(ok)
+            # Refreshes start every `refresh` seconds (a long one is followed at once
+            # by the next); retries wait their back-off after the failure.
+            wait = max(0.0, started + self.delay(ok) - time.monotonic()) if ok else self.delay(ok)
             self.state.next_attempt = time.time() + wait
             if not ok:
                 log.error("rucio: %s (%d failures in a row; the datasets already known keep seeding; "
