@@ -275,3 +275,9 @@ def status(config_path: str | None, url: str | None, as_json: bool) -> None:
     for s in doc["seeds"]:
         click.echo(f"seed {s['info_hash']}  peers {s['peers']}  {human_rate(s['upload_rate'])}  "
                    f"uploaded {human_size(s['uploaded'])}  {s['name']}")
+    rucio = doc.get("rucio")
+    if rucio:
+        click.echo(f"rucio {rucio['state']}  {rucio['server']}  RSE {rucio['rse']}  datasets {rucio['datasets']}  "
+                   f"withheld {len(rucio['withheld'])}" + (f"  error: {rucio['error']}" if rucio["error"] else ""))
+    for p in doc.get("problems", []):
+        click.echo(f"problem {p}")

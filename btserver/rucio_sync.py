@@ -185,6 +185,7 @@ class RucioSync:
         self.retry = Retry(first=cfg.retry_min, factor=2.0, cap=cfg.refresh)
         self.state = SyncState(cfg.server, cfg.rse)
         self.wake = asyncio.Event()  # set to refresh now (SIGHUP)
+        self._logged: set[str] = set()  # problems already logged: each is logged when it appears
 
     def load_snapshot(self) -> Catalog | None:
         try:
@@ -238,6 +239,13 @@ class RucioSync:
             self.metrics.rucio_last_success.set(s.last_success)
         log.info("rucio: %d datasets at %s, %d withheld, in %.2f s (%d requests so far)", len(cat.datasets),
                  self.cfg.rse, len(s.withheld), elapsed, self.client.requests)
+        current = {str(p) for p in cat.problems}
+        new = sorted(current - self._logged)
+        for text in new[:20]:
+            log.warning("rucio: %s", text)
+        if len(new) > 20:
+            log.warning("rucio: ... and %d more problems (GET /api/status lists them all)", len(new) - 20)
+        self._logged = current
         await asyncio.get_running_loop().run_in_executor(None, self._save, cat)
         await self.on_catalog(cat)
         s.prepared_at = time.time()

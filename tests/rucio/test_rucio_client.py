@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import aiohttp
 import pytest
@@ -180,3 +181,5 @@ retry_min = 1
     assert any(p.startswith("rucio: account root:") for p in status["problems"])
     assert status["datasets"] == []
     assert "ERROR" in proc.log() and "refused the userpass credentials" in proc.log()
+    shown = subprocess.run([command("bt-server"), "status", "--url", url], capture_output=True, text=True, timeout=30)
+    assert shown.returncode == 0 and f"rucio refused  {local_rucio.url}  RSE {holdings['rse']}" in shown.stdout
