@@ -26,7 +26,10 @@ from typing import Any
 import click
 
 from torrents import log as btlog
-from torrents.config import ServerConfig, load_config, parse_hostport
+from torrents.hostport import parse_hostport
+
+from btserver import config as server_config
+from btserver.config import ServerConfig
 from torrents.dataset import Dataset, read_manifest
 from torrents.errors import BtswarmError, DatasetError, NotFound
 from torrents.units import human_rate, human_size, parse_duration, parse_size
@@ -90,7 +93,7 @@ def load_server(config_path: str | None, **flags: Any) -> ServerConfig:
         overrides[key] = [str(Path(p).resolve()) for p in flags[key]] if flags.get(key) else None
     if flags.get("idle_ttl") is not None:
         overrides["idle_ttl"] = parse_duration(flags["idle_ttl"])
-    return load_config(config_path, overrides={"server": overrides}).server
+    return server_config.load(config_path, overrides=overrides)
 
 
 @click.group(cls=Group)
@@ -105,7 +108,7 @@ def main() -> None:
 @verbosity
 def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     """Run the daemon until SIGTERM/SIGINT."""
-    from torrents.web import run as run_app
+    from torrents.servicekit.web import run as run_app
 
     from btserver.app import create_app
 
@@ -194,7 +197,7 @@ def make_torrent(path: str, out: str | None, piece_size: str | None, tracker: st
                  hybrid: bool, name: str | None, config_path: str | None, verbose: int) -> None:
     """Write a .torrent for a dataset directory or every dataset of a manifest; print its info-hash."""
     btlog.setup(verbose, PROG)
-    tracker = tracker or load_config(config_path).server.tracker
+    tracker = tracker or server_config.load(config_path).tracker
     announce = tracker if not tracker or tracker.rstrip("/").endswith("/announce") else \
         f"{tracker.rstrip('/')}/announce"
     plen = parse_size(piece_size) if piece_size else None
@@ -245,7 +248,7 @@ def _output_path(out: str | None, name: str, several: bool) -> Path:
 def status(config_path: str | None, url: str | None, as_json: bool) -> None:
     """Show a running daemon's datasets and seeds."""
     if url is None:
-        cfg = load_config(config_path).server
+        cfg = server_config.load(config_path)
         url = cfg.control_url or f"http://{cfg.listen}"
     try:
         with urllib.request.urlopen(f"{url.rstrip('/')}/api/status", timeout=5) as resp:

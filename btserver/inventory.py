@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from torrents import metainfo
-from torrents.config import ServerConfig
+from btserver.config import ServerConfig
 from torrents.dataset import Dataset
 from torrents.errors import BtswarmError
 
