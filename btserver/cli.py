@@ -14,6 +14,7 @@ one line `bt-server: error: subject: problem` and an exit status here, in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import json
 import sys
@@ -26,15 +27,14 @@ from typing import Any
 import click
 
 from torrents import log as btlog
-from torrents.hostport import parse_hostport
-
-from btserver import config as server_config
-from btserver.config import ServerConfig
 from torrents.dataset import Dataset, read_manifest
 from torrents.errors import BtswarmError, DatasetError, NotFound
+from torrents.hostport import parse_hostport
 from torrents.units import human_rate, human_size, parse_duration, parse_size
 
-from btserver import catalog, farm, layout
+from btserver import catalog, checksums, farm, layout
+from btserver import config as server_config
+from btserver.config import ServerConfig
 from btserver.builder import BuildParams, make
 
 PROG = "bt-server"
@@ -213,7 +213,12 @@ def make_torrent(path: str, out: str | None, piece_size: str | None, tracker: st
         with tempfile.TemporaryDirectory(prefix="bt-server-") as tmp:
             # A private farm: the same resolved files a running daemon would hash.
             farm_dir, _ = farm.apply(lay, tmp)
-            data, meta = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links], params)
+            built = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links],
+                         dataclasses.replace(params, adler32=checksums.wants_adler32(ds)))
+        bad = checksums.mismatches(ds, built.sums)
+        if bad:
+            raise DatasetError(ds.name, "; ".join(str(p) for p in bad))
+        data, meta = built.torrent, built.meta
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(data)
         click.echo(f"{meta.info_hash}  {ds.name}  {dest}")
