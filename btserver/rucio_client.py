@@ -24,9 +24,10 @@ from urllib.parse import quote, urlsplit
 
 import aiohttp
 
-from torrents.config import RucioConfig
 from torrents.did import DID
 from torrents.errors import BtswarmError
+
+from btserver.config import RucioConfig
 
 log = logging.getLogger("btswarm.server.rucio")
 

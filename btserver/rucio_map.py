@@ -25,23 +25,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from torrents.dataset import Dataset, DatasetFile
 from torrents.did import DID, parse_did
-from torrents.errors import BtswarmError, ConfigError
+from torrents.errors import BtswarmError
 
 from btserver.catalog import Catalog, Problem
 
 SNAPSHOT_VERSION = 1
-
-
-def check_pfn_map(pfn_map: Mapping[str, str], where: str = "[server.rucio] pfn_map") -> dict[str, str]:
-    """The prefix map, checked: non-empty PFN prefixes, absolute local prefixes without '..'."""
-    out = {}
-    for prefix, local in pfn_map.items():
-        if not prefix:
-            raise ConfigError(where, "an empty PFN prefix would match every PFN")
-        if not local.startswith("/") or ".." in local.split("/"):
-            raise ConfigError(f"{where} {prefix!r}", f"local prefix {local!r} is not an absolute path without '..'")
-        out[prefix] = local
-    return out
 
 
 def local_roots(pfn_map: Mapping[str, str]) -> list[str]:

@@ -23,17 +23,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable
-from urllib.parse import urlsplit
 
 import aiohttp
 
-from torrents.config import RucioConfig
 from torrents.dataset import Dataset
 from torrents.did import DID, parse_did, parse_pattern
-from torrents.errors import BtswarmError, ConfigError
+from torrents.errors import BtswarmError
 
 from btserver import rucio_map
 from btserver.catalog import Catalog, Problem
+from btserver.config import RucioConfig
 from btserver.metrics import Metrics
 from btserver.publisher import Retry
 from btserver.rucio_client import RucioClient, RucioError, RucioNotFound, RucioRefused, RucioUnavailable
@@ -43,38 +42,6 @@ log = logging.getLogger("btswarm.server.rucio")
 BATCH = 100  # datasets per bulk call
 CONCURRENCY = 2  # bulk calls at once
 SNAPSHOT = "rucio-snapshot.json"
-
-
-def check_config(cfg: RucioConfig) -> None:
-    """[server.rucio] as a refresh needs it, or ConfigError naming the key."""
-    where = "[server.rucio]"
-    for key in ("server", "auth_server"):
-        url = getattr(cfg, key)
-        if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname):
-            raise ConfigError(f"{where} {key}", f"{url!r} is not an http(s) URL")
-    if not cfg.rse:
-        raise ConfigError(f"{where} rse", "the site's RSE is needed to list its replicas")
-    if not cfg.datasets:
-        raise ConfigError(f"{where} datasets", "no DIDs or DID patterns to offer")
-    if cfg.token_file:
-        if cfg.username or cfg.password or cfg.password_file:
-            raise ConfigError(f"{where} token_file", "give a token file or userpass credentials, not both")
-    elif not cfg.account or not cfg.username or not (cfg.password or cfg.password_file):
-        raise ConfigError(where, "credentials: account, username and password (or password_file), or token_file")
-    if cfg.password and cfg.password_file:
-        raise ConfigError(f"{where} password_file", "give password or password_file, not both")
-    if cfg.refresh <= 0 or cfg.timeout <= 0 or cfg.retry_min <= 0:
-        raise ConfigError(where, "refresh, timeout and retry_min must be positive")
-    for text in cfg.datasets:
-        try:
-            parse_pattern(text)
-        except BtswarmError as exc:
-            raise ConfigError(f"{where} datasets", f"{exc.subject}: {exc.problem}") from None
-    if not cfg.pfn_map:
-        raise ConfigError(f"{where} pfn_map", "no PFN prefix → local path map: no replica could be read")
-    rucio_map.check_pfn_map(cfg.pfn_map)
-    if not cfg.schemes:
-        raise ConfigError(f"{where} schemes", "no PFN schemes to ask for (e.g. file, root)")
 
 
 async def fetch(client: RucioClient, cfg: RucioConfig) -> Catalog:
@@ -136,7 +103,6 @@ async def fetch(client: RucioClient, cfg: RucioConfig) -> Catalog:
 
 async def fetch_once(cfg: RucioConfig) -> Catalog:
     """A refresh with a session of its own (bt-server scan and publish)."""
-    check_config(cfg)
     async with aiohttp.ClientSession() as http:
         return await fetch(RucioClient(http, cfg), cfg)
 
@@ -176,7 +142,6 @@ class SyncState:
 class RucioSync:
     def __init__(self, cfg: RucioConfig, http: aiohttp.ClientSession, state_dir: str | os.PathLike,
                  on_catalog: Callable[[Catalog], Awaitable[None]], metrics: Metrics | None = None) -> None:
-        check_config(cfg)
         self.cfg = cfg
         self.client = RucioClient(http, cfg)
         self.snapshot_path = Path(state_dir) / SNAPSHOT

@@ -11,7 +11,6 @@ import pytest
 from btserver import rucio_map
 from btserver.catalog import Catalog
 from torrents.did import DID
-from torrents.errors import ConfigError
 
 RSE = "UC_T2_DATADISK"
 DID1 = DID("data18", "data18.ds1")
@@ -38,16 +37,6 @@ def test_pfns_map_by_the_longest_prefix_and_never_climb_out():
     assert rucio_map.pfn_to_path("davs://door.uc:2880/pnfs/uc/atlasdatadisk/x", MAP) is None
     assert rucio_map.pfn_to_path("root://door.uc:1094//pnfs/uc/atlasdatadisk/../../etc/passwd", MAP) is None
     assert rucio_map.local_roots(MAP) == ["/pnfs/uc/atlasdatadisk", "/special"]
-
-
-def test_the_pfn_map_is_checked():
-    assert rucio_map.check_pfn_map(MAP) == MAP
-    with pytest.raises(ConfigError, match="empty PFN prefix"):
-        rucio_map.check_pfn_map({"": "/x/"})
-    with pytest.raises(ConfigError, match="absolute path"):
-        rucio_map.check_pfn_map({"root://d//x/": "relative/"})
-    with pytest.raises(ConfigError, match="absolute path"):
-        rucio_map.check_pfn_map({"root://d//x/": "/a/../b/"})
 
 
 def test_a_complete_replica_becomes_a_dataset_named_by_its_did_with_rucio_sizes_and_checksums():

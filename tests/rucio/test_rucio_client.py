@@ -11,11 +11,11 @@ import pytest
 
 from btserver import rucio_sync
 from btserver.catalog import Catalog
+from btserver.config import RucioConfig
 from btserver.rucio_client import RucioClient, RucioNotFound, RucioRefused, RucioUnavailable
 from btswarm.federation import free_port
 from tests.rucio.conftest import make_files, unique
 from tests.support import command, http_ok, wait_for
-from torrents.config import RucioConfig
 from torrents.did import DID
 from torrents.errors import ConfigError
 
@@ -110,11 +110,15 @@ async def test_an_unknown_dataset_is_not_found(local_rucio, holdings):
 def test_bad_configurations_are_errors_naming_the_key(local_rucio, holdings):
     for changes, key in [({"rse": ""}, "rse"), ({"datasets": ()}, "datasets"), ({"pfn_map": {}}, "pfn_map"),
                          ({"datasets": ("noscope",)}, "datasets"), ({"server": "ftp://x"}, "server"),
-                         ({"password_file": "", "password": ""}, "[server.rucio]"),
-                         ({"token_file": "/t"}, "token_file")]:
+                         ({"password_file": "", "password": ""}, "username"),
+                         ({"token_file": "/t"}, "token_file"), ({"pfn_map": {"": "/x/"}}, "pfn_map"),
+                         ({"pfn_map": {"root://d//x/": "relative/"}}, "pfn_map 'root://d//x/'"),
+                         ({"pfn_map": {"root://d//x/": "/a/../b/"}}, "pfn_map 'root://d//x/'"),
+                         ({"refresh": 0.0}, "refresh")]:
         with pytest.raises(ConfigError) as err:
-            rucio_sync.check_config(config(local_rucio, holdings, **changes))
-        assert key in err.value.subject, (changes, str(err.value))
+            config(local_rucio, holdings, **changes)
+        assert err.value.subject == key, (changes, str(err.value))
+    assert RucioConfig().server == ""  # unset: nothing else is asked for
 
 
 async def test_the_loop_keeps_the_last_catalog_backs_off_and_saves_a_snapshot(local_rucio, holdings, tmp_path):

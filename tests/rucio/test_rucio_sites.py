@@ -179,9 +179,9 @@ def test_a_replica_of_the_wrong_size_on_disk_keeps_that_site_out(fed, tmp_path):
     assert "size 24000, expected 25000" in problems[0]
 
 
-@pytest.mark.xfail(strict=True, reason="needs the builder's adler32 check against DatasetFile.adler32 "
-                                       "(issue 21, the lead's): not on main yet")
 def test_a_replica_corrupted_on_disk_is_caught_by_the_adler32_check(fed, tmp_path):
+    from rucio.common.checksum import adler32
+
     name = "fed.corrupt.001"
     src = make_files(tmp_path / "corrupt", {"c1.root": 50_000, "c2.root": 7})
     r = fed.rucio
@@ -202,7 +202,10 @@ def test_a_replica_corrupted_on_disk_is_caught_by_the_adler32_check(fed, tmp_pat
 
     status = wait_for(decided, 20, "site2 to prepare the dataset")
     assert did not in {d["name"] for d in status["datasets"]}
-    assert any(p.startswith(f"{did}/c1.root") and "adler32" in p for p in status["problems"]), status["problems"]
+    # the builder's adler32 of site2's bytes, against the one Rucio registered
+    catalog = {f["name"]: f["adler32"] for f in r.client().list_files(fed.scope, name)}["c1.root"]
+    assert f"{did}/c1.root: adler32 of the replica is {adler32(str(bad))}, the catalog says {catalog}" \
+        in status["problems"], status["problems"]
     time.sleep(2)  # another refresh: still never published from site2
     assert fed.record(did)["sites"] == ["site1"] and fed.record(did)["info_hash"] == record["info_hash"]
 

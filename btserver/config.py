@@ -1,0 +1,117 @@
+"""bt-server's section of the configuration file: [server], and its sub-table [server.rucio]."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+from torrents.config import Bytes, Seconds, default_state_dir, load_section
+from torrents.did import parse_pattern
+from torrents.errors import BtswarmError, ConfigError
+
+
+@dataclass(frozen=True)
+class RucioConfig:
+    """[server.rucio]: the datasets this site's RSE holds, as Rucio knows them (docs/deploy-site.md)."""
+
+    server: str = ""  # Rucio's REST URL; empty: Rucio is not used
+    auth_server: str = ""  # default: server
+    account: str = ""
+    username: str = ""  # a userpass identity of the account
+    password: str = ""
+    password_file: str = ""  # instead of password: a file holding it (mode 0600)
+    token_file: str = ""  # instead of userpass: a file holding an X-Rucio-Auth-Token, read at each refresh
+    vo: str = ""  # multi-VO Rucio only
+    rse: str = ""  # this site's storage element
+    datasets: tuple[str, ...] = ()  # DIDs and DID patterns (scope:name, scope:prefix.*)
+    # PFN prefix → local path prefix, e.g. "root://door:1094//pnfs/x/" = "/pnfs/x/". A PFN
+    # no prefix matches is a problem for its file; the local prefixes may be served from.
+    pfn_map: Mapping[str, str] = field(default_factory=dict)
+    schemes: tuple[str, ...] = ("file", "root")
+    refresh: Seconds = Seconds(300.0)  # from one refresh's start to the next's
+    timeout: Seconds = Seconds(60.0)  # to connect, and between two pieces of an answer
+    retry_min: Seconds = Seconds(5.0)  # first retry after a failed refresh; doubles up to `refresh`
+
+    def __post_init__(self) -> None:
+        if self.server:  # unset, nothing else is read
+            _check_rucio(self)
+
+
+def _check_rucio(cfg: RucioConfig) -> None:
+    for key in ("server", "auth_server"):
+        url = urlsplit(getattr(cfg, key))
+        if getattr(cfg, key) and (url.scheme not in ("http", "https") or not url.hostname):
+            raise ConfigError(key, f"{getattr(cfg, key)!r} is not an http(s) URL")
+    if not cfg.rse:
+        raise ConfigError("rse", "the site's RSE is needed to list its replicas")
+    if not cfg.datasets:
+        raise ConfigError("datasets", "no DIDs or DID patterns to offer")
+    for text in cfg.datasets:
+        try:
+            parse_pattern(text)
+        except BtswarmError as exc:
+            raise ConfigError("datasets", f"{exc.subject}: {exc.problem}") from None
+    if cfg.token_file:
+        if cfg.username or cfg.password or cfg.password_file:
+            raise ConfigError("token_file", "give a token file or userpass credentials, not both")
+    elif not cfg.account or not cfg.username or not (cfg.password or cfg.password_file):
+        raise ConfigError("username", "credentials: account, username and password (or password_file), "
+                                      "or token_file")
+    if cfg.password and cfg.password_file:
+        raise ConfigError("password_file", "give password or password_file, not both")
+    if not cfg.pfn_map:
+        raise ConfigError("pfn_map", "no PFN prefix → local path map: no replica could be read")
+    for prefix, local in cfg.pfn_map.items():
+        if not prefix:
+            raise ConfigError("pfn_map", "an empty PFN prefix would match every PFN")
+        if not local.startswith("/") or ".." in local.split("/"):
+            raise ConfigError(f"pfn_map {prefix!r}", f"local prefix {local!r} is not an absolute path without '..'")
+    if not cfg.schemes:
+        raise ConfigError("schemes", "no PFN schemes to ask for (e.g. file, root)")
+    for key in ("refresh", "timeout", "retry_min"):
+        if getattr(cfg, key) <= 0:
+            raise ConfigError(key, f"must be more than 0, got {getattr(cfg, key)!r}")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    site: str = "site1"
+    secret: str = "btswarm-dev-secret"
+    listen: str = "127.0.0.1:8700"  # control API
+    peer_listen: str = "127.0.0.1:6881"  # libtorrent
+    control_url: str = ""  # as others reach it; default http://<listen>
+    state: str = field(default_factory=lambda: default_state_dir("server"))
+    roots: tuple[str, ...] = ()  # each subdirectory of a root is a dataset
+    storage_roots: tuple[str, ...] = ()  # where manifest PFNs may point (roots always may)
+    manifests: tuple[str, ...] = ()
+    tracker: str = "http://127.0.0.1:6969"
+    repo: str = "http://127.0.0.1:8080"
+    heartbeat_interval: Seconds = Seconds(10.0)
+    idle_ttl: Seconds = Seconds(600.0)
+    max_seeds: int = 50
+    upload_rate_limit: Bytes = Bytes(0)  # bytes/s, 0: unlimited
+    # Peers each seed uploads to at once (libtorrent's per-torrent unchoke
+    # slots), 0: no limit. 1 spares the site: other T3s take the pieces from
+    # the one being served (docs/benchmarks.md has the measured figures).
+    upload_slots: int = 1
+    private: bool = True
+    hybrid: bool = False
+    hash_threads: int = 0  # 0: one per core
+    rucio: RucioConfig = field(default_factory=RucioConfig)  # the [server.rucio] table
+
+    def __post_init__(self) -> None:
+        for key in ("max_seeds",):
+            if getattr(self, key) < 1:
+                raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")
+        for key in ("upload_slots", "hash_threads"):
+            if getattr(self, key) < 0:
+                raise ConfigError(key, f"must not be negative, got {getattr(self, key)!r}")
+        if self.heartbeat_interval <= 0:
+            raise ConfigError("heartbeat_interval", f"must be more than 0, got {self.heartbeat_interval!r}")
+
+
+def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,
+         environ: Mapping[str, str] | None = None) -> ServerConfig:
+    return load_section("server", ServerConfig, explicit, overrides=overrides, environ=environ)
