@@ -134,7 +134,14 @@ def test_the_repository_finds_datasets_by_scope_and_by_name(fed):
     assert fedlib.get_json(f"{fed.repo}/api/datasets?scope=not{scope}")["total"] == 0
 
 
+def built_at(fed: RucioFederation, site: str, did: str) -> int:
+    """When the site built the dataset's .torrent (its torrent cache's record)."""
+    return json.loads((fed.state / "sites" / site / "torrents" / f"{did}.json").read_text())["built_at"]
+
+
 def test_a_dataset_registered_in_rucio_appears_after_one_refresh(fed, tmp_path):
+    (known,) = fed.datasets
+    before = {site: built_at(fed, site, known) for site in ("site1", "site2")}
     name = "fed.new.001"
     register(fed, name, make_files(tmp_path / "new", {"n1.root": 40_000, "n2.root": 3}),
              {"site1": None, "site2": None})
@@ -145,6 +152,8 @@ def test_a_dataset_registered_in_rucio_appears_after_one_refresh(fed, tmp_path):
     for site in ("site1", "site2"):
         status = fed.site_status(site)
         assert status["rucio"]["state"] == "ok" and status["rucio"]["last_success"] >= registered - 1.5
+    # refreshes came and went (one a second): the unchanged dataset was not hashed again
+    assert {site: built_at(fed, site, known) for site in ("site1", "site2")} == before
 
 
 def test_a_file_missing_at_one_rse_leaves_that_site_out_while_the_other_seeds(fed, tmp_path):
@@ -164,19 +173,23 @@ def test_a_file_missing_at_one_rse_leaves_that_site_out_while_the_other_seeds(fe
     assert sources.get("site1", 0) > 0 and "site2" not in sources, sources
 
 
-def test_a_replica_of_the_wrong_size_on_disk_keeps_that_site_out(fed, tmp_path):
+def test_a_replica_missing_or_of_the_wrong_size_on_disk_keeps_that_site_out(fed, tmp_path):
     name = "fed.short.001"
-    src = make_files(tmp_path / "short", {"s1.root": 25_000, "s2.root": 4_000})
+    src = make_files(tmp_path / "short", {"s1.root": 25_000, "s2.root": 4_000, "s3.root": 9})
     r = fed.rucio
     for site in ("site1", "site2"):
         r.register_files(fed.rse(site), fed.scope, r.place(fed.rse(site), fed.scope, {p.name: p for p in src.iterdir()}))
     os.truncate(rse_path(fed, "site2", "s1.root"), 24_000)  # Rucio still says 25,000 bytes
-    r.add_dataset(fed.scope, name, ["s1.root", "s2.root"])
+    rse_path(fed, "site2", "s3.root").unlink()  # ... and that s3.root is there
+    r.add_dataset(fed.scope, name, ["s1.root", "s2.root", "s3.root"])
     did = f"{fed.scope}:{name}"
     fed.published_by(did, ["site1"])
-    problems = wait_for(lambda: [p for p in fed.site_status("site2")["problems"] if p.startswith(f"{did}/s1.root")],
-                        20, "site2 to report the short replica")
-    assert "size 24000, expected 25000" in problems[0]
+    problems = wait_for(lambda: (lambda ps: ps if len(ps) == 2 else None)(
+        [p for p in fed.site_status("site2")["problems"] if p.startswith(f"{did}/")]), 20,
+        "site2 to report the short and the missing replica")
+    assert problems[0].startswith(f"{did}/s1.root: no usable replica") and "size 24000, expected 25000" in problems[0]
+    assert problems[1].startswith(f"{did}/s3.root: no usable replica") and "not a readable file" in problems[1]
+    assert did not in {d["name"] for d in fed.site_status("site2")["datasets"]}
 
 
 def test_a_replica_corrupted_on_disk_is_caught_by_the_adler32_check(fed, tmp_path):
@@ -228,3 +241,25 @@ def test_rucio_unreachable_is_reported_and_known_datasets_keep_seeding(fed, tmp_
         fed.rucio.start()
     wait_for(lambda: all(fed.site_status(s["name"])["rucio"]["state"] == "ok" for s in fed.sites), 30,
              "both sites to reach Rucio again")
+
+
+def test_btswarm_up_rucio_runs_its_own_rucio_and_stops_it(tmp_path):
+    """Without --rucio-dir: a Rucio of its own in STATE/rucio, started first and stopped last."""
+    proc, handle = fedlib.launch(tmp_path / "state", ["--rucio", "--sites", "1", "--sample-files", "3",
+                                                      "--sample-size", "1M", "--heartbeat", "1s"],
+                                 ready_file=tmp_path / "ready.json", log_path=tmp_path / "up.log", timeout=120)
+    try:
+        from btswarm.localrucio import LocalRucio
+
+        assert handle.ready["rucio"]["dir"] == str(tmp_path / "state" / "rucio")
+        own = LocalRucio.running_at(tmp_path / "state" / "rucio")
+        assert own is not None and own.url == handle.ready["rucio"]["url"]
+        (did,) = handle.datasets
+        assert did.startswith("demo:") and handle.site_status("site1")["rucio"]["state"] == "ok"
+        got = subprocess.run([command("bt-get"), did, "--repo", handle.repo, "-o", str(tmp_path / "out"), "-q"],
+                             capture_output=True, text=True, timeout=120)
+        assert got.returncode == 0, got.stderr
+        assert compare_trees(handle.data / did.split(":", 1)[1], tmp_path / "out" / did.split(":", 1)[1]) == []
+    finally:
+        assert fedlib.stop(proc, timeout=30) == 0, (tmp_path / "up.log").read_text()[-3000:]
+    assert not own.ping()  # stopped with the federation
