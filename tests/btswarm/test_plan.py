@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from pathlib import Path
 
@@ -69,3 +70,22 @@ def test_ready_document_names_every_endpoint(tmp_path):
     assert doc["repo"] == "http://127.0.0.1:7001"
     assert doc["sites"][1] == {"name": "site2", "peer": "127.0.0.3:7013", "control_url": "http://127.0.0.3:7012"}
     assert doc["datasets"] == ["ds1"]
+
+
+def test_with_rucio_each_site_reads_its_own_rse_and_no_roots(tmp_path):
+    rses = tuple((f"site{i + 1}", f"SITE{i + 1}_ABC123", tmp_path / "state" / "rse" / f"site{i + 1}") for i in range(2))
+    rucio = plan.RucioPlan(url="http://127.0.0.1:7100", root=tmp_path / "rucio", password_file=tmp_path / "pw",
+                           scope="demo", rses=rses, refresh=2.0)
+    fed = dataclasses.replace(federation(tmp_path, n=2), rucio=rucio)
+    for i, name in enumerate(("site1", "site2")):
+        path = tmp_path / f"{name}.toml"
+        path.write_text(plan.toml(plan.configs(fed)[name]))
+        server = load_section("server", ServerConfig, path, environ={})
+        prefix = rses[i][2]
+        assert server.roots == ()
+        assert (server.rucio.server, server.rucio.rse, server.rucio.datasets, server.rucio.refresh) == \
+            ("http://127.0.0.1:7100", f"SITE{i + 1}_ABC123", ("demo:*",), 2.0)
+        assert server.rucio.pfn_map == {f"file://localhost{prefix}/": f"{prefix}/"}
+        assert server.rucio.password_file == str(tmp_path / "pw")
+    doc = plan.ready_document(fed, ["demo:ds"])
+    assert doc["rucio"]["rses"]["site2"] == {"rse": "SITE2_ABC123", "prefix": str(rses[1][2])}

@@ -418,3 +418,31 @@ async def test_an_operator_settles_a_dispute(repo, tmp_path):
     assert (await repo.get(f"/datasets/{SAMPLE}.torrent")).status == 200
     await db.choose(SAMPLE, None)
     assert (await dataset_doc(repo))["servable"] is False
+
+
+async def test_a_dataset_from_rucio_keeps_its_did_and_is_found_by_scope(repo, tmp_path):
+    did = "data18_13TeV:data18_13TeV.00348895.DAOD_PHYS.r13286"
+    torrent, meta, files = make_torrent(tmp_path, did, FILES)
+    status, answer = await put(repo, did, publish_body(torrent, meta, files,
+                                                       did={"scope": "data18_13TeV",
+                                                            "name": "data18_13TeV.00348895.DAOD_PHYS.r13286"}))
+    assert status == 201, answer
+    plain, pmeta, pfiles = make_torrent(tmp_path, SAMPLE, FILES)
+    assert (await put(repo, SAMPLE, publish_body(plain, pmeta, pfiles)))[0] == 201
+    doc = await (await repo.get(f"/api/datasets/{did}")).json()
+    assert doc["did"] == {"scope": "data18_13TeV", "name": "data18_13TeV.00348895.DAOD_PHYS.r13286"}
+    assert (await (await repo.get(f"/api/datasets/{SAMPLE}")).json())["did"] is None
+    for query, names in [("scope=data18_13TeV", [did]), ("scope=data18", []), ("q=data18_13TeV", [did]),
+                         ("q=DAOD_PHYS", [did]), (f"q={did}", [did])]:
+        found = await (await repo.get(f"/api/datasets?{query}")).json()
+        assert [d["name"] for d in found["datasets"]] == names, query
+    page = await (await repo.get(f"/datasets/{did}")).text()
+    assert "Rucio DID" in page and "/search?scope=data18_13TeV" in page
+
+
+async def test_a_did_that_does_not_spell_the_name_is_refused(repo, tmp_path):
+    torrent, meta, files = make_torrent(tmp_path, "scope1:name1", FILES)
+    status, answer = await put(repo, "scope1:name1", publish_body(torrent, meta, files,
+                                                                 did={"scope": "scope2", "name": "name1"}))
+    assert status == 400 and "named otherwise than its DID scope2:name1" in answer["error"]
+    assert (await repo.get("/api/datasets/scope1:name1")).status == 404
