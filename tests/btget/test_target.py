@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from btget.errors import UsageError
-from btget.target import classify
+from btget.target import classify, placement
 
 NAME = "data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051203"
 HASH = "ac99949e7550e0e214de20455bb2892a354d63b5"
@@ -60,3 +60,16 @@ def test_refused(text, problem):
     with pytest.raises(UsageError) as err:
         classify(text)
     assert str(err.value) == problem
+
+
+def test_a_did_lands_in_dir_name_or_dir_scope_name_as_rucio_download_lays_it_out():
+    record = {"name": "user.jdoe:user.jdoe.calib", "did": {"scope": "user.jdoe", "name": "user.jdoe.calib"}}
+    assert placement("user.jdoe:user.jdoe.calib", record, False) == ((), "user.jdoe.calib")
+    assert placement("user.jdoe:user.jdoe.calib", record, True) == (("user.jdoe",), "user.jdoe.calib")
+    # no record (a .torrent file, a URL) or no DID in it: the torrent's name, as for any dataset
+    assert placement("user.jdoe:user.jdoe.calib", None, False) == ((), "user.jdoe:user.jdoe.calib")
+    assert placement("plain.name", {"name": "plain.name"}, False) == ((), "plain.name")
+    with pytest.raises(UsageError, match="not a dataset from Rucio"):
+        placement("plain.name", {"name": "plain.name"}, True)
+    with pytest.raises(UsageError, match="bad DID"):
+        placement("a:b", {"did": {"scope": "a", "name": "../b"}}, False)
