@@ -199,6 +199,7 @@ def get(opts: Options) -> int:
         peers=opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers),
         web_seeds=opts.web_seeds, listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout,
+        blocked_after=cfg.blocked_after,
         checksums=checksums(resolved.record))
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), directory / meta.name)

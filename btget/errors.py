@@ -31,3 +31,10 @@ class Interrupted(BtswarmError):
 
 class ReplicaConflict(BtswarmError):
     """The sites' replicas disagree, or none is whole: no version to fetch by name (exit 6)."""
+
+
+class Blocked(BtswarmError):
+    """Seeds are connected but some pieces come from none of them: the files are named (exit 7).
+
+    A rerun resumes, but will not finish until a site can send those pieces.
+    """

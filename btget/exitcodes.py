@@ -25,6 +25,7 @@ class ExitStatus(IntEnum):
     INCOMPLETE = 4
     VERIFY_FAILED = 5
     CONFLICT = 6
+    BLOCKED = 7
     INTERRUPTED = 130
 
 
@@ -42,6 +43,8 @@ def status_for(exc: BaseException) -> ExitStatus:
         return ExitStatus.VERIFY_FAILED
     if isinstance(exc, errors.ReplicaConflict):
         return ExitStatus.CONFLICT
+    if isinstance(exc, errors.Blocked):
+        return ExitStatus.BLOCKED
     if isinstance(exc, BtswarmError):
         return ExitStatus.ERROR
     return ExitStatus.ERROR

@@ -16,7 +16,8 @@ EVENT TYPES
   listening  {"worker", "ip", "port"}
   progress   {"worker", "done", "wanted", "rate", "up_rate", "peers", "seeds",
               "downloaded", "uploaded", "hash_failures", "sources", "state", "finished",
-              "first_byte_at" (epoch seconds of the first payload byte, or None)}
+              "first_byte_at" (epoch seconds of the first payload byte, or None),
+              "connected" (some peer connected at some point)}
   finished   progress fields + {"files": {index: verified bytes}}
   error      {"worker", "kind": "disk_full" | "file" | "listen" | "torrent", "subject", "problem"}
   tracker    {"worker", "ok", "url", "message"}  (each announce's outcome)
@@ -39,6 +40,7 @@ log = logging.getLogger("btget.worker")
 RESUME_SUFFIX = ".resume"
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
+REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class WorkerSpec:
     listen_ip: str = "127.0.0.1"
     peers: tuple[tuple[str, int], ...] = ()
     web_seeds: tuple[str, ...] = ()
+    own_names: dict[int, str] = field(default_factory=dict)  # torrents.metainfo.own_names: case twins
     recheck: bool = False  # --check: ignore saved resume state, hash what is on disk
     max_connections: int = 200
     report_interval: float = 0.5
@@ -113,6 +116,9 @@ class Worker:
         self.status: Any = None
         self.first_byte_at: float | None = None  # time.time() when the first payload byte arrived
         self.pending_saves = 0
+        self.had_seeds = False
+        self.connected = False  # some peer connected at some point (sent to the parent)
+        self.next_reannounce = 0.0  # monotonic: the earliest a lost seed may cost another announce
         self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
         self.piece_length = 0
@@ -129,6 +135,8 @@ class Worker:
 
     # --- set-up -------------------------------------------------------------------
     def _params(self) -> Any:
+        from torrents.servicekit import ltsession
+
         lt, spec = self.lt, self.spec
         ti = lt.torrent_info(lt.bdecode(spec.torrent))
         atp = None
@@ -141,10 +149,8 @@ class Worker:
             except (RuntimeError, OSError) as exc:
                 log.warning("%s: ignoring unreadable resume state (%s)", spec.resume_path, exc)
                 atp = None
-        if atp is None:
-            atp = lt.add_torrent_params()
-        atp.ti = ti
-        atp.save_path = spec.save_path
+        # Every file under the name its info dict gives (libtorrent renames case twins).
+        atp = ltsession.torrent_params(ti, spec.save_path, spec.own_names, atp)
         os.makedirs(spec.part_dir, exist_ok=True)
         atp.part_file_dir = spec.part_dir
         wanted = set(spec.wanted)
@@ -220,6 +226,7 @@ class Worker:
             for st in a.status:
                 self.status = st
             if self.status is not None:
+                self._seeds_gone(self.status.num_seeds)
                 self.send(self.progress("progress"))
         elif isinstance(a, lt.torrent_finished_alert):
             if not self.finished:
@@ -258,6 +265,12 @@ class Worker:
             ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
             if ep:
                 self._seen.setdefault(f"{ep[0]}:{ep[1]}", 1)
+            if isinstance(a, lt.peer_connect_alert):
+                self.connected = True
+            elif not self.finished:
+                # A site that cannot read its replica drops its seed at once, between two
+                # status updates: look now, not at the next one.
+                self._seeds_gone(self.handle.status(0).num_seeds)
         elif isinstance(a, lt.hash_failed_alert):
             self.hash_failures += 1
         elif isinstance(a, lt.tracker_error_alert):
@@ -285,6 +298,16 @@ class Worker:
             self.failed = True
             self.send({"type": "error", "kind": "torrent", "subject": _filename(a) or "torrent",
                        "problem": a.error.message()})
+
+    def _seeds_gone(self, seeds: int) -> None:
+        """Every seed left before we finished (a site that cannot read its replica stops
+        seeding it): ask the tracker at once, which starts a seed at another site, rather
+        than wait out the announce interval. At most every REANNOUNCE_AFTER seconds."""
+        now = time.monotonic()
+        if seeds == 0 and (self.had_seeds or self.connected) and not self.finished and now >= self.next_reannounce:
+            self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
+            self.next_reannounce = now + REANNOUNCE_AFTER
+        self.had_seeds = seeds > 0
 
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:
@@ -382,6 +405,7 @@ class Worker:
             "sources": dict(self.sources),
             "finished": self.flushed,
             "first_byte_at": self.first_byte_at,
+            "connected": self.connected,
         }
         if files:
             done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity)

@@ -79,6 +79,8 @@ async def get_dataset(request: web.Request) -> web.Response:
         "decided_by": decision.decided_by.value,
         "pinned": detail.pinned,
         "servable": decision.servable,
+        "left_out": {site: {"count": doc["count"], "entries": [{"path": p, "why": w} for p, w in doc["entries"]]}
+                     for site, doc in detail.left_out.items()},
         "problem": None if detail.summary.replicas == "agree" else decision.summary(name),
     })
 

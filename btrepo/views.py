@@ -114,7 +114,7 @@ async def dataset(request: web.Request) -> web.Response:
         "magnet": detail.magnet, "piece_length": detail.piece_length,
         "swarm": swarm, "torrent_url": api.torrent_path(name), "command": bt_get_command(name, repo_url),
         "decision": decision, "disagree": disagree, "problem": decision.summary(name) if disagree or
-        not decision.servable else None, "pinned": detail.pinned, "nav": "search",
+        not decision.servable else None, "pinned": detail.pinned, "left_out": detail.left_out, "nav": "search",
     })
 
 

@@ -154,8 +154,11 @@ async def status(request: web.Request) -> web.Response:
     seeds = await loop.run_in_executor(None, d.seeder.snapshot)
     active = {s["info_hash"] for s in seeds}
     prepared = d.inventory.all()
+    excluded = d.inventory.excluded
     datasets = [{"name": p.name, "info_hash": p.info_hash, "total_size": p.meta.total_size,
                  "files": len(p.meta.data_files), "seeding": p.info_hash in active,
+                 "refused": [str(x) for x in d.inventory.problems if x.dataset == p.name],
+                 "excluded": [{"lfn": lfn, "why": why} for lfn, why in excluded.get(p.name, ())],
                  "repository": d.published[p.info_hash].to_json() if p.info_hash in d.published else None}
                 for p in prepared]
     # A replica the repository does not serve as the dataset is a problem to see here.
@@ -170,7 +173,8 @@ async def status(request: web.Request) -> web.Response:
         "uploaded_total": d.seeder.counters.uploaded_total,
         "capacity": d.config.max_seeds,
         "hash_failures": d.seeder.counters.hash_failures,
-        "problems": [str(p) for p in d.inventory.problems] + sorted(d.seeder.damaged.values()) + disagree,
+        "read_errors": d.seeder.counters.read_errors,
+        "problems": [str(p) for p in d.inventory.problems] + d.seeder.problems() + disagree,
     })
 
 
@@ -190,7 +194,7 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
 
     def on_ready(prepared: Prepared, replaced: Prepared | None) -> None:  # preparation thread
         d.seeder.register(Seedable(prepared.info_hash, prepared.name, prepared.torrent_path.read_bytes(),
-                                   str(prepared.farm.parent)))
+                                   str(prepared.farm.parent), prepared.meta))
         if replaced is not None:
             d.seeder.unregister(replaced.info_hash)
         _threadsafe(loop, lambda: _dataset_ready(d, prepared))

@@ -27,12 +27,12 @@ from typing import Any
 import click
 
 from torrents import log as btlog
-from torrents.dataset import Dataset, read_manifest
+from torrents.dataset import Dataset, read_manifest, scan_directory
 from torrents.errors import BtswarmError, DatasetError, NotFound
 from torrents.hostport import parse_hostport
 from torrents.units import human_rate, human_size, parse_duration, parse_size
 
-from btserver import catalog, checksums, farm, layout
+from btserver import checksums, farm, layout
 from btserver import config as server_config
 from btserver.config import ServerConfig
 from btserver.builder import BuildParams, make
@@ -134,15 +134,20 @@ def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> 
     inv = Inventory(load_server(config_path, **flags))
     report = inv.prepare()
     rows = [{"name": p.name, "info_hash": p.info_hash, "files": len(p.meta.data_files),
-             "total_size": p.meta.total_size, "built": p.built, "torrent": str(p.torrent_path)}
+             "total_size": p.meta.total_size, "built": p.built, "torrent": str(p.torrent_path),
+             "excluded": [{"lfn": lfn, "why": why} for lfn, why in report.excluded.get(p.name, ())]}
             for p in report.prepared]
     problems = [str(p) for p in report.problems]
     if as_json:
         click.echo(json.dumps({"datasets": rows, "problems": problems}, indent=1))
     else:
         for r in rows:
+            left_out = f"  ({len(r['excluded'])} excluded)" if r["excluded"] else ""
             click.echo(f"{r['info_hash']}  {r['files']:>6} files  {human_size(r['total_size']):>10}  "
-                       f"{'built ' if r['built'] else 'cached'}  {r['name']}")
+                       f"{'built ' if r['built'] else 'cached'}  {r['name']}{left_out}")
+        for r in rows:
+            for x in r["excluded"]:
+                click.echo(f"{PROG}: excluded: {r['name']}/{x['lfn']}: {x['why']}", err=True)
         for p in problems:
             click.echo(f"{PROG}: refused: {p}", err=True)
     if problems:
@@ -223,8 +228,9 @@ def make_torrent(path: str, out: str | None, piece_size: str | None, tracker: st
         with tempfile.TemporaryDirectory(prefix="bt-server-") as tmp:
             # A private farm: the same resolved files a running daemon would hash.
             farm_dir, _ = farm.apply(lay, tmp)
-            built = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links],
-                         dataclasses.replace(params, adler32=checksums.wants_adler32(ds)))
+            built = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links if not link.symlink],
+                         dataclasses.replace(params, adler32=checksums.wants_adler32(ds)),
+                         {link.lfn: link.target for link in lay.links if link.symlink})
         bad = checksums.mismatches(ds, built.sums)
         if bad:
             raise DatasetError(ds.name, "; ".join(str(p) for p in bad))
@@ -236,11 +242,10 @@ def make_torrent(path: str, out: str | None, piece_size: str | None, tracker: st
 
 def _datasets_at(path: Path, name: str | None) -> list[Dataset]:
     if path.is_dir():
-        problems: list[catalog.Problem] = []
-        ds = catalog.directory_dataset(path, problems)
-        if ds is None:
-            raise DatasetError(path, "; ".join(str(p) for p in problems))
-        return [Dataset(name, ds.files, source=ds.source) if name else ds]
+        scan = scan_directory(path, name)
+        if scan.dataset is None or scan.problems:
+            raise DatasetError(path, "; ".join(str(p) for p in scan.problems))
+        return [scan.dataset]
     datasets = read_manifest(path, dataset=name)
     if not datasets:
         raise DatasetError(path, "manifest lists no dataset")

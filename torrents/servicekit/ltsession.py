@@ -10,7 +10,7 @@ a session.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import libtorrent as lt
 
@@ -82,5 +82,17 @@ def session(listen_ip: str, port: int = 0, **kw: Any) -> "lt.session":
     return lt.session(settings(listen_ip, port, **kw))
 
 
-def listen_port(ses: "lt.session") -> int:
-    return ses.listen_port()
+def torrent_params(info: "lt.torrent_info", save_path: str, own_names: Mapping[int, str],
+                   atp: "lt.add_torrent_params | None" = None) -> "lt.add_torrent_params":
+    """add_torrent_params for a torrent whose every file keeps the name its info dict gives.
+
+    libtorrent renames files whose paths differ only in case (`xt_tcpmss.1.c`);
+    renamed_files (applied to the torrent's own copy of its file list, not by
+    moving files) gives them their names back, on seeds and clients alike.
+    `own_names` is torrents.metainfo.own_names of the torrent.
+    """
+    atp = atp or lt.add_torrent_params()
+    atp.ti = info
+    atp.save_path = save_path
+    atp.renamed_files = dict(own_names)
+    return atp
