@@ -1,0 +1,95 @@
+"""`bt-repo`: run the federation's torrent repository; settle which version a dataset is."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from torrents import log as tlog
+from torrents.errors import BtswarmError
+from torrents.hostport import parse_hostport
+from torrents.servicekit import web as tweb
+
+from btrepo import config as repo_config
+
+log = logging.getLogger("btswarm.repo")
+
+
+@click.group()
+@click.version_option(package_name="btswarm", prog_name="bt-repo")
+def main() -> None:
+    """The btswarm torrent repository: web pages, search, JSON API, .torrent downloads."""
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML config file.")
+@click.option("--listen", metavar="HOST:PORT", help="Address to serve on (config [repo] listen).")
+@click.option("--state", metavar="DIR", help="Directory for the SQLite catalog (config [repo] state).")
+@click.option("-v", "--verbose", count=True, help="-v for info, -vv for debug logs on stderr.")
+def run(config_path: str | None, listen: str | None, state: str | None, verbose: int) -> None:
+    """Serve until SIGTERM or SIGINT, then exit 0."""
+    tlog.setup(verbose, name="bt-repo")
+    # Imported here so `bt-repo --help` stays quick and the app's import errors surface as errors.
+    from btrepo.app import create_app
+
+    try:
+        config = repo_config.load(config_path, overrides={"listen": listen, "state": state})
+        host, port = parse_hostport(config.listen, subject="[repo] listen")
+        app = create_app(config)
+    except BtswarmError as exc:
+        click.echo(f"bt-repo: error: {exc}", err=True)
+        sys.exit(2)
+    log.info("catalog in %s, tracker %s", config.state, config.tracker or "(none)")
+    try:
+        tweb.run(app, host, port, name="bt-repo")
+    except OSError as exc:  # port taken, state directory not writable
+        click.echo(f"bt-repo: error: {config.listen}: {exc.strerror or exc}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("name")
+@click.argument("info_hash", required=False)
+@click.option("--rules", is_flag=True, help="Forget the operator's choice: the rules decide again.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML config file.")
+@click.option("--state", metavar="DIR", help="Directory of the SQLite catalog (config [repo] state).")
+def choose(name: str, info_hash: str | None, rules: bool, config_path: str | None, state: str | None) -> None:
+    """Serve INFO_HASH as dataset NAME (settles replicas that disagree), or --rules to undo.
+
+    Works on the catalog file while the repository runs; the choice shows at once.
+    """
+    from btrepo.app import DB_FILE
+    from btrepo.db import Database
+
+    if (info_hash is None) == (not rules):
+        _fail("choose", "give an INFO_HASH or --rules", 2)
+    if info_hash is not None and not re.fullmatch(r"[0-9a-fA-F]{40}", info_hash):
+        _fail(info_hash, "not an info-hash (40 hex characters)", 2)
+    try:
+        config = repo_config.load(config_path, overrides={"state": state})
+        path = Path(config.state) / DB_FILE
+        if not path.is_file():
+            _fail(path, "no catalog here (is --state the repository's state directory?)", 1)
+        db = Database(path)
+        try:
+            decision = asyncio.run(db.choose(name, info_hash))
+        finally:
+            db.close()
+    except BtswarmError as exc:
+        _fail(exc.subject, exc.problem, 1)
+    click.echo(f"{name}: serving {decision.current} ({decision.decided_by.value})")
+    click.echo(decision.summary(name))
+
+
+def _fail(subject: object, problem: str, code: int) -> None:
+    click.echo(f"bt-repo: error: {subject}: {problem}", err=True)
+    sys.exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
