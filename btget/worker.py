@@ -38,6 +38,7 @@ from typing import Any
 log = logging.getLogger("btget.worker")
 
 RESUME_SUFFIX = ".resume"
+STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and send nothing (btget/stall.py)
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
 REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
@@ -123,6 +124,9 @@ class Worker:
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
         self.piece_length = 0
         self._web_seed_types = (lt.peer_info.web_seed, lt.peer_info.http_seed)
+        from btget import stall
+
+        self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
                  "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
@@ -168,7 +172,7 @@ class Worker:
 
     # --- main loop ------------------------------------------------------------------
     def loop(self) -> None:
-        next_report = next_sample = 0.0
+        next_report = next_sample = next_stall = 0.0
         next_resume = time.monotonic() + self.spec.resume_interval
         while self.stop["signal"] is None:
             if self.ses.wait_for_alert(50) is not None:
@@ -201,6 +205,9 @@ class Worker:
                 # little of a connection's last stretch goes uncounted.
                 self._count_sources()
                 next_sample = now + SOURCE_SAMPLE
+            if now >= next_stall:
+                self._shut_out_stalled(now)
+                next_stall = now + STALL_CHECK
             if now >= next_report:
                 if self.flushed:
                     # Seeding: libtorrent posts no state update for uploads alone, so
@@ -308,6 +315,27 @@ class Worker:
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
             self.next_reannounce = now + REANNOUNCE_AFTER
         self.had_seeds = seeds > 0
+
+    def _shut_out_stalled(self, now: float) -> None:
+        """A peer holding our requests that sends nothing (a hung site) is shut out for a while (btget/stall.py)."""
+        from btget.stall import PeerSample
+
+        changed = bool(self.stall.expire(now))
+        if not self.finished:
+            try:
+                peers = self.handle.get_peer_info()
+            except RuntimeError:
+                peers = []
+            choked = self.lt.peer_info.remote_choked  # it chokes us (`choked`: we choke it)
+            samples = [PeerSample(p.ip[0], p.ip[1], p.total_download, p.download_queue_length, bool(p.flags & choked))
+                       for p in peers if p.connection_type not in self._web_seed_types]
+            changed |= bool(self.stall.step(now, samples))
+        if changed:
+            # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
+            rules = self.lt.ip_filter()
+            for ip in self.stall.banned:
+                rules.add_rule(ip, ip, 1)
+            self.ses.set_ip_filter(rules)
 
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:

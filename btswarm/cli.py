@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,8 @@ from pathlib import Path
 import click
 
 from btswarm import demo as demo_mod
+from btswarm import run as run_mod
+from btswarm import shaping
 from btswarm import up as up_mod
 from torrents import log as logsetup
 from torrents.errors import BtswarmError
@@ -23,7 +24,8 @@ def _say(message: str) -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="btswarm")
 def main() -> None:
-    """btswarm: BitTorrent for Tier-3 sites. `btswarm up` runs a whole federation on this host."""
+    """btswarm: BitTorrent for Tier-3 sites. `btswarm up` runs a whole federation on this host,
+    `btswarm run -- CMD` runs a client of it."""
 
 
 @main.command()
@@ -43,18 +45,19 @@ def main() -> None:
 @click.option("--ready-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write endpoints and dataset names as JSON here once everything is up and published.")
 @click.option("--timeout", default="5m", show_default=True, help="Give up if not up and published by then.")
+@click.option("--site-link", multiple=True, metavar="[SITE=]RATE",
+              help="Shape each site's uplink to RATE (100mbit, 1gbit); SITE=RATE for one site (site3=10mbit). "
+                   "Runs the federation in a private network namespace (root). Repeatable.")
+@click.option("--client-link", metavar="RATE", default=None,
+              help="Shape the uplink of each client address (127.0.0.101 and up; `btswarm run` hands them out).")
+@click.option("--client-addresses", type=click.IntRange(1, 150), default=32, show_default=True,
+              help="How many client addresses --client-link shapes.")
 @click.option("-v", "--verbose", count=True)
-def up(state, data, sites, base_port, sample_files, sample_size, idle_ttl, heartbeat, ready_file, timeout, verbose):
+def up(**params):
     """Run tracker, repository and SITES storage sites on loopback until Ctrl-C."""
-    logsetup.setup(verbose, "btswarm")
+    logsetup.setup(params["verbose"], "btswarm")
     try:
-        opts = up_mod.UpOptions(
-            state=(state or up_mod.default_state_dir()).resolve(), data=data[0] if len(data) == 1 else None,
-            site_data=tuple(data) if len(data) > 1 else (), sites=sites, base_port=base_port,
-            sample_files=sample_files, sample_size=parse_size(sample_size), idle_ttl=parse_duration(idle_ttl),
-            heartbeat_interval=parse_duration(heartbeat), ready_file=ready_file.resolve() if ready_file else None,
-            timeout=parse_duration(timeout))
-        code = asyncio.run(up_mod.run_up(opts, report=_say))
+        code = up_mod.run(_up_options(params), report=_say)
     except up_mod.Interrupted:
         _say("btswarm: interrupted; federation stopped")
         code = 130
@@ -62,6 +65,35 @@ def up(state, data, sites, base_port, sample_files, sample_size, idle_ttl, heart
         _say(f"btswarm: error: {exc}")
         code = 1
     sys.exit(code)
+
+
+def _up_options(p: dict) -> up_mod.UpOptions:
+    """The command line of `btswarm up` as UpOptions (a new option: one decorator above, one line here)."""
+    data = p["data"]
+    return up_mod.UpOptions(
+        state=(p["state"] or up_mod.default_state_dir()).resolve(),
+        data=data[0] if len(data) == 1 else None, site_data=tuple(data) if len(data) > 1 else (),
+        sites=p["sites"], base_port=p["base_port"],
+        sample_files=p["sample_files"], sample_size=parse_size(p["sample_size"]),
+        idle_ttl=parse_duration(p["idle_ttl"]), heartbeat_interval=parse_duration(p["heartbeat"]),
+        ready_file=p["ready_file"].resolve() if p["ready_file"] else None, timeout=parse_duration(p["timeout"]),
+        links=shaping.LinkOptions.parse(p["site_link"], p["client_link"], p["client_addresses"]))
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--state", type=click.Path(path_type=Path), default=None,
+              help="The state directory of the `btswarm up` to use. Default: ~/.cache/btswarm/up")
+@click.option("--address", metavar="IP", default=None,
+              help="Client address to use (default: the next shaped client address in turn).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(state, address, command):
+    """Run COMMAND as a client of the running federation: inside its network namespace (shaped links),
+    with BTSWARM_GET_REPO and BTSWARM_GET_LISTEN set. Example: btswarm run -- bt-get NAME -o /tmp/x"""
+    try:
+        run_mod.exec_client((state or up_mod.default_state_dir()).resolve(), command, address)
+    except BtswarmError as exc:
+        _say(f"btswarm: error: {exc}")
+        sys.exit(1)
 
 
 @main.command()
@@ -86,7 +118,7 @@ def demo(state, output, sites, sample_size, workers, keep):
     sys.exit(code)
 
 
-BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start"]
+BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan"]
 
 
 @main.command()

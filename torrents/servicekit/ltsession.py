@@ -10,9 +10,17 @@ a session.
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any, Mapping
 
 import libtorrent as lt
+
+from torrents.errors import ConfigError
+
+# Extra settings from the environment, for measuring a setting without a release
+# (scripts/bench_wan.py): a JSON object, seeds and clients apart.
+ENV_SEED, ENV_GET = "BTSWARM_LT_SEED_SETTINGS", "BTSWARM_LT_GET_SETTINGS"
 
 ALERTS = (lt.alert.category_t.error_notification | lt.alert.category_t.status_notification
           | lt.alert.category_t.storage_notification | lt.alert.category_t.tracker_notification
@@ -75,7 +83,21 @@ def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: A
             "close_file_interval": 30,
         })
     pack.update(extra)
+    pack.update(_from_env(ENV_SEED if seeding else ENV_GET))
     return pack
+
+
+def _from_env(name: str) -> dict[str, Any]:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(name, f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(name, "not a JSON object of libtorrent settings")
+    return value
 
 
 def session(listen_ip: str, port: int = 0, **kw: Any) -> "lt.session":
