@@ -15,7 +15,7 @@ never write the same part file.
 EVENT TYPES
   listening  {"worker", "ip", "port"}
   progress   {"worker", "done", "wanted", "rate", "up_rate", "peers", "seeds",
-              "downloaded", "uploaded", "hash_failures", "sources", "state", "finished",
+              "downloaded", "uploaded", "redundant", "hash_failures", "sources", "state", "finished",
               "first_byte_at" (epoch seconds of the first payload byte, or None)}
   finished   progress fields + {"files": {index: verified bytes}}
   error      {"worker", "kind": "disk_full" | "file" | "listen" | "torrent", "subject", "problem"}
@@ -377,6 +377,7 @@ class Worker:
             "seeds": st.num_seeds if st else 0,
             "downloaded": st.total_payload_download if st else 0,
             "uploaded": st.total_payload_upload if st else 0,
+            "redundant": st.total_redundant_bytes if st else 0,
             "state": str(st.state).rsplit(".", 1)[-1] if st else "starting",
             "hash_failures": self.hash_failures,
             "sources": dict(self.sources),
