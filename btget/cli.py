@@ -24,12 +24,14 @@ import click
 
 from torrents import log as tlog
 from torrents import metainfo
-from torrents.config import GetConfig, load_config, parse_hostport
 from torrents.errors import BtswarmError, ConfigError
+from torrents.hostport import parse_hostport
 from torrents.units import parse_duration
 
+from btget import config as get_config
 from btget import download, plan, report
 from btget.client import Client, Resolved
+from btget.config import GetConfig
 from btget.errors import RepoError, UsageError
 from btget.exitcodes import ExitStatus, status_for
 from btget.progress import make_display
@@ -164,10 +166,9 @@ def _duration(flag: str, text: str | None) -> float | None:
 def configure(opts: Options) -> GetConfig:
     """Config file < environment ($BTSWARM_GET_*, $BTSWARM_REPO) < flags."""
     repo = opts.repo or os.environ.get("BTSWARM_REPO")
-    overrides = {"get": {"repo": repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
-                         "seed_ratio": opts.seed_ratio, "timeout": opts.timeout,
-                         "stall_timeout": opts.stall_timeout}}
-    return load_config(opts.config_path, overrides=overrides).get
+    overrides = {"repo": repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
+                 "seed_ratio": opts.seed_ratio, "timeout": opts.timeout, "stall_timeout": opts.stall_timeout}
+    return get_config.load(opts.config_path, overrides=overrides)
 
 
 def get(opts: Options) -> int:

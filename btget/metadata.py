@@ -48,7 +48,7 @@ def _child(uri: str, peers: tuple[tuple[str, int], ...], listen_ip: str, timeout
 
     import libtorrent as lt
 
-    from torrents import ltsession
+    from torrents.servicekit import ltsession
 
     ses = ltsession.session(listen_ip, 0)
     with tempfile.TemporaryDirectory(prefix="bt-get-meta-") as tmp:

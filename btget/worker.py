@@ -93,7 +93,7 @@ class Worker:
     def __init__(self, spec: WorkerSpec, conn: Connection, stop: dict) -> None:
         import libtorrent as lt
 
-        from torrents import ltsession
+        from torrents.servicekit import ltsession
 
         self.lt = lt
         self.spec = spec

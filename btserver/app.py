@@ -22,9 +22,11 @@ import aiohttp
 from aiohttp import web
 
 from torrents import auth
-from torrents.config import ServerConfig, parse_hostport
+from torrents.hostport import parse_hostport
+
+from btserver.config import ServerConfig
 from torrents.errors import BtswarmError, NotFound
-from torrents.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
+from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 
 from btserver import heartbeat, publisher
 from btserver.inventory import Inventory, Prepared

@@ -2,7 +2,8 @@
 
 Both go through the shared builder (torrents.build: LFN order,
 deterministic; v1 hashed in parallel, hybrid by libtorrent, which alone
-computes the v2 merkle trees here).
+computes the v2 merkle trees here). The same pass sums every file (xxh3,
+and adler32 when the catalog has checksums to check them against).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from torrents import build, metainfo
+from torrents import build
 
 
 @dataclass(frozen=True)
@@ -21,14 +22,18 @@ class BuildParams:
     piece_length: int | None = None  # None: the size rule of torrents.metainfo
     hybrid: bool = False
     threads: int = 0
+    adler32: bool = False  # sum adler32 too (the catalog lists checksums for this dataset)
 
     def key(self) -> str:
-        """What, besides the files, decides the info dict (folded into the fingerprint)."""
+        """What, besides the files, decides the build (folded into the fingerprint)."""
         fmt = "hybrid" if self.hybrid else "v1"
-        return f"{fmt}|piece_length={self.piece_length or 'auto'}|private={int(self.private)}"
+        return (f"{fmt}|piece_length={self.piece_length or 'auto'}|private={int(self.private)}"
+                f"|sums=xxh3{'+adler32' if self.adler32 else ''}")
 
 
-def make(name: str, entries: Sequence[tuple[str, str | os.PathLike]], params: BuildParams) -> tuple[bytes, metainfo.Metainfo]:
-    """Hash (LFN, path) entries → (.torrent bytes, Metainfo). Blocking: run it off the event loop."""
-    return build.build_torrent(name, entries, announce=params.announce, private=params.private,
-                               piece_length=params.piece_length, threads=params.threads, hybrid=params.hybrid)
+def make(name: str, entries: Sequence[tuple[str, str | os.PathLike]], params: BuildParams) -> build.Built:
+    """Hash (LFN, path) entries → the .torrent, its Metainfo and the files' sums. Blocking: run it
+    off the event loop."""
+    return build.build_dataset(name, entries, announce=params.announce, private=params.private,
+                               piece_length=params.piece_length, threads=params.threads, hybrid=params.hybrid,
+                               adler32=params.adler32)

@@ -14,6 +14,7 @@ one line `bt-server: error: subject: problem` and an exit status here, in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import json
 import sys
@@ -26,12 +27,14 @@ from typing import Any
 import click
 
 from torrents import log as btlog
-from torrents.config import ServerConfig, load_config, parse_hostport
 from torrents.dataset import Dataset, read_manifest
 from torrents.errors import BtswarmError, DatasetError, NotFound
+from torrents.hostport import parse_hostport
 from torrents.units import human_rate, human_size, parse_duration, parse_size
 
-from btserver import catalog, farm, layout
+from btserver import catalog, checksums, farm, layout
+from btserver import config as server_config
+from btserver.config import ServerConfig
 from btserver.builder import BuildParams, make
 
 PROG = "bt-server"
@@ -90,7 +93,7 @@ def load_server(config_path: str | None, **flags: Any) -> ServerConfig:
         overrides[key] = [str(Path(p).resolve()) for p in flags[key]] if flags.get(key) else None
     if flags.get("idle_ttl") is not None:
         overrides["idle_ttl"] = parse_duration(flags["idle_ttl"])
-    return load_config(config_path, overrides={"server": overrides}).server
+    return server_config.load(config_path, overrides=overrides)
 
 
 @click.group(cls=Group)
@@ -105,7 +108,7 @@ def main() -> None:
 @verbosity
 def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     """Run the daemon until SIGTERM/SIGINT."""
-    from torrents.web import run as run_app
+    from torrents.servicekit.web import run as run_app
 
     from btserver.app import create_app
 
@@ -194,7 +197,7 @@ def make_torrent(path: str, out: str | None, piece_size: str | None, tracker: st
                  hybrid: bool, name: str | None, config_path: str | None, verbose: int) -> None:
     """Write a .torrent for a dataset directory or every dataset of a manifest; print its info-hash."""
     btlog.setup(verbose, PROG)
-    tracker = tracker or load_config(config_path).server.tracker
+    tracker = tracker or server_config.load(config_path).tracker
     announce = tracker if not tracker or tracker.rstrip("/").endswith("/announce") else \
         f"{tracker.rstrip('/')}/announce"
     plen = parse_size(piece_size) if piece_size else None
@@ -210,7 +213,12 @@ def make_torrent(path: str, out: str | None, piece_size: str | None, tracker: st
         with tempfile.TemporaryDirectory(prefix="bt-server-") as tmp:
             # A private farm: the same resolved files a running daemon would hash.
             farm_dir, _ = farm.apply(lay, tmp)
-            data, meta = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links], params)
+            built = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links],
+                         dataclasses.replace(params, adler32=checksums.wants_adler32(ds)))
+        bad = checksums.mismatches(ds, built.sums)
+        if bad:
+            raise DatasetError(ds.name, "; ".join(str(p) for p in bad))
+        data, meta = built.torrent, built.meta
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(data)
         click.echo(f"{meta.info_hash}  {ds.name}  {dest}")
@@ -245,7 +253,7 @@ def _output_path(out: str | None, name: str, several: bool) -> Path:
 def status(config_path: str | None, url: str | None, as_json: bool) -> None:
     """Show a running daemon's datasets and seeds."""
     if url is None:
-        cfg = load_config(config_path).server
+        cfg = server_config.load(config_path)
         url = cfg.control_url or f"http://{cfg.listen}"
     try:
         with urllib.request.urlopen(f"{url.rstrip('/')}/api/status", timeout=5) as resp:

@@ -13,7 +13,7 @@ from typing import Callable
 
 import aiohttp
 
-from torrents.web import signed_request
+from torrents.servicekit.web import signed_request
 
 from btserver.metrics import Metrics
 

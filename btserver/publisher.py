@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from torrents.web import signed_request
+from torrents.servicekit.web import signed_request
 
 from btserver.metrics import Metrics
 

@@ -21,7 +21,7 @@ from typing import Callable
 
 import libtorrent as lt
 
-from torrents import ltsession
+from torrents.servicekit import ltsession
 from torrents.errors import BtswarmError, NotFound
 
 from btserver import policy

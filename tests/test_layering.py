@@ -1,11 +1,14 @@
-"""The layering of DESIGN.md, checked on the source: who may import whom.
+"""The layering, checked in this one place: who may import whom, and that every module imports.
 
-- the shared library (torrents/, without torrents/repo/) imports no service
-  and not the umbrella;
-- a service (btget, btserver, tracker, torrents.repo) imports no other
-  service: they talk over HTTP and the peer wire only;
-- btswarm, the umbrella, starts the services as processes and imports none;
-- importing the core library pulls in neither aiohttp nor libtorrent.
+- the shared library (torrents/, its service kit torrents.servicekit
+  included) imports no deployable and not the umbrella;
+- a deployable (btget, btserver, tracker, btrepo) imports no other: they
+  talk over HTTP and the peer wire only;
+- btswarm, the umbrella, starts the deployables as processes and imports none;
+- importing the pure core (torrents without its service kit) pulls in
+  neither aiohttp nor libtorrent;
+- every module imports on its own in a fresh interpreter (circular imports
+  and import-time errors that a lucky test order would hide).
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("torrents", "btget", "btserver", "tracker", "btswarm")
-SERVICES = ("btget", "btserver", "tracker", "torrents.repo")
+PACKAGES = ("torrents", "btrepo", "btget", "btserver", "tracker", "btswarm")
+SERVICES = ("btget", "btserver", "tracker", "btrepo")
 UMBRELLA = "btswarm"
 
 
@@ -63,7 +67,7 @@ def imports(path: Path) -> list[tuple[int, str]]:
             else:
                 module = node.module or ""
             found.append((node.lineno, module))
-            # `from torrents import repo` imports the submodule torrents.repo
+            # `from btserver import app` imports the submodule btserver.app
             found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names if alias.name != "*"]
         elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
               and isinstance(node.args[0].value, str)
@@ -107,18 +111,20 @@ def test_the_checker_catches_what_it_should(tmp_path, monkeypatch):
     cases = {
         "torrents/metainfo.py": ("from btget import plan\n",
                                  f"torrents/metainfo.py:1: imports btget ({lib} btget)"),
-        "torrents/auth.py": ("from torrents import repo\n",
-                             f"torrents/auth.py:1: imports torrents.repo ({lib} torrents.repo)"),
+        "torrents/auth.py": ("from btrepo import db\n",
+                             f"torrents/auth.py:1: imports btrepo ({lib} btrepo)"),
+        "torrents/servicekit/web.py": ("import btserver.app\n",
+                                       f"torrents/servicekit/web.py:1: imports btserver.app ({lib} btserver)"),
         "tracker/app.py": ("def f():\n    import btserver.catalog\n",
                            f"tracker/app.py:2: imports btserver.catalog ({tracker} btserver)"),
-        "torrents/repo/views.py": ("from tracker import protocol\n",
-                                   "torrents/repo/views.py:1: imports tracker (torrents.repo must not import tracker)"),
+        "btrepo/views.py": ("from tracker import protocol\n",
+                            "btrepo/views.py:1: imports tracker (btrepo must not import tracker)"),
         "btswarm/up.py": ("import importlib\nimportlib.import_module('tracker.cli')\n",
                           f"btswarm/up.py:2: imports tracker.cli ({umbrella} tracker)"),
         "btget/plan.py": ("import btswarm\n", "btget/plan.py:1: imports btswarm (btget must not import btswarm)"),
         # allowed: the library, the module's own package (relative too), third-party code
         "btget/cli.py": ("from torrents import metainfo\nfrom . import plan\nimport aiohttp\n", None),
-        "torrents/repo/app.py": ("from . import db\nfrom .. import dataset\n", None),
+        "btrepo/app.py": ("from . import db\nfrom torrents.servicekit import web\n", None),
     }
     for rel, (source, expected) in cases.items():
         path = tmp_path / rel
@@ -127,9 +133,8 @@ def test_the_checker_catches_what_it_should(tmp_path, monkeypatch):
         assert violations(path) == ([expected] if expected else []), rel
 
 
-CORE = ["torrents", "torrents.errors", "torrents.bencoding", "torrents.metainfo", "torrents.dataset",
-        "torrents.config", "torrents.auth", "torrents.fingerprint", "torrents.units", "torrents.sample",
-        "torrents.log"]
+MODULES = sorted(module_name(p) for p in FILES)
+CORE = [m for m in MODULES if part_of(m) == "library" and not m.startswith("torrents.servicekit")]
 
 
 def test_the_core_library_loads_neither_aiohttp_nor_libtorrent():
@@ -138,3 +143,21 @@ def test_the_core_library_loads_neither_aiohttp_nor_libtorrent():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def import_alone(module: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def imported() -> dict[str, subprocess.CompletedProcess]:
+    with ThreadPoolExecutor(max_workers=2) as pool:  # the machines are small
+        return dict(zip(MODULES, pool.map(import_alone, MODULES)))
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_module_imports_in_a_fresh_interpreter(module, imported):
+    done = imported[module]
+    last = done.stderr.strip().splitlines()[-1:] or [""]
+    assert done.returncode == 0, f"import {module} failed: {last[0]}\n{done.stderr}"

@@ -1,8 +1,9 @@
 """btswarm's shared library: what every part needs, and nothing that needs a part.
 
-Importing this package imports neither aiohttp nor libtorrent; the modules
-that wrap them (`torrents.web`, `torrents.ltsession`) are imported on use.
-The bt-repo service lives in `torrents.repo` and is not part of the library.
+The pure core (errors, bencoding, metainfo, build, dataset, config, auth, ...)
+imports neither aiohttp nor libtorrent. The service kit, `torrents.servicekit`
+(aiohttp helpers, Prometheus, libtorrent session settings), is what the
+deployables share on top of it; only services import it.
 """
 
 __version__ = "0.1.0"

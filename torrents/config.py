@@ -1,11 +1,19 @@
-"""Configuration: one TOML file, sections [get] [server] [tracker] [repo].
+"""Configuration: one TOML file for every part, sections [get] [server] [tracker] [repo].
 
-Found via --config, $BTSWARM_CONFIG, ~/.config/btswarm/config.toml,
+Each deployable declares its own section as a frozen dataclass next to its
+code (btget/config.py, btserver/config.py, tracker/config.py,
+btrepo/config.py); this module is the one loader they share: the lookup
+order, the merge and the validation.
+
+The file is found via --config, $BTSWARM_CONFIG, ~/.config/btswarm/config.toml,
 /etc/btswarm/config.toml (the first that exists; none is fine: the defaults
 run a federation on one host). Environment variables BTSWARM_<SECTION>_<KEY>
 override the file, and command-line flags override both (the commands pass
-them as `overrides`). Every key is checked once, here: an unknown key or a
-value of the wrong type is an error naming the file and the key.
+them as `overrides`). Every value is checked once, here: an unknown key or a
+value of the wrong type is an error naming the file (or variable) and the key.
+Durations (`Seconds`) and sizes (`Bytes`) are parsed the same way in files,
+the environment and flags ("5m", "16MiB"); a section's own `__post_init__`
+may refuse values that make no sense, raising ConfigError(key, problem).
 """
 
 from __future__ import annotations
@@ -15,98 +23,26 @@ import dataclasses
 import os
 import re
 import tomllib
+import types
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NewType, TypeVar
 
-from torrents.errors import ConfigError
+from torrents.errors import BtswarmError, ConfigError
+from torrents.units import parse_duration, parse_size
+
+# The sections a config file may hold; each part reads its own.
+SECTION_NAMES = ("get", "server", "tracker", "repo")
+
+Seconds = NewType("Seconds", float)  # a duration: 30, "30s", "10m", "2h"; never negative
+Bytes = NewType("Bytes", int)  # a size: 512, "256K", "16MiB"; never negative
+
+T = TypeVar("T")
 
 
 def default_state_dir(part: str) -> str:
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(base, "btswarm", part)
-
-
-@dataclass(frozen=True)
-class GetConfig:
-    repo: str = "http://127.0.0.1:8080"
-    output: str = "."
-    workers: int = 1
-    listen: str = "127.0.0.1"  # address of the libtorrent sessions; ports are chosen free
-    seed_time: float = 0.0
-    seed_ratio: float = 0.0
-    timeout: float = 0.0  # 0: no limit
-    stall_timeout: float = 300.0
-    max_connections: int = 200
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    site: str = "site1"
-    secret: str = "btswarm-dev-secret"
-    listen: str = "127.0.0.1:8700"  # control API
-    peer_listen: str = "127.0.0.1:6881"  # libtorrent
-    control_url: str = ""  # as others reach it; default http://<listen>
-    state: str = field(default_factory=lambda: default_state_dir("server"))
-    roots: tuple[str, ...] = ()  # each subdirectory of a root is a dataset
-    storage_roots: tuple[str, ...] = ()  # where manifest PFNs may point (roots always may)
-    manifests: tuple[str, ...] = ()
-    tracker: str = "http://127.0.0.1:6969"
-    repo: str = "http://127.0.0.1:8080"
-    heartbeat_interval: float = 10.0
-    idle_ttl: float = 600.0
-    max_seeds: int = 50
-    upload_rate_limit: int = 0  # bytes/s, 0: unlimited
-    # Peers each seed uploads to at once (libtorrent's per-torrent unchoke
-    # slots), 0: no limit. 1 spares the site: other T3s take the pieces from
-    # the one being served (btserver/seeder.py has the measured figures).
-    upload_slots: int = 1
-    private: bool = True
-    hybrid: bool = False
-    hash_threads: int = 0  # 0: one per core
-
-
-@dataclass(frozen=True)
-class TrackerConfig:
-    listen: str = "127.0.0.1:6969"
-    interval: int = 60
-    min_interval: int = 30
-    open: bool = False
-    repo: str = ""  # also accept info-hashes the repository published
-    site_secrets: Mapping[str, str] = field(default_factory=lambda: {"site1": "btswarm-dev-secret"})
-    site_networks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    start_wait: float = 2.0
-    min_seeds: int = 1  # seeds wanted in every active swarm, before counting leechers
-    leechers_per_seed: int = 4
-    max_seeds_per_swarm: int = 3
-    site_backoff: float = 30.0
-    trust_ip: bool = False
-    default_numwant: int = 50
-    failure_reason: str = "unknown info_hash: not published in this federation"
-    heartbeat_interval: float = 10.0  # asked of sites in the heartbeat answer; down after 3 missed
-    repo_poll: float = 30.0  # seconds between reads of the repository's published info-hashes
-
-
-@dataclass(frozen=True)
-class RepoConfig:
-    listen: str = "127.0.0.1:8080"
-    state: str = field(default_factory=lambda: default_state_dir("repo"))
-    tracker: str = "http://127.0.0.1:6969"  # for live swarm state
-    public_url: str = ""  # as users reach it; default http://<listen>
-    site_secrets: Mapping[str, str] = field(default_factory=lambda: {"site1": "btswarm-dev-secret"})
-
-
-@dataclass(frozen=True)
-class Config:
-    get: GetConfig = field(default_factory=GetConfig)
-    server: ServerConfig = field(default_factory=ServerConfig)
-    tracker: TrackerConfig = field(default_factory=TrackerConfig)
-    repo: RepoConfig = field(default_factory=RepoConfig)
-    path: str | None = None
-
-
-SECTIONS: dict[str, type] = {"get": GetConfig, "server": ServerConfig, "tracker": TrackerConfig, "repo": RepoConfig}
 
 
 def find_config(explicit: str | os.PathLike | None = None) -> Path | None:
@@ -127,52 +63,60 @@ def find_config(explicit: str | os.PathLike | None = None) -> Path | None:
     return None
 
 
-def load_config(explicit: str | os.PathLike | None = None, *,
-                overrides: Mapping[str, Mapping[str, Any]] | None = None,
-                environ: Mapping[str, str] | None = None) -> Config:
-    """Load, merge (file < environment < overrides) and validate the configuration."""
-    path = find_config(explicit)
-    raw: dict[str, Any] = {}
-    if path is not None:
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(path, f"not valid TOML ({exc})") from None
-        except OSError as exc:
-            raise ConfigError(path, f"cannot read ({exc.strerror})") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(path, f"not UTF-8 (byte {exc.start})") from None
-    where = str(path) if path else "defaults"
+def read_file(path: Path | None) -> dict[str, Any]:
+    """The file's sections (checked to be known tables); {} for no file."""
+    if path is None:
+        return {}
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(path, f"not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, f"not UTF-8 (byte {exc.start})") from None
     for section in raw:
-        if section not in SECTIONS:
-            raise ConfigError(f"{where}: [{section}]", f"unknown section (known: {', '.join(SECTIONS)})")
+        if section not in SECTION_NAMES:
+            raise ConfigError(f"{path}: [{section}]", f"unknown section (known: {', '.join(SECTION_NAMES)})")
         if not isinstance(raw[section], dict):
-            raise ConfigError(f"{where}: {section}", "must be a table")
-    env = os.environ if environ is None else environ
-    built = {}
-    for name, cls in SECTIONS.items():
-        values = dict(raw.get(name, {}))
-        hints = typing.get_type_hints(cls)
-        for key, value in _from_env(name, cls, env).items():
-            # checked here so that a bad value names the variable, not the file
-            values[key] = _coerce(value, hints[key], f"${_env_name(name, key)}")
-        values.update({k: v for k, v in (overrides or {}).get(name, {}).items() if v is not None})
-        built[name] = section_from_dict(cls, values, f"{where}: [{name}]")
-    return Config(**built, path=str(path) if path else None)
+            raise ConfigError(f"{path}: {section}", "must be a table")
+    return raw
 
 
-def section_from_dict(cls: type, values: Mapping[str, Any], where: str) -> Any:
+def load_section(name: str, cls: type[T], explicit: str | os.PathLike | None = None, *,
+                 overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> T:
+    """Section `name` as `cls`: defaults < file < environment < `overrides` (None values are ignored)."""
+    path = find_config(explicit)
+    raw = read_file(path)
+    where = str(path) if path else "defaults"
+    values = dict(raw.get(name, {}))
     hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
+    for key, value in _from_env(name, cls, os.environ if environ is None else environ).items():
+        # checked here, alone, so that a bad value names the variable, not the file
+        values[key] = _coerce(value, hints[key], f"${env_name(name, key)}")
+        try:
+            cls(**{key: values[key]})
+        except ConfigError as exc:
+            raise ConfigError(f"${env_name(name, key)}", exc.problem) from None
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return section_from_dict(cls, values, f"{where}: [{name}]")
+
+
+def section_from_dict(cls: type[T], values: Mapping[str, Any], where: str) -> T:
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     kwargs = {}
     for key, value in values.items():
         if key not in known:
             raise ConfigError(f"{where} {key}", f"unknown key (known: {', '.join(sorted(known))})")
         kwargs[key] = _coerce(value, hints[key], f"{where} {key}")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:  # the section's own checks name the key; say where it came from
+        raise ConfigError(f"{where} {exc.subject}", exc.problem) from None
 
 
-def _env_name(section: str, key: str) -> str:
+def env_name(section: str, key: str) -> str:
     return f"BTSWARM_{section.upper()}_{key.upper()}"
 
 
@@ -180,7 +124,7 @@ def _from_env(section: str, cls: type, env: Mapping[str, str]) -> dict[str, Any]
     out: dict[str, Any] = {}
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        key = _env_name(section, f.name)
+        key = env_name(section, f.name)
         if key in env:
             text = env[key]
             origin = typing.get_origin(hints[f.name])
@@ -195,6 +139,15 @@ def _from_env(section: str, cls: type, env: Mapping[str, str]) -> dict[str, Any]
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
+    if hint is Seconds or hint is Bytes:
+        parse = parse_duration if hint is Seconds else parse_size
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(where, f"expected a {'duration' if hint is Seconds else 'size'}, got {value!r}")
+        try:
+            parsed = parse(value)  # type: ignore[arg-type]
+        except BtswarmError as exc:
+            raise ConfigError(where, f"{exc.problem}, got {value!r}") from None
+        return float(parsed) if hint is Seconds else int(parsed)
     if hint is bool:
         if isinstance(value, bool):
             return value
@@ -232,23 +185,18 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             raise ConfigError(where, f"expected a table, got {value!r}")
         _, vt = typing.get_args(hint)
         return {str(k): _coerce(v, vt, f"{where}.{k}") for k, v in value.items()}
-    if typing.get_origin(hint) is typing.Union or str(origin) == "types.UnionType":
+    if dataclasses.is_dataclass(hint):
+        # A sub-table such as [server.rucio]
+        if isinstance(value, hint):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(where, f"expected a table, got {value!r}")
+        return section_from_dict(hint, value, where)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None and len(args) < len(typing.get_args(hint)):
+            return None
+        if len(args) == 1:
+            return _coerce(value, args[0], where)
         return value
     raise ConfigError(where, f"unsupported type {hint!r}")  # a bug in this module, not in the file
-
-
-def parse_hostport(text: str, subject: str = "address") -> tuple[str, int]:
-    """'127.0.0.1:8080', '[::1]:80' → (host, port)."""
-    host, sep, port = text.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host or "[" in host or "]" in host:  # '::1:80' is ambiguous: IPv6 needs brackets
-        raise ConfigError(subject, f"{text!r} is not HOST:PORT (write an IPv6 address as [::1]:PORT)")
-    if not sep or not host:
-        raise ConfigError(subject, f"{text!r} is not HOST:PORT")
-    if not (port.isascii() and port.isdigit()):
-        raise ConfigError(subject, f"{text!r} has a bad port")
-    p = int(port)
-    if not 0 <= p <= 65535:
-        raise ConfigError(subject, f"{text!r}: port out of range")
-    return host, p

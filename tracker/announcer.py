@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any, Coroutine, Iterable
 
-from torrents.config import TrackerConfig
+from tracker.config import TrackerConfig
 from tracker import handout, protocol
 from tracker.metrics import TrackerMetrics
 from tracker.peerstore import PeerStore, SwarmCounts

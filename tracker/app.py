@@ -16,9 +16,9 @@ import aiohttp
 from aiohttp import web
 
 from torrents import auth
-from torrents.config import TrackerConfig
+from tracker.config import TrackerConfig
 from torrents.errors import AuthError, NotFound
-from torrents.web import add_metrics_route, error_middleware, parse_json_body, read_signed
+from torrents.servicekit.web import add_metrics_route, error_middleware, parse_json_body, read_signed
 from tracker import protocol
 from tracker.announcer import Announcer
 from tracker.metrics import TrackerMetrics

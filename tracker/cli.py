@@ -8,7 +8,8 @@ import sys
 import click
 
 from torrents import log as btlog
-from torrents.config import load_config, parse_hostport
+from torrents.hostport import parse_hostport
+from tracker import config as tracker_config
 from torrents.errors import BtswarmError
 from tracker import fastpath
 from tracker.app import create_app
@@ -34,7 +35,7 @@ def run(config_path: str | None, listen: str | None, open_: bool | None, interva
         overrides = {"listen": listen, "open": open_, "interval": interval}
         if interval is not None:
             overrides["min_interval"] = max(1, interval // 2)
-        config = load_config(config_path, overrides={"tracker": overrides}).tracker
+        config = tracker_config.load(config_path, overrides=overrides)
         host, port = parse_hostport(config.listen, "tracker listen")
         app = create_app(config)
     except BtswarmError as exc:

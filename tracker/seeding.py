@@ -23,8 +23,8 @@ from typing import Callable, Protocol, Sequence
 
 import aiohttp
 
-from torrents.config import TrackerConfig
-from torrents.web import signed_request
+from tracker.config import TrackerConfig
+from torrents.servicekit.web import signed_request
 from tracker.peerstore import PeerStore, SwarmCounts
 from tracker.sites import Site, SiteRegistry
 

@@ -14,7 +14,7 @@ import time
 
 import libtorrent as lt
 
-from torrents import ltsession
+from torrents.servicekit import ltsession
 
 
 def main(torrent: str, save: str, peer: str, listen_ip: str, timeout: float) -> int:

@@ -11,9 +11,9 @@ import pytest
 from aiohttp import ClientSession
 
 from torrents import auth
-from torrents.config import ServerConfig
+from btserver.config import ServerConfig
 from torrents.sample import generate
-from torrents.web import signed_request
+from torrents.servicekit.web import signed_request
 
 from btserver.app import Deps, create_app
 from btserver.seeder import Seeder

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from torrents import auth, metainfo
 from torrents.errors import AuthError
 from torrents.sample import generate
-from torrents.web import signed_request
+from torrents.servicekit.web import signed_request
 
 from tests.support import command, free_port, wait_for
 

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from torrents.config import ServerConfig
+from btserver.config import ServerConfig
 
 from btserver import farm
 from btserver.catalog import scan

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from btswarm import plan
-from torrents.config import load_config
+from btrepo.config import RepoConfig
+from btserver.config import ServerConfig
+from torrents.config import load_section
+from tracker.config import TrackerConfig
 
 
 def federation(tmp_path: Path, n: int = 3) -> plan.Federation:
@@ -29,21 +32,23 @@ def test_every_written_config_loads_and_agrees_on_secrets_and_urls(tmp_path):
     for label, sections in plan.configs(fed).items():
         path = tmp_path / f"{label}.toml"
         path.write_text(plan.toml(sections))
-        config = load_config(path, environ={})
         if label == "tracker":
-            assert config.tracker.site_secrets == {"site1": "secret-0", "site2": "secret-1", "site3": "secret-2"}
-            assert config.tracker.listen == "127.0.0.1:7000"
-            assert config.tracker.repo == "http://127.0.0.1:7001"
+            tracker = load_section("tracker", TrackerConfig, path, environ={})
+            assert tracker.site_secrets == {"site1": "secret-0", "site2": "secret-1", "site3": "secret-2"}
+            assert tracker.listen == "127.0.0.1:7000"
+            assert tracker.repo == "http://127.0.0.1:7001"
         elif label == "repo":
-            assert config.repo.site_secrets["site3"] == "secret-2"
-            assert config.repo.tracker == "http://127.0.0.1:7000"
+            repo = load_section("repo", RepoConfig, path, environ={})
+            assert repo.site_secrets["site3"] == "secret-2"
+            assert repo.tracker == "http://127.0.0.1:7000"
         else:
             i = int(label[4:]) - 1
-            assert config.server.site == label
-            assert config.server.secret == f"secret-{i}"
-            assert config.server.peer_listen == f"127.0.0.{i + 2}:{7011 + 2 * i}"
-            assert config.server.roots == (str(tmp_path / "data"),)
-            assert config.server.idle_ttl == 30.0
+            server = load_section("server", ServerConfig, path, environ={})
+            assert server.site == label
+            assert server.secret == f"secret-{i}"
+            assert server.peer_listen == f"127.0.0.{i + 2}:{7011 + 2 * i}"
+            assert server.roots == (str(tmp_path / "data"),)
+            assert server.idle_ttl == 30.0
 
 
 def test_toml_escapes_strings():

@@ -21,7 +21,7 @@ import aiohttp
 from aiohttp import web
 
 from torrents import auth, bencoding, metainfo
-from torrents import web as tweb
+from torrents.servicekit import web as tweb
 from torrents.build import build_torrent
 
 SECRETS = {"site1": "secret-one", "site2": "secret-two"}
@@ -66,7 +66,7 @@ def hostile_torrent(name: str = "evil") -> bytes:
 
 async def publish(session: aiohttp.ClientSession, base_url: str, name: str, body: Any, *,
                   site: str = "site1", secret: str | None = None) -> tuple[int, Any]:
-    """A signed PUT, as bt-server sends it (torrents.web.signed_request)."""
+    """A signed PUT, as bt-server sends it (torrents.servicekit.web.signed_request)."""
     return await tweb.signed_request(session, "PUT", f"{base_url.rstrip('/')}/api/datasets/{name}", site=site,
                                      secret=secret or SECRETS[site], payload=body)
 

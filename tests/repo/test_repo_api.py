@@ -10,8 +10,8 @@ import pytest
 from tests.support import free_port
 from tests.repo.repo_support import SAMPLE, SECRETS, hostile_torrent, make_torrent, publish, publish_body
 from torrents import metainfo
-from torrents.config import RepoConfig
-from torrents.repo.app import create_app
+from btrepo.config import RepoConfig
+from btrepo.app import create_app
 
 FILES = {"DPD_IDCOMM.051203._00001.pool.root.1": 40_000, "DPD_IDCOMM.051203._00002.pool.root.1": 25_000}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from torrents.errors import BtswarmError
-from torrents.repo.catalog import Outcome, classify, fts_query, parse_search
+from btrepo.catalog import Outcome, classify, fts_query, parse_search
 
 
 def test_classify_publications():

@@ -9,8 +9,8 @@ import pytest
 
 from tests.support import free_port
 from tests.repo.repo_support import SAMPLE, SECRETS, make_torrent, publish, publish_body, tracker_app
-from torrents.config import RepoConfig
-from torrents.repo.app import create_app
+from btrepo.config import RepoConfig
+from btrepo.app import create_app
 
 FILES = {"DPD_IDCOMM.051203._00001.pool.root.1": 3 * 2**20, "DPD_IDCOMM.051203._00002.pool.root.1": 2**20}
 XSS_NAME = "<img src=x onerror=alert(1)>"

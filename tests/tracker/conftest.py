@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from torrents.config import TrackerConfig
+from tracker.config import TrackerConfig
 from tracker.app import create_app
 
 from tests.tracker.helpers import SECRETS

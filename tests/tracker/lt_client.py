@@ -14,7 +14,7 @@ import time
 
 import libtorrent as lt
 
-from torrents import ltsession
+from torrents.servicekit import ltsession
 
 
 def main() -> int:

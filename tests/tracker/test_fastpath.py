@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from yarl import URL
 
 from torrents import bencoding
-from torrents.config import TrackerConfig
+from tracker.config import TrackerConfig
 from tracker.app import create_app
 from tracker.fastpath import MAX_HEAD, FastPathSite
 

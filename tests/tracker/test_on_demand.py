@@ -13,9 +13,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from torrents import auth, ltsession, sample
+from torrents import auth, sample
+from torrents.servicekit import ltsession
 from torrents.build import build_torrent
-from torrents.config import TrackerConfig
+from tracker.config import TrackerConfig
 
 from tests.tracker.helpers import SECRETS, beat_body, heartbeat
 

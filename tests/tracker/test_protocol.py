@@ -9,7 +9,7 @@ from urllib.parse import quote, quote_from_bytes
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from torrents import bencoding
-from torrents.config import TrackerConfig
+from tracker.config import TrackerConfig
 from tracker.peerstore import LocalPeerStore
 
 from tests.tracker.helpers import SECRETS, announce, get_raw, query

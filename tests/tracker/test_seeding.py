@@ -10,7 +10,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from torrents import auth
-from torrents.config import TrackerConfig
+from tracker.config import TrackerConfig
 from tracker import handout
 from tracker.peerstore import LocalPeerStore
 from tracker.seeding import order_sites, wanted_seeds

@@ -1,4 +1,8 @@
-"""torrents.config: defaults, lookup order, environment and flags, and clear errors."""
+"""torrents.config: defaults, lookup order, environment and flags, and clear errors.
+
+The loader is shared; each part declares its own section. `load_config`
+below loads every part's section as that part would, so one test sees them all.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,32 @@ import os
 
 import pytest
 
-from torrents.config import Config, GetConfig, load_config, parse_hostport
+from btget.config import GetConfig
+from btrepo.config import RepoConfig
+from btserver.config import ServerConfig
+from torrents.config import find_config, load_section
 from torrents.errors import ConfigError
+from torrents.hostport import format_hostport, parse_hostport
+from tracker.config import TrackerConfig
 
 KNOWN_GET = ", ".join(sorted(f.name for f in dataclasses.fields(GetConfig)))
+SECTIONS = {"get": GetConfig, "server": ServerConfig, "tracker": TrackerConfig, "repo": RepoConfig}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    get: GetConfig = dataclasses.field(default_factory=GetConfig)
+    server: ServerConfig = dataclasses.field(default_factory=ServerConfig)
+    tracker: TrackerConfig = dataclasses.field(default_factory=TrackerConfig)
+    repo: RepoConfig = dataclasses.field(default_factory=RepoConfig)
+    path: str | None = None
+
+
+def load_config(explicit=None, *, overrides=None, environ=None) -> Config:
+    sections = {name: load_section(name, cls, explicit, overrides=(overrides or {}).get(name), environ=environ)
+                for name, cls in SECTIONS.items()}
+    path = find_config(explicit)
+    return Config(**sections, path=str(path) if path else None)
 
 
 @pytest.fixture
@@ -163,11 +189,18 @@ def test_section_must_be_a_table(home, tmp_path):
 
 
 @pytest.mark.parametrize("toml, expected", [
-    ("[get]\nworkers = 'four'", "[get] workers: expected a whole number, got 'four'"),
-    ("[get]\nworkers = 2.5", "[get] workers: expected a whole number, got 2.5"),
-    ("[get]\nworkers = true", "[get] workers: expected a whole number, got True"),
-    ("[get]\nseed_time = 'soon'", "[get] seed_time: expected a number, got 'soon'"),
-    ("[get]\nseed_time = false", "[get] seed_time: expected a number, got False"),
+    ("[get]\nworkers = 'four'", "[get] workers: expected a whole number of at least 1, or 'auto', got 'four'"),
+    ("[get]\nworkers = 2.5", "[get] workers: expected a whole number of at least 1, or 'auto', got 2.5"),
+    ("[get]\nworkers = true", "[get] workers: expected a whole number of at least 1, or 'auto', got True"),
+    ("[get]\nworkers = 0", "[get] workers: expected a whole number of at least 1, or 'auto', got 0"),
+    ("[get]\nseed_time = 'soon'", "[get] seed_time: not a duration (examples: 30, 30s, 10m, 2h), got 'soon'"),
+    ("[get]\nseed_time = false", "[get] seed_time: expected a duration, got False"),
+    ("[get]\ntimeout = -3", "[get] timeout: duration is negative, got -3"),
+    ("[get]\nmax_connections = 0", "[get] max_connections: must be at least 1, got 0"),
+    ("[server]\nupload_rate_limit = 'fast'",
+     "[server] upload_rate_limit: not a size (examples: 512, 256K, 16MiB, 4G), got 'fast'"),
+    ("[server]\nmax_seeds = 0", "[server] max_seeds: must be at least 1, got 0"),
+    ("[tracker]\ninterval = 0", "[tracker] interval: must be at least 1, got 0"),
     ("[get]\nrepo = 8080", "[get] repo: expected a string, got 8080"),
     ("[server]\nprivate = 'maybe'", "[server] private: expected true or false, got 'maybe'"),
     ("[server]\nroots = [1, 2]", "[server] roots: expected a list of strings, got [1, 2]"),
@@ -179,16 +212,28 @@ def test_wrong_types(home, tmp_path, toml, expected):
     assert error(path) == f"{path}: {expected}"
 
 
+def test_durations_and_sizes_read_the_same_in_files_environment_and_flags(home, tmp_path):
+    path = write(tmp_path / "c.toml", "[get]\nstall_timeout = '5m'\nworkers = 'auto'\n"
+                                      "[server]\nupload_rate_limit = '16MiB'\nidle_ttl = '1h'\n")
+    cfg = load_config(path, environ={"BTSWARM_GET_TIMEOUT": "90s", "BTSWARM_GET_WORKERS": "3"})
+    assert cfg.get.stall_timeout == 300.0 and cfg.get.timeout == 90.0
+    assert cfg.get.workers == 3
+    assert load_config(path, environ={}).get.workers == "auto"
+    assert cfg.server.upload_rate_limit == 16 * 2**20 and cfg.server.idle_ttl == 3600.0
+    assert load_config(path, overrides={"get": {"stall_timeout": 12.5}}).get.stall_timeout == 12.5
+
+
 def test_bad_environment_value_names_the_variable(home, tmp_path):
     path = write(tmp_path / "c.toml", "[get]\nworkers = 2\n")
     assert error(path, environ={"BTSWARM_GET_WORKERS": "four"}) == \
-        "$BTSWARM_GET_WORKERS: expected a whole number, got 'four'"
+        "$BTSWARM_GET_WORKERS: expected a whole number of at least 1, or 'auto', got 'four'"
     assert error(environ={"BTSWARM_SERVER_PRIVATE": "perhaps"}) == \
         "$BTSWARM_SERVER_PRIVATE: expected true or false, got 'perhaps'"
 
 
 def test_bad_override(home):
-    assert error(overrides={"get": {"workers": "x"}}) == "defaults: [get] workers: expected a whole number, got 'x'"
+    assert error(overrides={"get": {"workers": "x"}}) == \
+        "defaults: [get] workers: expected a whole number of at least 1, or 'auto', got 'x'"
     assert error(overrides={"get": {"nope": 1}}) == f"defaults: [get] nope: unknown key (known: {KNOWN_GET})"
 
 
@@ -209,6 +254,12 @@ def test_directory_instead_of_a_file(home, tmp_path):
 
 
 # addresses
+
+def test_format_hostport():
+    assert format_hostport("127.0.0.2", 6881) == "127.0.0.2:6881"
+    assert format_hostport("::1", 80) == "[::1]:80"
+    assert parse_hostport(format_hostport("::1", 80)) == ("::1", 80)
+
 
 @pytest.mark.parametrize("text, expected", [
     ("127.0.0.1:8080", ("127.0.0.1", 8080)),

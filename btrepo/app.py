@@ -9,15 +9,15 @@ from typing import AsyncIterator
 from aiohttp import web
 
 from torrents import auth
-from torrents import web as tweb
-from torrents.config import RepoConfig
-from torrents.repo import keys
-from torrents.repo.api import MAX_PUBLISH_BODY
-from torrents.repo.db import Database
-from torrents.repo.metrics import Metrics
-from torrents.repo.routes import setup_routes
-from torrents.repo.tracker_client import SwarmSource, TrackerClient
-from torrents.repo.views import page_errors
+from torrents.servicekit import web as tweb
+from btrepo.config import RepoConfig
+from btrepo import keys
+from btrepo.api import MAX_PUBLISH_BODY
+from btrepo.db import Database
+from btrepo.metrics import Metrics
+from btrepo.routes import setup_routes
+from btrepo.tracker_client import SwarmSource, TrackerClient
+from btrepo.views import page_errors
 
 DB_FILE = "repo.sqlite3"
 
@@ -26,7 +26,7 @@ def create_app(config: RepoConfig, *, db: Database | None = None,
                tracker_client: SwarmSource | None = None) -> web.Application:
     """Build the repository app. A `db` or `tracker_client` passed in stays the caller's to close;
     the ones built here (SQLite under config.state, the tracker at config.tracker) are closed on cleanup."""
-    # torrents.web.error_middleware turns errors into JSON for /api; page_errors,
+    # torrents.servicekit.web.error_middleware turns errors into JSON for /api; page_errors,
     # inside it, answers pages with HTML first.
     app = web.Application(middlewares=[tweb.error_middleware, page_errors], client_max_size=MAX_PUBLISH_BODY)
     app[keys.CONFIG] = config

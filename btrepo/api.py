@@ -1,7 +1,7 @@
 """JSON API handlers (docs/contracts.md, "bt-server → bt-repo" and "bt-repo read API").
 
 Errors are raised as BtswarmError subclasses and become `{"error": ...}`
-answers in torrents.web.error_middleware, nowhere else.
+answers in torrents.servicekit.web.error_middleware, nowhere else.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from torrents import web as tweb
+from torrents.servicekit import web as tweb
 from torrents.errors import BtswarmError, NotFound
-from torrents.repo import catalog, keys
+from btrepo import catalog, keys
 
 log = logging.getLogger("btswarm.repo.api")
 

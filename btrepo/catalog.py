@@ -5,7 +5,7 @@ No I/O here. `parse_publish` turns a signed PUT body into a checked
 against it); `classify` decides what a publication does to what is already
 known; `parse_search` and `fts_query` turn query parameters into a search.
 The database applies the decisions (db.py); the HTTP layer maps errors to
-statuses in one place (torrents.web.error_middleware).
+statuses in one place (torrents.servicekit.web.error_middleware).
 """
 
 from __future__ import annotations

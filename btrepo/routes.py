@@ -6,7 +6,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from torrents.repo import api, views
+from btrepo import api, views
 
 STATIC = Path(__file__).parent / "static"
 # Dataset names may hold any character but '/', braces included.

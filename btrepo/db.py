@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from torrents.repo import catalog
+from btrepo import catalog
 
 log = logging.getLogger("btswarm.repo.db")
 T = TypeVar("T")

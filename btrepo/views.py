@@ -21,9 +21,9 @@ from aiohttp import web
 from markupsafe import Markup
 
 from torrents import units
-from torrents import web as tweb
+from torrents.servicekit import web as tweb
 from torrents.errors import BtswarmError
-from torrents.repo import api, catalog, keys
+from btrepo import api, catalog, keys
 
 log = logging.getLogger("btswarm.repo.views")
 
@@ -130,7 +130,7 @@ _TITLES = {400: "Bad request", 404: "Not found", 405: "Method not allowed", 413:
 @web.middleware
 async def page_errors(request: web.Request,
                       handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-    """Errors on pages become HTML error pages; /api errors pass on to torrents.web.error_middleware."""
+    """Errors on pages become HTML error pages; /api errors pass on to torrents.servicekit.web.error_middleware."""
     if not _is_page(request):
         return await handler(request)
     try:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from torrents import auth
-from torrents.config import RepoConfig
-from torrents.repo.db import Database
-from torrents.repo.metrics import Metrics
-from torrents.repo.tracker_client import SwarmSource
+from btrepo.config import RepoConfig
+from btrepo.db import Database
+from btrepo.metrics import Metrics
+from btrepo.tracker_client import SwarmSource
 
 CONFIG = web.AppKey("repo_config", RepoConfig)
 DB = web.AppKey("repo_db", Database)

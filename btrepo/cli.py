@@ -8,8 +8,10 @@ import sys
 import click
 
 from torrents import log as tlog
-from torrents import web as tweb
-from torrents.config import load_config, parse_hostport
+from torrents.servicekit import web as tweb
+from torrents.hostport import parse_hostport
+
+from btrepo import config as repo_config
 from torrents.errors import BtswarmError
 
 log = logging.getLogger("btswarm.repo")
@@ -30,10 +32,10 @@ def run(config_path: str | None, listen: str | None, state: str | None, verbose:
     """Serve until SIGTERM or SIGINT, then exit 0."""
     tlog.setup(verbose, name="bt-repo")
     # Imported here so `bt-repo --help` stays quick and the app's import errors surface as errors.
-    from torrents.repo.app import create_app
+    from btrepo.app import create_app
 
     try:
-        config = load_config(config_path, overrides={"repo": {"listen": listen, "state": state}}).repo
+        config = repo_config.load(config_path, overrides={"listen": listen, "state": state})
         host, port = parse_hostport(config.listen, subject="[repo] listen")
         app = create_app(config)
     except BtswarmError as exc:

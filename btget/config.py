@@ -1,0 +1,40 @@
+"""bt-get's section of the configuration file: [get]."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from torrents.config import Seconds, load_section
+from torrents.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class GetConfig:
+    repo: str = "http://127.0.0.1:8080"
+    output: str = "."
+    workers: int | str = 1  # a number, or "auto" (one per core, capped)
+    listen: str = "127.0.0.1"  # address of the libtorrent sessions; ports are chosen free
+    seed_time: Seconds = Seconds(0.0)
+    seed_ratio: float = 0.0
+    timeout: Seconds = Seconds(0.0)  # 0: no limit
+    stall_timeout: Seconds = Seconds(300.0)  # 0: no limit
+    max_connections: int = 200
+
+    def __post_init__(self) -> None:
+        workers = self.workers
+        if isinstance(workers, str) and workers.strip().isdigit():
+            workers = int(workers)
+        if isinstance(workers, bool) or not (workers == "auto" or (isinstance(workers, int) and workers >= 1)):
+            raise ConfigError("workers", f"expected a whole number of at least 1, or 'auto', got {self.workers!r}")
+        object.__setattr__(self, "workers", workers)
+        if self.seed_ratio < 0:
+            raise ConfigError("seed_ratio", f"must not be negative, got {self.seed_ratio!r}")
+        if self.max_connections < 1:
+            raise ConfigError("max_connections", f"must be at least 1, got {self.max_connections!r}")
+
+
+def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,
+         environ: Mapping[str, str] | None = None) -> GetConfig:
+    return load_section("get", GetConfig, explicit, overrides=overrides, environ=environ)

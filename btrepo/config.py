@@ -1,0 +1,23 @@
+"""bt-repo's section of the configuration file: [repo]."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from torrents.config import default_state_dir, load_section
+
+
+@dataclass(frozen=True)
+class RepoConfig:
+    listen: str = "127.0.0.1:8080"
+    state: str = field(default_factory=lambda: default_state_dir("repo"))
+    tracker: str = "http://127.0.0.1:6969"  # for live swarm state
+    public_url: str = ""  # as users reach it; default http://<listen>
+    site_secrets: Mapping[str, str] = field(default_factory=lambda: {"site1": "btswarm-dev-secret"})
+
+
+def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,
+         environ: Mapping[str, str] | None = None) -> RepoConfig:
+    return load_section("repo", RepoConfig, explicit, overrides=overrides, environ=environ)

@@ -1,0 +1,51 @@
+"""bt-server's section of the configuration file: [server]."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from torrents.config import Bytes, Seconds, default_state_dir, load_section
+from torrents.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    site: str = "site1"
+    secret: str = "btswarm-dev-secret"
+    listen: str = "127.0.0.1:8700"  # control API
+    peer_listen: str = "127.0.0.1:6881"  # libtorrent
+    control_url: str = ""  # as others reach it; default http://<listen>
+    state: str = field(default_factory=lambda: default_state_dir("server"))
+    roots: tuple[str, ...] = ()  # each subdirectory of a root is a dataset
+    storage_roots: tuple[str, ...] = ()  # where manifest PFNs may point (roots always may)
+    manifests: tuple[str, ...] = ()
+    tracker: str = "http://127.0.0.1:6969"
+    repo: str = "http://127.0.0.1:8080"
+    heartbeat_interval: Seconds = Seconds(10.0)
+    idle_ttl: Seconds = Seconds(600.0)
+    max_seeds: int = 50
+    upload_rate_limit: Bytes = Bytes(0)  # bytes/s, 0: unlimited
+    # Peers each seed uploads to at once (libtorrent's per-torrent unchoke
+    # slots), 0: no limit. 1 spares the site: other T3s take the pieces from
+    # the one being served (docs/benchmarks.md has the measured figures).
+    upload_slots: int = 1
+    private: bool = True
+    hybrid: bool = False
+    hash_threads: int = 0  # 0: one per core
+
+    def __post_init__(self) -> None:
+        for key in ("max_seeds",):
+            if getattr(self, key) < 1:
+                raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")
+        for key in ("upload_slots", "hash_threads"):
+            if getattr(self, key) < 0:
+                raise ConfigError(key, f"must not be negative, got {getattr(self, key)!r}")
+        if self.heartbeat_interval <= 0:
+            raise ConfigError("heartbeat_interval", f"must be more than 0, got {self.heartbeat_interval!r}")
+
+
+def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,
+         environ: Mapping[str, str] | None = None) -> ServerConfig:
+    return load_section("server", ServerConfig, explicit, overrides=overrides, environ=environ)

@@ -1,0 +1,44 @@
+"""bt-tracker's section of the configuration file: [tracker]."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from torrents.config import Seconds, load_section
+from torrents.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TrackerConfig:
+    listen: str = "127.0.0.1:6969"
+    interval: int = 60  # seconds, as the announce answer carries it
+    min_interval: int = 30
+    open: bool = False
+    repo: str = ""  # also accept info-hashes the repository published
+    site_secrets: Mapping[str, str] = field(default_factory=lambda: {"site1": "btswarm-dev-secret"})
+    site_networks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    start_wait: Seconds = Seconds(2.0)
+    min_seeds: int = 1  # seeds wanted in every active swarm, before counting leechers
+    leechers_per_seed: int = 4
+    max_seeds_per_swarm: int = 3
+    site_backoff: Seconds = Seconds(30.0)
+    trust_ip: bool = False
+    default_numwant: int = 50
+    failure_reason: str = "unknown info_hash: not published in this federation"
+    heartbeat_interval: Seconds = Seconds(10.0)  # asked of sites in the heartbeat answer; down after 3 missed
+    repo_poll: Seconds = Seconds(30.0)  # between reads of the repository's published info-hashes
+
+    def __post_init__(self) -> None:
+        for key in ("interval", "leechers_per_seed", "max_seeds_per_swarm", "default_numwant"):
+            if getattr(self, key) < 1:
+                raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")
+        for key in ("min_interval", "min_seeds"):
+            if getattr(self, key) < 0:
+                raise ConfigError(key, f"must not be negative, got {getattr(self, key)!r}")
+
+
+def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,
+         environ: Mapping[str, str] | None = None) -> TrackerConfig:
+    return load_section("tracker", TrackerConfig, explicit, overrides=overrides, environ=environ)
