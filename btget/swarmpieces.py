@@ -36,7 +36,6 @@ log = logging.getLogger("btget.serve")
 LOW, TOP = 1, 7  # libtorrent piece priorities: background prefetch, and what a reader waits for
 RESUME_INTERVAL = 5.0  # seconds between resume saves while pieces arrive
 REANNOUNCE_GAP = 2.0  # at most one forced announce this often
-SEED_MEMORY = 64  # seed endpoints remembered for reconnecting
 REREAD_WAIT = 2.0  # how long a piece that passed libtorrent's check may take to read back right
 
 
@@ -77,18 +76,26 @@ class SwarmPieces:
         self.hash_failures = 0
         self.errors: list[str] = []
         # A reader may want a piece long after the last one arrived: keep the
-        # connections to seeds open even while nothing is wanted (libtorrent
-        # closes them once both ends have all they want).
+        # connections to seeds open while nothing is wanted. A session with
+        # nothing to fetch counts as finished, tells its peers it only uploads,
+        # and seeds hang up on it; worse, libtorrent then stops calling seeds,
+        # and a piece deadline set later does not make it call them again
+        # (measured: no connection attempt in 30 s). In share mode it never
+        # says it only uploads, so the seeds stay; share_mode_target this high
+        # keeps share mode from fetching pieces of its own to trade (at most
+        # one, while nothing has been read). With prefetch the session is
+        # downloading until it has everything, when reads are local anyway.
         self.ses = ltsession.session(spec.listen_ip, 0, close_redundant_connections=False,
-                                     connections_limit=spec.max_connections,
+                                     share_mode_target=1 << 30, connections_limit=spec.max_connections,
                                      alert_mask=int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification))
         atp = worker.torrent_params(lt, spec)
         atp.piece_priorities = [self.base_priority] * self.map.num_pieces
+        if not prefetch:
+            atp.flags |= lt.torrent_flags.share_mode
         self.handle = self.ses.add_torrent(atp)
         self.listen_port = self.ses.listen_port()
         for peer in spec.peers:
             self.handle.connect_peer(peer)
-        self._seed_endpoints: dict[tuple[str, int], None] = {}
         self._last_reannounce = 0.0
         self._stopping = False
         self._next_save = time.monotonic() + RESUME_INTERVAL
@@ -103,7 +110,6 @@ class SwarmPieces:
                     self._on_alert(a)
             if time.monotonic() >= self._next_save:
                 self.save_resume()
-                self._remember_seeds()
 
     def _on_alert(self, a: Any) -> None:
         lt = self.lt
@@ -124,6 +130,10 @@ class SwarmPieces:
             message = f"{a.error.message()}"
             log.warning("libtorrent: %s", a.message())
             self.errors.append(message)
+        elif isinstance(a, (lt.peer_connect_alert, lt.peer_disconnected_alert)):
+            log.debug("%s", a.message())
+        elif isinstance(a, lt.tracker_reply_alert):
+            log.info("tracker %s: %d peers", a.tracker_url(), a.num_peers)
         elif isinstance(a, lt.tracker_error_alert):
             log.warning("tracker %s: %s", a.tracker_url(), a.failure_reason() or a.error.message())
 
@@ -132,38 +142,23 @@ class SwarmPieces:
         """Give pieces deadlines (ms from now) on behalf of `reader`; pieces already here are skipped."""
         todo = [(p, d) for p, d in pieces if p not in self.verified and not self.handle.have_piece(p)]
         changed = self.demand.want(reader, todo)
+        if not changed:
+            return
+        # The priority through the ordinary call, then the deadline: a deadline
+        # alone does not take a finished session back to downloading.
         for piece, deadline in changed:
+            self.handle.piece_priority(piece, TOP)
             self.handle.set_piece_deadline(piece, max(0, deadline))
-        if changed and self.handle.status(0).num_seeds == 0:
-            self._reconnect()
+        if self.handle.status(0).num_seeds == 0:
+            self._reannounce()
 
-    def _reconnect(self) -> None:
-        """Back into the swarm after an idle spell.
-
-        With nothing wanted (--no-prefetch, or everything read) a session
-        counts as finished: it tells its peers it only uploads, and a seed
-        has no use for such a peer and hangs up. Once a reader wants a
-        piece, the seeds seen before are called back directly (next tick,
-        ~0.1 s) and the tracker asked at once for the current ones (a site
-        may have stopped its idle seed; the tracker has it start one).
-        """
-        for ep in self._seed_endpoints:
-            self.handle.connect_peer(ep)
+    def _reannounce(self) -> None:
+        """Ask the tracker now (not at the next interval): a site may have stopped its idle seed."""
         now = time.monotonic()
         if now - self._last_reannounce >= REANNOUNCE_GAP:
             self._last_reannounce = now
+            log.info("no seed connected: asking the tracker")
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
-
-    def _remember_seeds(self) -> None:
-        try:
-            peers = self.handle.get_peer_info()
-        except RuntimeError:
-            return
-        for p in peers:
-            if p.flags & self.lt.peer_info.seed:
-                self._seed_endpoints[(p.ip[0], p.ip[1])] = None
-        while len(self._seed_endpoints) > SEED_MEMORY:
-            del self._seed_endpoints[next(iter(self._seed_endpoints))]
 
     def release(self, reader: int, pieces: Iterable[int] | None = None) -> None:
         """`reader` waits no longer (it finished, or its client went away): drop what nobody else wants."""
