@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from fsspec.asyn import AsyncFileSystem
+from fsspec.asyn import AsyncFileSystem, sync, sync_wrapper
 from fsspec.implementations.http import HTTPFileSystem
 
 from torrents.errors import BtswarmError
@@ -213,6 +213,8 @@ class SwarmFileSystem(HTTPFileSystem):
         out = sorted(entries.values(), key=lambda e: e["name"])
         return out if detail else [e["name"] for e in out]
 
+    ls = sync_wrapper(_ls)  # HTTPFileSystem binds its own _ls to the name
+
     async def _exists(self, path, **kwargs):
         try:
             await self._info(path)
@@ -236,8 +238,6 @@ class SwarmFileSystem(HTTPFileSystem):
         return await AsyncFileSystem._glob(self, path, maxdepth=maxdepth, **kwargs)
 
     def _open(self, path, mode="rb", **kwargs):
-        from fsspec.asyn import sync
-
         url = sync(self.loop, self._url, path)
         return super()._open(url, mode=mode, **kwargs)
 
