@@ -154,8 +154,11 @@ def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> 
 @config_option
 @server_options
 @click.option("--attempts", type=int, default=5, show_default=True, help="Tries per dataset.")
+@click.option("--new-version", is_flag=True,
+              help="Declare this site's replica the dataset's new version (the dataset changed on purpose).")
 @verbosity
-def publish(name: str | None, config_path: str | None, verbose: int, attempts: int, **flags: Any) -> None:
+def publish(name: str | None, config_path: str | None, verbose: int, attempts: int, new_version: bool,
+            **flags: Any) -> None:
     """Prepare the datasets, then publish NAME (default: all) to the repository."""
     import aiohttp
 
@@ -169,17 +172,24 @@ def publish(name: str | None, config_path: str | None, verbose: int, attempts: i
     chosen = inv.all() if name is None else [inv.by_name(name)]
     if chosen == [None]:
         raise NotFound(name, "no such dataset at this site")
+    if new_version and name is None:
+        raise BtswarmError("--new-version", "name the dataset that changed on purpose")
 
-    async def go() -> list[bool]:
+    async def go() -> list[publisher.Answer]:
         async with aiohttp.ClientSession() as http:
             retry = publisher.Retry(attempts=max(1, attempts))
             return [await publisher.publish(http, cfg.repo, cfg.site, cfg.secret, p.torrent_path.read_bytes(),
-                                            p.record(), retry=retry) for p in chosen if p is not None]
+                                            {**p.record(), **({"new_version": True} if new_version else {})},
+                                            retry=retry) for p in chosen if p is not None]
 
     results = asyncio.run(go())
-    for p, ok in zip(chosen, results):
-        click.echo(f"{p.info_hash}  {'published' if ok else 'FAILED'}  {p.name}")
-    if not all(results):
+    for p, answer in zip(chosen, results):
+        if answer.ok:
+            state = "" if answer.state in ("", "current") else f" ({answer.state}: {answer.problem})"
+            click.echo(f"{p.info_hash}  {answer.result or 'published'}{state}  {p.name}")
+        else:
+            click.echo(f"{p.info_hash}  FAILED  {p.name}: {answer.problem}")
+    if not all(a.ok for a in results):
         sys.exit(ExitStatus.ERROR)
 
 
