@@ -45,8 +45,8 @@ log = logging.getLogger("btget.serve")
 
 DEFAULT_ADDRESS = ("127.0.0.1", 8765)
 URGENT_WINDOW = 16 * 2**20  # bytes of a request given deadlines ahead of the piece being sent
-READ_AHEAD_MIN = 2 * 2**20  # first read-ahead of a streaming reader
-READ_AHEAD_MAX = 32 * 2**20  # read-ahead doubles up to this
+READ_AHEAD_MAX = 32 * 2**20  # a streaming reader gets as much read ahead as it read in a row, up to this
+READ_AHEAD_SLACK = 4096  # a request this far past the last one's end still continues it
 URGENT_STEP_MS = 10  # deadline spacing of a request's pieces: first needed, first asked for
 AHEAD_BASE_MS, AHEAD_STEP_MS = 2000, 20  # read-ahead: after every piece someone is waiting for
 RANGE_LOG = 10_000  # ranges kept for GET / (what readers asked for)
@@ -69,8 +69,7 @@ class Server:
         self.opts = opts
         self.map: PieceMap = pieces.map
         self.index = {f.lfn: i for i, f in enumerate(meta.files) if not f.pad}
-        self.readahead = ReadAhead(max(READ_AHEAD_MIN, meta.piece_length), max(READ_AHEAD_MAX, meta.piece_length),
-                                   slack=64 * 1024)
+        self.readahead = ReadAhead(max(READ_AHEAD_MAX, meta.piece_length), slack=READ_AHEAD_SLACK)
         self.window = max(2, URGENT_WINDOW // meta.piece_length)
         self._ids = itertools.count(1)
         self.requests = 0

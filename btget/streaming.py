@@ -4,8 +4,8 @@
 - `PieceMap`: where each file sits in the torrent's byte stream: which pieces a
   byte range of a file needs, and which file segments make up a piece.
 - `ReadAhead`: a reader that keeps asking for what follows its last request is
-  streaming; it gets a window of pieces beyond its request, growing while it
-  stays sequential (like the kernel's readahead), none while it seeks.
+  streaming; it gets as much read ahead as it has read in a row (up to a
+  maximum), none while it seeks.
 - `Demand`: which reader waits for which piece and how urgently; the deadline
   each piece should carry; what to cancel when a reader goes away.
 
@@ -134,24 +134,26 @@ class PieceMap:
 @dataclass
 class _Stream:
     end: int  # where the last request ended
-    window: int  # bytes read ahead on the next sequential request
+    run: int  # bytes read one after the other so far
 
 
 class ReadAhead:
     """Per file, whether its reader streams, and how far ahead to fetch for it.
 
     A request that starts where an earlier one of the same file ended (or
-    at most `slack` bytes after it: a reader skipping a little) is sequential: it gets `window` bytes of
-    read-ahead, which doubles on each further sequential request up to
-    `max_window`. A request elsewhere starts over (a seek: no read-ahead,
-    so random readers such as uproot reading one branch fetch only what they
-    ask for). A few streams per file are remembered, so readers interleaving
-    two sequential walks of one file both keep their windows.
+    at most `slack` bytes after it: a reader skipping a little) continues
+    that stream. A stream gets as much read-ahead as it has read so far, up
+    to `max_window`: it doubles with every request of the same size, like
+    the kernel's readahead, while a reader making a few small reads near
+    each other (uproot reading a file's header, keys and streamers) gets
+    next to nothing. A request elsewhere starts a new stream (a seek: no
+    read-ahead, so random readers such as uproot reading one branch fetch
+    only what they ask for). A few streams per file are remembered, so
+    readers interleaving sequential walks of one file keep theirs.
     """
 
-    def __init__(self, min_window: int, max_window: int, slack: int = 0, streams_per_file: int = 4) -> None:
-        self.min_window = min_window
-        self.max_window = max(min_window, max_window)
+    def __init__(self, max_window: int, slack: int = 0, streams_per_file: int = 4) -> None:
+        self.max_window = max_window
         self.slack = slack
         self.streams_per_file = streams_per_file
         self._streams: dict[int, list[_Stream]] = {}
@@ -161,12 +163,11 @@ class ReadAhead:
         streams = self._streams.setdefault(file, [])
         for s in streams:
             if s.end <= start <= s.end + self.slack:
-                window = s.window
-                s.end, s.window = end, min(self.max_window, window * 2)
+                s.end, s.run = end, s.run + (end - start)
                 streams.remove(s)
                 streams.append(s)  # most recently used last
-                return end, min(size, end + window)
-        streams.append(_Stream(end, self.min_window))
+                return end, min(size, end + min(self.max_window, s.run))
+        streams.append(_Stream(end, end - start))
         del streams[:-self.streams_per_file]
         return end, end
 

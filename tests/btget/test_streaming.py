@@ -83,28 +83,36 @@ def test_segments_and_pieces_agree(sizes, piece_length, data):
 
 
 # --- read-ahead ---------------------------------------------------------------------------------
-def test_a_sequential_reader_gets_a_growing_window_and_a_seek_resets_it():
-    ra = ReadAhead(min_window=100, max_window=400, slack=10)
+def test_a_sequential_reader_gets_what_it_read_in_a_row_and_a_seek_resets_it():
+    ra = ReadAhead(max_window=400, slack=10)
     assert ra.on_request(0, 0, 50, 10_000) == (50, 50)  # first read: no read-ahead
-    assert ra.on_request(0, 50, 100, 10_000) == (100, 200)  # sequential: the window
-    assert ra.on_request(0, 105, 150, 10_000) == (150, 350)  # skipping a little is still sequential; doubled
-    assert ra.on_request(0, 150, 200, 10_000) == (200, 600)
-    assert ra.on_request(0, 200, 250, 10_000) == (250, 650)  # at most max_window
+    assert ra.on_request(0, 50, 100, 10_000) == (100, 200)  # sequential: as much as read so far (100)
+    assert ra.on_request(0, 105, 150, 10_000) == (150, 295)  # skipping a little still continues it
+    assert ra.on_request(0, 150, 250, 10_000) == (250, 495)
+    assert ra.on_request(0, 250, 350, 10_000) == (350, 695)
+    assert ra.on_request(0, 350, 450, 10_000) == (450, 850)  # at most max_window
     assert ra.on_request(0, 5000, 5100, 10_000) == (5100, 5100)  # a seek starts a new stream
-    assert ra.on_request(0, 250, 300, 10_000) == (300, 700)  # ... the old one is still remembered
+    assert ra.on_request(0, 450, 500, 10_000) == (500, 900)  # ... the old one is still remembered
     assert ra.on_request(0, 10, 20, 10_000) == (20, 20)  # backwards is a seek
-    assert ra.on_request(0, 300, 9990, 10_000) == (9990, 10_000)  # the window ends at the end of the file
+    assert ra.on_request(0, 500, 9990, 10_000) == (9990, 10_000)  # the window ends at the end of the file
+
+
+def test_small_reads_near_each_other_get_next_to_nothing():
+    """uproot opening a file: header, keys, streamers, a few hundred bytes each, close together."""
+    ra = ReadAhead(max_window=32 * 2**20, slack=4096)
+    windows = [ra.on_request(0, s, e, 10**9) for s, e in [(0, 403), (1320, 1636), (1676, 12009)]]
+    assert [b - a for a, b in windows] == [0, 403 + 316, 403 + 316 + 10333]  # a few KB, not megabytes
 
 
 def test_read_ahead_is_per_file_and_remembers_a_few_streams():
-    ra = ReadAhead(min_window=100, max_window=100, streams_per_file=2)
+    ra = ReadAhead(max_window=100, streams_per_file=2)
     ra.on_request(0, 0, 10, 1000)
     ra.on_request(1, 0, 10, 1000)
-    assert ra.on_request(1, 10, 20, 1000) == (20, 120)
+    assert ra.on_request(1, 10, 20, 1000) == (20, 40)
     ra.on_request(0, 500, 510, 1000)
     ra.on_request(0, 800, 810, 1000)  # a third stream of file 0: the oldest (ending at 10) is forgotten
     assert ra.on_request(0, 10, 20, 1000) == (20, 20)
-    assert ra.on_request(0, 810, 820, 1000) == (820, 920)
+    assert ra.on_request(0, 810, 820, 1000) == (820, 840)
 
 
 # --- demand -------------------------------------------------------------------------------------
