@@ -90,7 +90,11 @@ class SwarmPieces:
                                      alert_mask=int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification))
         atp = worker.torrent_params(lt, spec)
         atp.piece_priorities = [self.base_priority] * self.map.num_pieces
-        if not prefetch:
+        if prefetch:
+            # In file order: the order a reader streaming the files meets them
+            # (rarest-first would make it wait for pieces fetched last).
+            atp.flags |= lt.torrent_flags.sequential_download
+        else:
             atp.flags |= lt.torrent_flags.share_mode
         self.handle = self.ses.add_torrent(atp)
         self.listen_port = self.ses.listen_port()
