@@ -171,7 +171,7 @@ class _Sums:
                     blocks.append((block_start, hasher.digest(), True))  # type: ignore[attr-defined]
                     self._open = None
             elif blocks and not blocks[-1][2] and blocks[-1][0] == block_start:
-                blocks[-1][1].extend(data[pos:pos + take])  # type: ignore[union-attr]  (a tuple item: += would assign)
+                blocks[-1][1].extend(data[pos:pos + take])  # type: ignore[union-attr]
             else:  # cut by the segment's edge: its bytes wait for the neighbour's
                 blocks.append((block_start, bytearray(data[pos:pos + take]), False))
             pos += take

@@ -308,6 +308,18 @@ def test_content_sums_do_not_depend_on_how_the_work_was_cut(dataset, threads, pi
         assert (built.sums[lfn].size, built.sums[lfn].xxh3, built.sums[lfn].adler32) == (LAYOUT[lfn], xxh, adler), lfn
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_content_sums_of_blocks_cut_by_segments_and_reads(tmp_path, threads):
+    # A first file of 0.8 MiB shifts the second file's 1 MiB blocks off the 1 MiB reads, and
+    # 256 KiB pieces over 20 MiB make segments longer than a read: a block cut by a segment's
+    # edge then arrives there in two reads.
+    from torrents.build import build_dataset
+    entries = write_dataset(tmp_path / "ds", {"a": 800 * 1024, "b": 20 * 2**20 + 123, "c": 3 * 2**20})
+    built = build_dataset("ds", entries, piece_length=256 * 1024, threads=threads, adler32=True)
+    for lfn, path in entries:
+        assert (built.sums[lfn].xxh3, built.sums[lfn].adler32) == reference_sums(path), lfn
+
+
 def test_content_sums_tell_replicas_apart_file_by_file(tmp_path):
     from torrents.build import build_dataset
     a = write_dataset(tmp_path / "a" / "ds", LAYOUT)
