@@ -63,6 +63,7 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
         "files": files,
         "bytes_total": sum(f.length for i, f in enumerate(meta.files) if i in selected and not f.pad),
         "bytes_downloaded": downloaded,
+        "bytes_redundant": sum(int(w.get("redundant", 0)) for w in workers),
         "seconds": round(seconds, 3),
         "rate": round(downloaded / seconds, 1) if seconds > 0 else 0.0,
         "first_byte_at": round(min(first), 3) if first else None,

@@ -15,7 +15,7 @@ never write the same part file.
 EVENT TYPES
   listening  {"worker", "ip", "port"}
   progress   {"worker", "done", "wanted", "rate", "up_rate", "peers", "seeds",
-              "downloaded", "uploaded", "hash_failures", "sources", "state", "finished",
+              "downloaded", "uploaded", "redundant", "hash_failures", "sources", "state", "finished",
               "first_byte_at" (epoch seconds of the first payload byte, or None),
               "connected" (some peer connected at some point)}
   finished   progress fields + {"files": {index: verified bytes}}
@@ -139,35 +139,11 @@ class Worker:
 
     # --- set-up -------------------------------------------------------------------
     def _params(self) -> Any:
-        from torrents.servicekit import ltsession
-
-        lt, spec = self.lt, self.spec
-        ti = lt.torrent_info(lt.bdecode(spec.torrent))
-        atp = None
-        if not spec.recheck and os.path.isfile(spec.resume_path):
-            try:
-                with open(spec.resume_path, "rb") as f:
-                    atp = lt.read_resume_data(f.read())
-                if str(atp.info_hashes.v1) != str(ti.info_hashes().v1):
-                    atp = None  # state of another version of the dataset
-            except (RuntimeError, OSError) as exc:
-                log.warning("%s: ignoring unreadable resume state (%s)", spec.resume_path, exc)
-                atp = None
-        # Every file under the name its info dict gives (libtorrent renames case twins).
-        atp = ltsession.torrent_params(ti, spec.save_path, spec.own_names, atp)
-        os.makedirs(spec.part_dir, exist_ok=True)
-        atp.part_file_dir = spec.part_dir
-        wanted = set(spec.wanted)
-        files = ti.layout()
-        self.piece_length = ti.piece_length()
+        atp = torrent_params(self.lt, self.spec)
+        wanted = set(self.spec.wanted)
+        files = atp.ti.layout()
+        self.piece_length = atp.ti.piece_length()
         self.save_every = max(self.piece_length, sum(files.file_size(i) for i in wanted) // SAVE_FRACTION)
-        atp.file_priorities = [4 if i in wanted else 0 for i in range(ti.num_files())]
-        atp.url_seeds = list(spec.web_seeds)
-        flags = atp.flags
-        flags &= ~lt.torrent_flags.paused
-        flags &= ~lt.torrent_flags.auto_managed
-        flags &= ~lt.torrent_flags.seed_mode
-        atp.flags = flags
         return atp
 
     # --- main loop ------------------------------------------------------------------
@@ -345,18 +321,7 @@ class Worker:
             self.pending_saves += 1
 
     def _write_resume(self, data: bytes) -> None:
-        # Written to a temporary name and renamed: a kill at any instant
-        # leaves either the old state or the new one, never half of one.
-        path = self.spec.resume_path
-        tmp = f"{path}.tmp.{os.getpid()}"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except OSError as exc:
-            log.warning("%s: cannot save resume state (%s)", path, exc.strerror)
+        write_resume(self.spec.resume_path, data)
 
     def shutdown(self) -> None:
         if not self.failed:
@@ -428,6 +393,7 @@ class Worker:
             "seeds": st.num_seeds if st else 0,
             "downloaded": st.total_payload_download if st else 0,
             "uploaded": st.total_payload_upload if st else 0,
+            "redundant": st.total_redundant_bytes if st else 0,
             "state": str(st.state).rsplit(".", 1)[-1] if st else "starting",
             "hash_failures": self.hash_failures,
             "sources": dict(self.sources),
@@ -449,6 +415,53 @@ class Worker:
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self.parent_gone = True
             self.stop["signal"] = "orphaned"
+
+
+def torrent_params(lt: Any, spec: WorkerSpec) -> Any:
+    """add_torrent_params for a share: its saved resume state if any, its files wanted, the rest not.
+
+    Shared with `bt-get --serve` (btget.serve), which keeps its state the same way.
+    """
+    from torrents.servicekit import ltsession
+
+    ti = lt.torrent_info(lt.bdecode(spec.torrent))
+    atp = None
+    if not spec.recheck and os.path.isfile(spec.resume_path):
+        try:
+            with open(spec.resume_path, "rb") as f:
+                atp = lt.read_resume_data(f.read())
+            if str(atp.info_hashes.v1) != str(ti.info_hashes().v1):
+                atp = None  # state of another version of the dataset
+        except (RuntimeError, OSError) as exc:
+            log.warning("%s: ignoring unreadable resume state (%s)", spec.resume_path, exc)
+            atp = None
+    # Every file under the name its info dict gives (libtorrent renames case twins).
+    atp = ltsession.torrent_params(ti, spec.save_path, spec.own_names, atp)
+    os.makedirs(spec.part_dir, exist_ok=True)
+    atp.part_file_dir = spec.part_dir
+    wanted = set(spec.wanted)
+    atp.file_priorities = [4 if i in wanted else 0 for i in range(ti.num_files())]
+    atp.url_seeds = list(spec.web_seeds)
+    flags = atp.flags
+    flags &= ~lt.torrent_flags.paused
+    flags &= ~lt.torrent_flags.auto_managed
+    flags &= ~lt.torrent_flags.seed_mode
+    atp.flags = flags
+    return atp
+
+
+def write_resume(path: str, data: bytes) -> None:
+    """Resume state, written to a temporary name and renamed: a kill at any instant
+    leaves either the old state or the new one, never half of one."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("%s: cannot save resume state (%s)", path, exc.strerror)
 
 
 def _filename(alert: Any) -> str:
