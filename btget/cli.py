@@ -13,7 +13,6 @@ import ipaddress
 import json
 import logging
 import os
-import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from torrents import log as tlog
 from torrents import metainfo
 from torrents.errors import BtswarmError, ConfigError
 from torrents.hostport import parse_hostport
+from torrents.infohash import parse_info_hash
 from torrents.units import parse_duration
 
 from btget import config as get_config
@@ -156,9 +156,10 @@ class Options:
                 raise UsageError("--listen", f"{o['listen']!r} is not an IP address") from None
         info_hash = o["info_hash"]
         if info_hash is not None:
-            if not re.fullmatch(r"[0-9a-fA-F]{40}", info_hash):
-                raise UsageError("--info-hash", f"{info_hash!r} is not an info-hash (40 hex characters)")
-            info_hash = info_hash.lower()
+            try:
+                info_hash = parse_info_hash(info_hash, "--info-hash")
+            except BtswarmError as exc:
+                raise UsageError(exc.subject, exc.problem) from None
         peers = []
         for text in o["peers"]:
             try:
@@ -320,11 +321,11 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
         client = Client(cfg.repo, session)
         if target.kind == "file":
             try:
-                resolved = Resolved(None, Path(target.value).read_bytes(), None)
+                resolved = Resolved(Path(target.value).read_bytes(), None)
             except OSError as exc:
                 raise UsageError(target.value, f"cannot read ({exc.strerror})") from None
         elif target.kind == "url":
-            resolved = Resolved(None, await client.fetch(target.value), None)
+            resolved = Resolved(await client.fetch(target.value), None)
         elif target.kind == "name":
             resolved = await client.resolve(target.value, info_hash)
         else:
@@ -348,4 +349,4 @@ async def resolve_magnet(client: Client, target: Target, cfg: GetConfig,
     all_peers = list(peers) + [parse_hostport(p, "magnet x.pe") for p in target.peers]
     data = await loop.run_in_executor(None, fetch_metadata, target.value, all_peers, cfg.listen,
                                       cfg.timeout or 60.0)
-    return Resolved(None, data, None)
+    return Resolved(data, None)

@@ -51,7 +51,6 @@ class Job:
     stall_timeout: float = 300.0
     blocked_after: float = 30.0  # seeds connected, nothing arriving this long: name the files that are stuck
     checksums: dict[str, str] = field(default_factory=dict)  # LFN → adler32 hex, when the catalog has them
-    worker_settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,8 +142,7 @@ def run(job: Job, display: Display) -> Outcome:
                               key=plan.share_key(share), wanted=tuple(f.index for f in share),
                               listen_ip=job.listen_ip, peers=job.peers, web_seeds=job.web_seeds,
                               own_names=metainfo.own_names(job.meta),
-                              recheck=job.recheck, max_connections=job.max_connections,
-                              settings=job.worker_settings)
+                              recheck=job.recheck, max_connections=job.max_connections)
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()

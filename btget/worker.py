@@ -1,6 +1,6 @@
 """One bt-get worker: a libtorrent session in its own process, fetching one share.
 
-The parent (btget.download) starts `run(spec, conn)` in a spawned process
+The parent (btget.download) starts `run(spec, conn)` in a forked process
 and talks over a duplex pipe: the worker sends events (plain dicts, see
 EVENT TYPES below) and receives commands (`("connect", [(ip, port)...])`,
 `("stop",)`). The worker never draws anything: the parent owns the terminal.
@@ -62,7 +62,6 @@ class WorkerSpec:
     # Resume state is written at most this often while pieces arrive: a kill -9
     # then costs at most this long of transfer on the rerun.
     resume_interval: float = 0.5
-    settings: dict[str, Any] = field(default_factory=dict)  # extra libtorrent settings
 
     @property
     def resume_path(self) -> str:
@@ -74,7 +73,7 @@ class WorkerSpec:
 
 
 def run(spec: WorkerSpec, conn: Connection) -> None:
-    """Process entry point (multiprocessing, spawn)."""
+    """Process entry point (multiprocessing, forked from the parent)."""
     logging.basicConfig(level=logging.WARNING)
     stop = {"signal": None}
 
@@ -129,8 +128,7 @@ class Worker:
         self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
-                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
-                 **spec.settings}
+                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification)}
         self.ses = ltsession.session(spec.listen_ip, 0, **extra)
         self.handle = self.ses.add_torrent(self._params())
         self.send({"type": "listening", "ip": spec.listen_ip, "port": self.ses.listen_port()})

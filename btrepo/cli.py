@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import click
 from torrents import log as tlog
 from torrents.errors import BtswarmError
 from torrents.hostport import parse_hostport
+from torrents.infohash import is_info_hash
 from torrents.servicekit import web as tweb
 
 from btrepo import config as repo_config
@@ -68,7 +68,7 @@ def choose(name: str, info_hash: str | None, rules: bool, config_path: str | Non
 
     if (info_hash is None) == (not rules):
         _fail("choose", "give an INFO_HASH or --rules", 2)
-    if info_hash is not None and not re.fullmatch(r"[0-9a-fA-F]{40}", info_hash):
+    if info_hash is not None and not is_info_hash(info_hash):
         _fail(info_hash, "not an info-hash (40 hex characters)", 2)
     try:
         config = repo_config.load(config_path, overrides={"state": state})

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from btswarm import netns, shaping
+from torrents import urls
 from torrents.errors import BtswarmError
 
 T = TypeVar("T")
@@ -207,10 +208,10 @@ class Federation:
         return {address: sent.get(cid, 0) for address, cid in ids.items()}
 
     def torrent(self, name: str) -> bytes:
-        return get_bytes(f"{self.repo}/datasets/{name}.torrent")
+        return get_bytes(f"{self.repo}{urls.dataset_torrent(name)}")
 
     def info_hash(self, name: str) -> str:
-        return get_json(f"{self.repo}/api/datasets/{name}")["info_hash"]
+        return get_json(f"{self.repo}{urls.dataset_api(name)}")["info_hash"]
 
 
 # --- starting and stopping -------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import aiohttp
 from btswarm import netns, plan, shaping
 from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
+from torrents import urls
 from torrents.errors import BtswarmError
 
 log = logging.getLogger("btswarm.up")
@@ -149,6 +150,9 @@ def readiness(names: list[str], site_status: dict[str, dict], records: dict[str,
         if not status.get("ready"):
             waiting.append(f"{site}: still preparing datasets")
             continue
+        if status.get("error"):
+            failures.append(f"{site}: {status['error']}")
+            continue
         if site not in up:
             waiting.append(f"{site}: no heartbeat at the tracker yet")
         hashes = {d.get("name"): d.get("info_hash") for d in status.get("datasets", [])}
@@ -194,7 +198,7 @@ async def wait_published(fed: plan.Federation, names: list[str], timeout: float,
         while True:
             try:
                 status = {s.name: await get(http, f"{s.control_url}/api/status") for s in fed.sites}
-                records = {n: await get(http, f"{fed.repo_url}/api/datasets/{quote(n, safe='')}") for n in names}
+                records = {n: await get(http, f"{fed.repo_url}{urls.dataset_api(n)}") for n in names}
                 state = readiness(names, status, records, await get(http, f"{fed.tracker_url}/api/sites"),
                                   fed.announce_url)
                 for warning in state.warnings:
