@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 from torrents.metainfo import Metainfo
 from torrents.units import human_duration, human_rate, human_size
 
-from btget.exitcodes import ExitStatus
+from torrents.exitstatus import ExitStatus
 
 
 def file_status(size: int, done: int | None, selected: bool, verified: bool | None) -> str:

@@ -18,7 +18,7 @@ from torrents.dataset import validate_name
 from torrents.errors import DatasetError
 from torrents.infohash import is_info_hash
 
-from btget.errors import UsageError
+from torrents.errors import UsageError
 
 Kind = Literal["name", "file", "url", "magnet"]
 _BASE32 = re.compile(r"^[A-Za-z2-7]{32}$")

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from torrents.config import Bytes, Seconds, default_state_dir, load_section
 from torrents.errors import ConfigError
+from torrents.hostport import check_hostport
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class ServerConfig:
     hash_threads: int = 0  # 0: one per core
 
     def __post_init__(self) -> None:
+        for key in ("listen", "peer_listen"):
+            check_hostport(self, key)
         for key in ("max_seeds",):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")

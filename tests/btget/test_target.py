@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from btget.errors import UsageError
+from torrents.errors import UsageError
 from btget.target import classify
 
 NAME = "data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051203"

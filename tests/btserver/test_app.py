@@ -125,7 +125,7 @@ async def test_unknown_info_hash_is_404_and_a_malformed_one_400(server):
     code, answer = await post_seed(client, "0" * 40)
     assert (code, answer["error"]) == (404, f"{'0' * 40}: no such dataset at this site")
     code, answer = await post_seed(client, "XYZ")
-    assert code == 400 and answer["error"].startswith("info_hash: expected 40 lowercase hex characters")
+    assert code == 400 and answer["error"].startswith("info_hash: expected 40 hexadecimal characters")
 
 
 async def test_at_capacity_with_busy_seeds_is_429(server):

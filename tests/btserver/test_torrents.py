@@ -98,7 +98,7 @@ def test_scan_reports_refused_files_with_exit_status_3(tmp_path):
     outside.write_bytes(b"secret")
     os.symlink(outside, root / "ds" / "escape")
     out = bt_server("scan", "--root", str(root), "--state", str(tmp_path / "state"))
-    assert out.returncode == 3
+    assert out.returncode == 8  # PROBLEMS
     assert f"bt-server: refused: {root}/ds/escape: link to {outside} leaves the storage roots; refused" in out.stderr
 
 
