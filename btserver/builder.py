@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from torrents import build
 
@@ -31,9 +31,10 @@ class BuildParams:
                 f"|sums=xxh3{'+adler32' if self.adler32 else ''}")
 
 
-def make(name: str, entries: Sequence[tuple[str, str | os.PathLike]], params: BuildParams) -> build.Built:
-    """Hash (LFN, path) entries → the .torrent, its Metainfo and the files' sums. Blocking: run it
-    off the event loop."""
+def make(name: str, entries: Sequence[tuple[str, str | os.PathLike]], params: BuildParams,
+         links: Mapping[str, str] | None = None) -> build.Built:
+    """Hash (LFN, path) entries (and carry `links`, LFN → target LFN) → the .torrent, its Metainfo
+    and the files' sums. Blocking: run it off the event loop."""
     return build.build_dataset(name, entries, announce=params.announce, private=params.private,
                                piece_length=params.piece_length, threads=params.threads, hybrid=params.hybrid,
-                               adler32=params.adler32)
+                               adler32=params.adler32, links=links)

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from torrents.config import Bytes, Seconds, default_state_dir, load_section
 from torrents.did import parse_pattern
 from torrents.errors import BtswarmError, ConfigError
+from torrents.hostport import check_hostport
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,12 @@ class ServerConfig:
     roots: tuple[str, ...] = ()  # each subdirectory of a root is a dataset
     storage_roots: tuple[str, ...] = ()  # where manifest PFNs may point (roots always may)
     manifests: tuple[str, ...] = ()
+    # Left out of every directory dataset (fnmatch on the LFN or any of its components). Hidden
+    # files are data like any other; only bt-get's own state (a T3 sharing what it fetched) is not.
+    exclude: tuple[str, ...] = (".bt-get",)
+    # Serve a directory dataset only when every entry can be served (else the rest is served, and the
+    # repository lists this site's replica as partial).
+    require_whole: bool = False
     tracker: str = "http://127.0.0.1:6969"
     repo: str = "http://127.0.0.1:8080"
     heartbeat_interval: Seconds = Seconds(10.0)
@@ -102,6 +109,8 @@ class ServerConfig:
     rucio: RucioConfig = field(default_factory=RucioConfig)  # the [server.rucio] table
 
     def __post_init__(self) -> None:
+        for key in ("listen", "peer_listen"):
+            check_hostport(self, key)
         for key in ("max_seeds",):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from torrents.config import Seconds, load_section
 from torrents.errors import ConfigError
+from torrents.hostport import check_hostport
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class TrackerConfig:
     repo_poll: Seconds = Seconds(30.0)  # between reads of the repository's published info-hashes
 
     def __post_init__(self) -> None:
+        check_hostport(self, "listen")
         for key in ("interval", "leechers_per_seed", "max_seeds_per_swarm", "default_numwant"):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")
