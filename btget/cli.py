@@ -224,7 +224,7 @@ def get(opts: Options) -> int:
     status = status_for(error) if error is not None else ExitStatus.OK
     raw_sources: dict[str, int] = {}
     for w in outcome.workers:
-        for ep, n in w.get("sources", {}).items():
+        for ep, n in (w.last.sources if w.last else {}).items():
             raw_sources[ep] = raw_sources.get(ep, 0) + n
     doc = report.document(meta, str(directory / meta.name), {f.index for f in selected}, outcome.files,
                           outcome.verify_results, outcome.workers,
