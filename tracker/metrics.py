@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class TrackerMetrics:
-    def __init__(self, swarms: Callable[[], int], peers: Callable[[], int]) -> None:
+    def __init__(self, swarms: Callable[[], float], peers: Callable[[], float]) -> None:
         self.registry = CollectorRegistry()
         self.announces = Counter("btswarm_tracker_announces", "Announces answered, by result",
                                  ["result"], registry=self.registry)
@@ -23,6 +23,8 @@ class TrackerMetrics:
         self.announce_ok = self.announces.labels("ok")
         self.announce_unknown = self.announces.labels("unknown")
         self.announce_invalid = self.announces.labels("invalid")
+        # Answered with a failure reason because the shared store (Redis) was unreachable or slow.
+        self.announce_store_down = self.announces.labels("store_down")
 
     def seed_start(self, outcome: str, seconds: float) -> None:
         self.seed_starts.labels(outcome).inc()
