@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # System packages used by the tests and benchmarks: Chromium (browser tests),
-# transmission-show (a second .torrent reader), and the third-party baselines
-# (mktorrent, opentracker, aria2c, nginx, wrk). Installs only what is missing.
+# transmission-show (a second .torrent reader), redis-server (the tracker's
+# shared store), and the third-party baselines (mktorrent, opentracker,
+# aria2c, nginx, wrk). Installs only what is missing.
 set -euo pipefail
 
 declare -A need=(
   [chromium]=chromium [transmission-show]=transmission-cli [mktorrent]=mktorrent
   [opentracker]=opentracker [aria2c]=aria2 [nginx]=nginx-light [wrk]=wrk
+  [redis-server]=redis-server
 )
 missing=()
 for cmd in "${!need[@]}"; do

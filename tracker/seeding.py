@@ -156,7 +156,8 @@ class SeedStarter:
                 exclude = seeding | tried | set(mine) | remote
                 for site in (await self._candidates(info_hash, holders, exclude))[:need]:
                     tried.add(site.name)
-                    await self._launch(info_hash, site)
+                    if not await self._launch(info_hash, site):
+                        remote.add(site.name)  # claimed by another process a moment ago: watch for it
                 mine = self._inflight.get(info_hash, {})
             waiting |= set(mine.values())
             remaining = deadline - self.clock()
@@ -204,20 +205,17 @@ class SeedStarter:
         self._rotation += 1
         return ordered
 
-    async def _launch(self, info_hash: bytes, site: Site) -> None:
+    async def _launch(self, info_hash: bytes, site: Site) -> bool:
+        """Claim the start of H at `site` and ask it; False if another process holds the claim."""
         if self._count >= MAX_INFLIGHT or self.session is None:
-            return
-        self._count += 1  # counted before the claim's round trip, so concurrent launches respect the cap
-        try:
-            claimed = await resolve(self.state.claim(info_hash, site.name, self.config.start_timeout + CLAIM_MARGIN))
-        except BaseException:
-            self._count -= 1
-            raise
-        if not claimed or site.name in self._inflight.get(info_hash, {}):
-            self._count -= 1
-            return
-        task = asyncio.get_running_loop().create_task(self._start(info_hash, site))
-        self._inflight.setdefault(info_hash, {})[site.name] = task
+            return True  # this process has enough requests outstanding; nobody else is asked either
+        if not await resolve(self.state.claim(info_hash, site.name, self.config.start_timeout + CLAIM_MARGIN)):
+            return False
+        if site.name not in self._inflight.get(info_hash, {}):
+            task = asyncio.get_running_loop().create_task(self._start(info_hash, site))
+            self._inflight.setdefault(info_hash, {})[site.name] = task
+            self._count += 1
+        return True
 
     async def _start(self, info_hash: bytes, site: Site) -> Started | None:
         hex_hash = info_hash.hex()
