@@ -32,39 +32,49 @@ _RNG = random.Random()
 
 
 def pick(local: Sequence[P], seeds: Sequence[P], others: Sequence[P], requester: tuple[str, int], numwant: int,
-         rng: random.Random | None = None) -> list[P]:
+         rng: random.Random | None = None, me: P | None = None) -> list[P]:
     """Up to `numwant` (≤ MAX_NUMWANT) peers: `local` first, then `seeds`, then `others`; never the requester.
 
-    `local` (the requester's site) may overlap the other two; a peer is handed out once.
+    `local` (the requester's site) may overlap the other two; a peer is
+    handed out once. `me`, the requester's own entry when the caller has
+    it, is excluded by identity (cheaper than comparing endpoints).
     """
     rng = rng or _RNG
     numwant = max(0, min(numwant, MAX_NUMWANT))
     if numwant == 0:
         return []
     ip, port = requester
-    chosen: list[P] = []
-    taken: set[int] = set()
 
-    def take(group: Sequence[P], room: int) -> None:
-        if room <= 0:
-            return
-        # Enough extra draws to cover the requester and peers already taken from `local`.
-        for p in sample(group, room + 1 + len(taken), rng):
-            if (p.port == port and p.ip == ip) or id(p) in taken:
-                continue
-            chosen.append(p)
-            taken.add(id(p))
-            room -= 1
-            if room == 0:
-                return
+    def draw(group: Sequence[P], k: int, extra: int) -> list[P]:
+        got = sample(group, k + extra, rng)
+        if me is not None:
+            return [p for p in got if p is not me]
+        return [p for p in got if p.port != port or p.ip != ip]
 
-    take(local, numwant)
+    if not local:
+        # The usual case: seeds and others are disjoint, only the requester to leave out.
+        chosen = draw(seeds, numwant, 1)[:numwant]
+        if len(chosen) < numwant:
+            chosen += draw(others, numwant - len(chosen), 1)[:numwant - len(chosen)]
+        return chosen
+    chosen = draw(local, numwant, 1)[:numwant]
+    taken = {id(p) for p in chosen}
     seed_room = numwant - len(chosen)
-    take(seeds, seed_room)
-    take(others, numwant - len(chosen))
+    for group in (seeds, others):
+        room = numwant - len(chosen)
+        if room <= 0:
+            continue
+        # Enough extra draws to cover the requester and peers already taken from `local`.
+        for p in draw(group, room, 1 + len(taken)):
+            if id(p) not in taken:
+                chosen.append(p)
+                taken.add(id(p))
+                room -= 1
+                if room == 0:
+                    break
     if seed_room <= 0 and seeds and not any(p.seed for p in chosen):
-        for s in sample(seeds, len(chosen) + 2, rng):
-            if id(s) not in taken and not (s.port == port and s.ip == ip):
+        for s in draw(seeds, len(chosen) + 1, 1):
+            if id(s) not in taken:
                 chosen[-1] = s
                 break
     return chosen

@@ -175,7 +175,8 @@ class LocalPeerStore:
             return SwarmView(0, 0, 0, b"", b"", [] if listed else None)
         self._prune(info_hash, swarm, self.clock())
         chosen = handout.pick(swarm.sites.get(site, ()) if site is not None else (), swarm.seeds,
-                              swarm.leechers, (ip, port), numwant, self.rng) if numwant > 0 else []
+                              swarm.leechers, (ip, port), numwant, self.rng,
+                              swarm.peers.get((ip, port))) if numwant > 0 else []
         nseeds = len(swarm.seeds)
         return SwarmView(nseeds, len(swarm.peers) - nseeds, swarm.downloaded,
                          b"".join([p.compact for p in chosen if not p.ipv6]),
