@@ -281,13 +281,16 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def run(app: web.Application, host: str, port: int, *, name: str) -> None:
-    """Serve `app` behind the fast path until SIGINT/SIGTERM, then shut down cleanly."""
+def run(app: web.Application, host: str, port: int, *, name: str, reuse_port: bool = False) -> None:
+    """Serve `app` behind the fast path until SIGINT/SIGTERM, then shut down cleanly.
+
+    `reuse_port`: bind with SO_REUSEPORT, beside other processes on the same port (tracker.prefork).
+    """
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(_serve(app, host, port, name))
+        runner.run(_serve(app, host, port, name, reuse_port))
 
 
-async def _serve(app: web.Application, host: str, port: int, name: str) -> None:
+async def _serve(app: web.Application, host: str, port: int, name: str, reuse_port: bool = False) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -296,7 +299,7 @@ async def _serve(app: web.Application, host: str, port: int, name: str) -> None:
     await runner.setup()
     try:
         log.info("%s listening on http://%s:%d", name, host, port)
-        await FastPathSite(runner, host, port).start()
+        await FastPathSite(runner, host, port, reuse_port=reuse_port or None).start()
         await stop.wait()
     finally:
         await runner.cleanup()
