@@ -120,11 +120,9 @@ class RedisPeerStore:
         reply = await self.client.evalsha(ANNOUNCE, self._keys(info_hash, site), (
             self._now(), self.ttl_ms, member, value, op, b"1" if completed else b"0", numwant,
             b"1" if listed else b"0", self.max_peers))
-        complete, incomplete, downloaded, index_until, members, ids = reply
+        complete, incomplete, downloaded, index_until, peers4, peers6, members, ids = reply
         if index_until:
             self._index(info_hash, index_until)
-        peers4 = b"".join([m for m in members if len(m) == 6])
-        peers6 = b"".join([m for m in members if len(m) == 18])
         out = None
         if listed:
             out = [(*endpoint_of(m), i[:HASH_LEN]) for m, i in zip(members, ids)]

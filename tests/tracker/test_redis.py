@@ -40,7 +40,7 @@ async def make_app():
 async def test_one_swarm_is_a_few_keys_with_a_ttl_and_nothing_scans(redis_server):
     client = RedisClient(redis_server.url)
     prefix = f"k{secrets.token_hex(4)}:"
-    store = RedisPeerStore(client, ttl=0.5, prefix=prefix)
+    store = RedisPeerStore(client, ttl=0.4, prefix=prefix)
     try:
         await client.call("CONFIG", "RESETSTAT")
         await resolve(store.announce(H, "127.0.0.9", 7001, b"p" * 20, False, "", numwant=50, site="siteA"))
@@ -48,11 +48,11 @@ async def test_one_swarm_is_a_few_keys_with_a_ttl_and_nothing_scans(redis_server
         tag = "{" + H.hex() + "}"
         keys = {f"{prefix}{tag}:{k}" for k in ("s", "l", "p", "a:siteA")}
         for key in keys:
-            assert 0 < await client.call("PTTL", key) <= 500, key
+            assert 0 < await client.call("PTTL", key) <= 800, key  # 2 x ttl: outlives every member
         assert await client.call("ZSCORE", f"{prefix}swarms", H) is not None
         stats = (await client.call("INFO", "commandstats")).decode()
         assert "cmdstat_scan" not in stats and "cmdstat_keys" not in stats
-        await asyncio.sleep(0.7)
+        await asyncio.sleep(0.9)
         assert await client.call("EXISTS", *keys) == 0, "a dead swarm vanishes by itself"
         assert await store.expire() >= 1 and await resolve(store.swarms(10)) == []
     finally:
