@@ -7,11 +7,12 @@ computes the v2 merkle trees here).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from torrents import build, metainfo
+from torrents import bencoding, build, metainfo
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class BuildParams:
     piece_length: int | None = None  # None: the size rule of torrents.metainfo
     hybrid: bool = False
     threads: int = 0
+    announce_list: tuple[str, ...] = ()  # every tracker, one BEP 12 tier; outside info: no rehash
 
     def key(self) -> str:
         """What, besides the files, decides the info dict (folded into the fingerprint)."""
@@ -30,5 +32,26 @@ class BuildParams:
 
 def make(name: str, entries: Sequence[tuple[str, str | os.PathLike]], params: BuildParams) -> tuple[bytes, metainfo.Metainfo]:
     """Hash (LFN, path) entries → (.torrent bytes, Metainfo). Blocking: run it off the event loop."""
-    return build.build_torrent(name, entries, announce=params.announce, private=params.private,
-                               piece_length=params.piece_length, threads=params.threads, hybrid=params.hybrid)
+    data, meta = build.build_torrent(name, entries, announce=params.announce, private=params.private,
+                                     piece_length=params.piece_length, threads=params.threads, hybrid=params.hybrid)
+    return with_trackers(data, meta, params) if params.announce_list else (data, meta)
+
+
+def trackers_match(meta: metainfo.Metainfo, params: BuildParams) -> bool:
+    """Whether a torrent already names the trackers `params` asks for."""
+    tiers = (params.announce_list,) if params.announce_list else ()
+    return meta.announce == params.announce and meta.announce_list == tiers
+
+
+def with_trackers(data: bytes, meta: metainfo.Metainfo, params: BuildParams) -> tuple[bytes, metainfo.Metainfo]:
+    """The same torrent announcing to `params`' trackers: `announce`, and `announce-list` as one tier
+    (BEP 12: clients shuffle a tier and fail over within it). Both lie outside the info dict: same info-hash."""
+    top = bencoding.decode(data)
+    top.pop(b"announce", None)
+    top.pop(b"announce-list", None)
+    if params.announce:
+        top[b"announce"] = params.announce.encode()
+    if params.announce_list:
+        top[b"announce-list"] = [[u.encode() for u in params.announce_list]]
+    tiers = (params.announce_list,) if params.announce_list else ()
+    return bencoding.encode(top), dataclasses.replace(meta, announce=params.announce, announce_list=tiers)
