@@ -43,8 +43,14 @@ def main() -> None:
 @click.option("--ready-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write endpoints and dataset names as JSON here once everything is up and published.")
 @click.option("--timeout", default="5m", show_default=True, help="Give up if not up and published by then.")
+@click.option("--redis", "redis", is_flag=True,
+              help="Keep the tracker's state in a redis-server of its own (loopback, under --state).")
+@click.option("--redis-url", default="", help="Keep the tracker's state in this Redis instead (redis://HOST:PORT/DB).")
+@click.option("--trackers", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="Tracker processes on their own ports, sharing the Redis; the .torrents list every one.")
 @click.option("-v", "--verbose", count=True)
-def up(state, data, sites, base_port, sample_files, sample_size, idle_ttl, heartbeat, ready_file, timeout, verbose):
+def up(state, data, sites, base_port, sample_files, sample_size, idle_ttl, heartbeat, ready_file, timeout, redis,
+       redis_url, trackers, verbose):
     """Run tracker, repository and SITES storage sites on loopback until Ctrl-C."""
     logsetup.setup(verbose, "btswarm")
     try:
@@ -53,7 +59,7 @@ def up(state, data, sites, base_port, sample_files, sample_size, idle_ttl, heart
             site_data=tuple(data) if len(data) > 1 else (), sites=sites, base_port=base_port,
             sample_files=sample_files, sample_size=parse_size(sample_size), idle_ttl=parse_duration(idle_ttl),
             heartbeat_interval=parse_duration(heartbeat), ready_file=ready_file.resolve() if ready_file else None,
-            timeout=parse_duration(timeout))
+            timeout=parse_duration(timeout), redis=redis or bool(redis_url), redis_url=redis_url, trackers=trackers)
         code = asyncio.run(up_mod.run_up(opts, report=_say))
     except up_mod.Interrupted:
         _say("btswarm: interrupted; federation stopped")

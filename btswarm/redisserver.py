@@ -26,9 +26,9 @@ def binary() -> str:
     return path
 
 
-def argv(directory: Path, host: str, port: int) -> list[str]:
-    """The command line: TCP on `host:port` only, no persistence, its files in `directory`."""
-    return [binary(), "--bind", host, "--port", str(port), "--dir", str(directory), "--save", "",
+def argv(directory: Path, host: str, port: int, program: str = BINARY) -> list[str]:
+    """The command line: TCP on `host:port` only, no persistence, its files in `directory` (which must exist)."""
+    return [program, "--bind", host, "--port", str(port), "--dir", str(directory), "--save", "",
             "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no", "--logfile", "",
             "--databases", "16", "--loglevel", "warning"]
 
@@ -60,7 +60,7 @@ class RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         log = open(self.directory / "redis.log", "ab")
         try:
-            self.proc = subprocess.Popen(argv(self.directory, self.host, self.port), stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(argv(self.directory, self.host, self.port, binary()), stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         finally:
             log.close()
