@@ -63,7 +63,8 @@ def announce_query(h: bytes, peer: int, port: int, left: int, numwant: int = 50,
          "left": left, "compact": 1, "numwant": numwant}
     if event:
         q["event"] = event
-    return f"/announce?{urllib.parse.urlencode(q)}".encode()
+    # quote, not quote_plus: a space byte must be %20 (the tracker reads '+' as a literal plus)
+    return f"/announce?{urllib.parse.urlencode(q, quote_via=urllib.parse.quote)}".encode()
 
 
 def request(target: bytes, keep: bool = False) -> bytes:
@@ -244,6 +245,7 @@ class Prober(threading.Thread):
         self.port, self.hashes = port, hashes
         self.seconds: list[float] = []
         self.failures = 0
+        self.reasons: dict[str, int] = {}
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -257,10 +259,13 @@ class Prober(threading.Thread):
                                                                      "stopped"))
                 if b"failure reason" in body:
                     self.failures += 1
+                    reason = f"{h.hex()[:8]}: " + body[-120:].decode(errors="replace")
+                    self.reasons[reason] = self.reasons.get(reason, 0) + 1
                 else:
                     self.seconds.append(took)
-            except OSError:
+            except OSError as exc:
                 self.failures += 1
+                self.reasons[str(exc)] = self.reasons.get(str(exc), 0) + 1
             i += 1
 
 
@@ -335,12 +340,8 @@ def federation(work: Path, store: str, n_sites: int, n_clients: int, n_datasets:
             clients.append(procs.start(cmd, work / f"{store}-c{k}.log", stdout=open(work / f"{store}-c{k}.json", "wb")))
             time.sleep(0.02)
         logs = [work / f"{store}-c{k}.log" for k in range(n_clients)]
-        rss_clients: list[float] = []
-
         def all_done() -> bool:
             done = sum(" complete in " in p.read_text(errors="replace") for p in logs)
-            if not rss_clients:
-                rss_clients.extend(sum(rss_mb(q) for q in (c.pid, *bl.children(c.pid))) for c in clients)
             return done == n_clients or any(c.poll() is not None for c in clients)
         bl.wait_for(all_done, 1200, f"{n_clients} clients to complete", interval=0.5)
         seconds = time.monotonic() - t
@@ -350,12 +351,23 @@ def federation(work: Path, store: str, n_sites: int, n_clients: int, n_datasets:
         announces = metric(fed.tracker_url, "btswarm_tracker_announces_total", '{result="ok"}') - ok0
         daemons = {label: rss_mb(pid) for label, pid in pids.items()}
         site_rss = [v for k, v in daemons.items() if k.startswith("site")]
-        uploaded = {n: 0 for n in names}
-        for s in sites:
-            for seed in bl.get_json(f"{s.control_url}/api/status", timeout=30)["seeds"]:
-                for n, h in hashes.items():
-                    if seed["info_hash"] == h:
-                        uploaded[n] += int(seed["uploaded"])
+        # Each bt-get (its process and its worker), seeding now that it is complete.
+        rss_clients = [sum(rss_mb(q) for q in (c.pid, *bl.children(c.pid))) for c in clients]
+
+        def per_dataset() -> dict[str, int]:
+            up = {n: 0 for n in names}
+            by_hash = {h: n for n, h in hashes.items()}
+            for s in sites:
+                for seed in bl.get_json(f"{s.control_url}/api/status", timeout=30)["seeds"]:
+                    if seed["info_hash"] in by_hash:
+                        up[by_hash[seed["info_hash"]]] += int(seed["uploaded"])
+            return up
+        # Sites count uploads from libtorrent's state updates (every second or so): read until settled.
+        uploaded, last = per_dataset(), None
+        deadline = time.monotonic() + 15
+        while uploaded != last and time.monotonic() < deadline:
+            time.sleep(1.2)
+            last, uploaded = uploaded, per_dataset()
         codes = [procs.stop(c) for c in clients]
     bad = []
     for k, (out, name) in enumerate(outs):
@@ -371,7 +383,7 @@ def federation(work: Path, store: str, n_sites: int, n_clients: int, n_datasets:
             "clients_per_dataset": n_clients / n_datasets,
             "tracker_announces": announces, "tracker_cpu_s": cpu,
             "tracker_cpu_us_per_announce": cpu / max(1, announces) * 1e6,
-            "probe": {**percentiles(prober.seconds), "failures": prober.failures},
+            "probe": {**percentiles(prober.seconds), "failures": prober.failures, "failure_reasons": prober.reasons},
             "rss_mb": {"tracker": daemons.get("tracker"), "repo": daemons.get("repo"), "redis": daemons.get("redis"),
                        "site_median": statistics.median(site_rss), "site_max": max(site_rss),
                        "client_median": statistics.median(rss_clients) if rss_clients else None,

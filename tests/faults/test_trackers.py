@@ -144,7 +144,8 @@ def test_200_first_announces_over_two_trackers_start_each_site_once(fed):
     urls = []
     for i in range(200):
         q = urllib.parse.urlencode({"info_hash": h, "peer_id": b"-FL0002-" + f"{i:012d}".encode(),
-                                    "port": 20000 + i, "left": 1000, "compact": 1, "event": "started"})
+                                    "port": 20000 + i, "left": 1000, "compact": 1, "event": "started"},
+                               quote_via=urllib.parse.quote)  # a space byte is %20: '+' is a literal plus
         urls.append(f"{fed.ready['trackers'][i % 2]}?{q}")
     answers = asyncio.run(flood(urls, 200, 60))
     assert not any(b"failure reason" in a for a in answers)
@@ -221,7 +222,7 @@ def test_a_tracker_killed_holding_a_start_claim_the_claim_expires(tmp_path, proc
 
             def announce(url: str, n: int, **extra: str) -> dict:
                 q = urllib.parse.urlencode({"info_hash": h, "peer_id": b"-CL0001-" + b"%012d" % n, "port": 9000 + n,
-                                            "left": 1, "compact": 1, **extra})
+                                            "left": 1, "compact": 1, **extra}, quote_via=urllib.parse.quote)
                 with urllib.request.urlopen(f"{url}/announce?{q}", timeout=10) as resp:
                     return bencoding.decode(resp.read())
 
