@@ -7,12 +7,14 @@ peer store records, whether seeds must be started, and whom to hand out
 are decided in this one place.
 
 An answer is bytes when it could be decided at once (the memory store,
-nothing to start), else a coroutine for it (a round trip to Redis, a seed
-start to wait for): the fast path makes a task only for the latter.
+nothing to start), else an awaitable: a Future settled by callbacks when
+the store's reply is one (Redis, connected: no task per announce), or a
+coroutine (a seed start to wait for), for which the fast path makes a task.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from typing import Any, Awaitable, Coroutine, Iterable
@@ -59,7 +61,7 @@ class Announcer:
         answer = self.announce_nowait(raw_query, remote_ip)
         return answer if isinstance(answer, bytes) else await answer
 
-    def announce_nowait(self, raw_query: str | bytes, remote_ip: str) -> bytes | Coroutine[Any, Any, bytes]:
+    def announce_nowait(self, raw_query: str | bytes, remote_ip: str) -> bytes | Awaitable[bytes]:
         """The answer, or a coroutine for it when the store or a seed start must be waited for."""
         config = self.config
         try:
@@ -81,7 +83,35 @@ class Announcer:
             return self._store_down()
         if isinstance(view, SwarmView):
             return self._decide(ann, site, view)
+        if isinstance(view, asyncio.Future):
+            return self._decide_on(ann, site, view)
         return self._decide_later(ann, site, view)
+
+    def _decide_on(self, ann: protocol.Announce, site: str | None, pending: asyncio.Future) -> asyncio.Future:
+        """The answer as a Future settled from `pending`'s callback: no task unless a seed start is waited for."""
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            if answer.done():
+                return
+            try:
+                result = self._decide(ann, site, f.result())
+            except StoreUnavailable:
+                answer.set_result(self._store_down())
+                return
+            except BaseException as exc:  # noqa: BLE001 - settles the answer; the caller logs it
+                answer.set_exception(exc)
+                return
+            if isinstance(result, bytes):
+                answer.set_result(result)
+            else:
+                asyncio.ensure_future(result).add_done_callback(
+                    lambda t: answer.done() or (answer.cancel() if t.cancelled() else
+                                                answer.set_exception(t.exception()) if t.exception() else
+                                                answer.set_result(t.result())))
+
+        pending.add_done_callback(done)
+        return answer
 
     async def _decide_later(self, ann: protocol.Announce, site: str | None, pending: Awaitable[SwarmView]) -> bytes:
         try:

@@ -79,7 +79,7 @@ class FastPathProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._ip = ""
         self._buf = b""
-        self._waiting: asyncio.Task[bytes] | None = None  # an announce that waits for seed starts
+        self._waiting: asyncio.Future[bytes] | None = None  # an answer not decided yet (Redis, seed starts)
         self._eof = False
         self.idle_since = 0.0
 
@@ -155,7 +155,9 @@ class FastPathProtocol(asyncio.Protocol):
             except Exception:
                 answer = _internal_error(path, query)
             if not isinstance(answer, bytes):
-                self._waiting = asyncio.get_running_loop().create_task(answer)
+                # A Future (the store's reply) is waited on as it is; a coroutine needs a task.
+                self._waiting = answer if isinstance(answer, asyncio.Future) else \
+                    asyncio.get_running_loop().create_task(answer)
                 self._waiting.add_done_callback(functools.partial(self._answered, keep=keep, http10=http10))
                 break
             self._send(answer, keep, http10)
@@ -197,7 +199,7 @@ class FastPathProtocol(asyncio.Protocol):
         else:
             self.idle_since = asyncio.get_running_loop().time()
 
-    def _answered(self, task: asyncio.Task[bytes], keep: bool, http10: bool) -> None:
+    def _answered(self, task: asyncio.Future[bytes], keep: bool, http10: bool) -> None:
         self._waiting = None
         if task.cancelled():
             return

@@ -42,7 +42,7 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 from tracker.peerstore import Seed, SwarmCounts, SwarmView
 from tracker.protocol import compact_endpoint
-from tracker.resp import RedisClient, Script
+from tracker.resp import RedisClient, RedisError, Script
 from tracker.sites import Site, SiteRegistry
 
 log = logging.getLogger("btswarm.tracker.redisstore")
@@ -115,11 +115,45 @@ class RedisPeerStore:
     def remove(self, info_hash: bytes, ip: str, port: int, site: str | None = None) -> Awaitable[Any]:
         return self.announce(info_hash, ip, port, b"", True, "stopped", numwant=0, site=site)
 
-    async def _run(self, info_hash: bytes, site: str | None, member: bytes, value: bytes, op: bytes,
-                   completed: bool, numwant: int, listed: bool) -> SwarmView:
-        reply = await self.client.evalsha(ANNOUNCE, self._keys(info_hash, site), (
-            self._now(), self.ttl_ms, member, value, op, b"1" if completed else b"0", numwant,
-            b"1" if listed else b"0", self.max_peers))
+    def _run(self, info_hash: bytes, site: str | None, member: bytes, value: bytes, op: bytes,
+             completed: bool, numwant: int, listed: bool) -> Awaitable[SwarmView]:
+        """The script's answer as a SwarmView: a Future chained by callbacks when connected (the hot
+        path: no task, no coroutine per announce), else a coroutine that connects first."""
+        keys = self._keys(info_hash, site)
+        args = (self._now(), self.ttl_ms, member, value, op, b"1" if completed else b"0", numwant,
+                b"1" if listed else b"0", self.max_peers)
+        reply = self.client.evalsha_nowait(ANNOUNCE, keys, args)
+        if not isinstance(reply, asyncio.Future):
+            reply.close()  # type: ignore[attr-defined]  # not connected: the slow path below
+            return self._run_later(info_hash, keys, args, listed)
+        out: asyncio.Future[SwarmView] = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            if out.done():
+                return
+            if f.cancelled():
+                out.cancel()
+                return
+            exc = f.exception()
+            if isinstance(exc, RedisError) and exc.problem.startswith("NOSCRIPT"):
+                # First use on this server (or it restarted): load the script, then answer.
+                task = asyncio.ensure_future(self._run_later(info_hash, keys, args, listed))
+                task.add_done_callback(lambda t: _copy(t, out))
+            elif exc is not None:
+                out.set_exception(exc)
+            else:
+                try:
+                    out.set_result(self._view(info_hash, f.result(), listed))
+                except Exception as e:  # a malformed reply: the caller answers "internal error"
+                    out.set_exception(e)
+
+        reply.add_done_callback(done)
+        return out
+
+    async def _run_later(self, info_hash: bytes, keys: list[bytes], args: tuple, listed: bool) -> SwarmView:
+        return self._view(info_hash, await self.client.evalsha(ANNOUNCE, keys, args), listed)
+
+    def _view(self, info_hash: bytes, reply: list, listed: bool) -> SwarmView:
         complete, incomplete, downloaded, index_until, peers4, peers6, members, ids = reply
         if index_until:
             self._index(info_hash, index_until)
@@ -208,6 +242,18 @@ class RedisStartState:
             self.client.call(b"MGET", *(self._key(info_hash, b"nf", s) for s in sites)),
             *(self.client.call(b"EXISTS", self._site_key(s)) for s in sites))
         return {s for s, p, e in zip(sites, pairs, each) if p is not None or e}
+
+
+def _copy(src: asyncio.Future, dst: asyncio.Future) -> None:
+    """Settle `dst` as `src` was settled."""
+    if dst.done():
+        return
+    if src.cancelled():
+        dst.cancel()
+    elif src.exception() is not None:
+        dst.set_exception(src.exception())
+    else:
+        dst.set_result(src.result())
 
 
 def _digest(hashes: frozenset[bytes]) -> str:

@@ -215,6 +215,10 @@ class RedisClient:
         conn = await self._connect()
         return await conn.send(data, self.timeout)
 
+    def evalsha_nowait(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Awaitable[Any]:
+        """EVALSHA as a Future when connected (a NOSCRIPT reply then is the caller's to retry with `evalsha`)."""
+        return self.call_packed(pack([b"EVALSHA", script.sha, len(keys), *keys, *args]))
+
     async def evalsha(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
         command = pack([b"EVALSHA", script.sha, len(keys), *keys, *args])
         try:
