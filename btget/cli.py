@@ -13,6 +13,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ log = logging.getLogger("btget")
 @click.option("--workers", metavar="N|auto", help="Local libtorrent sessions, each in its own process.")
 @click.option("--shard", metavar="K/N", help="Fetch only share K of N (batch arrays: one share per host).")
 @click.option("--files", "globs", multiple=True, metavar="GLOB", help="Only files whose LFN matches (repeatable).")
+@click.option("--info-hash", "info_hash", metavar="HEX",
+              help="This version of the dataset (when its sites' replicas disagree, or an older one).")
 @click.option("--nrandom", type=int, metavar="N", help="Only N files picked at random.")
 @click.option("--seed", "sample_seed", metavar="S", help="Random seed for --nrandom (same seed, same files).")
 @click.option("--seed-time", metavar="DURATION", help="Keep seeding this long after completion (e.g. 10m).")
@@ -113,6 +116,7 @@ class Options:
     workers: str | None
     shard: tuple[int, int] | None
     globs: tuple[str, ...]
+    info_hash: str | None
     nrandom: int | None
     sample_seed: str | None
     seed_time: float | None
@@ -138,6 +142,11 @@ class Options:
                 ipaddress.ip_address(o["listen"])
             except ValueError:
                 raise UsageError("--listen", f"{o['listen']!r} is not an IP address") from None
+        info_hash = o["info_hash"]
+        if info_hash is not None:
+            if not re.fullmatch(r"[0-9a-fA-F]{40}", info_hash):
+                raise UsageError("--info-hash", f"{info_hash!r} is not an info-hash (40 hex characters)")
+            info_hash = info_hash.lower()
         peers = []
         for text in o["peers"]:
             try:
@@ -147,7 +156,7 @@ class Options:
         return cls(
             target=o["target"], output=o["output"], repo=o["repo"], config_path=o["config_path"],
             workers=o["workers"], shard=plan.parse_shard(o["shard"]) if o["shard"] else None,
-            globs=tuple(o["globs"]), nrandom=o["nrandom"], sample_seed=o["sample_seed"],
+            globs=tuple(o["globs"]), info_hash=info_hash, nrandom=o["nrandom"], sample_seed=o["sample_seed"],
             seed_time=_duration("--seed-time", o["seed_time"]), seed_ratio=o["seed_ratio"],
             timeout=_duration("--timeout", o["timeout"]), stall_timeout=_duration("--stall-timeout", o["stall_timeout"]),
             check=o["check"], web_seeds=tuple(o["web_seeds"]), peers=tuple(peers), listen=o["listen"],
@@ -174,7 +183,9 @@ def configure(opts: Options) -> GetConfig:
 def get(opts: Options) -> int:
     cfg = configure(opts)
     target = classify(opts.target, os.path.isfile)
-    resolved, meta, sites = asyncio.run(resolve(target, cfg, opts.peers))
+    if opts.info_hash is not None and target.kind != "name":
+        raise UsageError("--info-hash", "only with a dataset NAME (a .torrent or magnet names its own version)")
+    resolved, meta, sites = asyncio.run(resolve(target, cfg, opts.peers, opts.info_hash))
     if target.info_hash and meta.info_hash != target.info_hash:
         raise RepoError(opts.target, f"the repository's torrent has info-hash {meta.info_hash}, "
                         f"not the magnet's {target.info_hash}")
@@ -233,8 +244,8 @@ def checksums(record: dict[str, Any] | None) -> dict[str, str]:
             if isinstance(f, dict) and isinstance(f.get("lfn"), str) and isinstance(f.get("adler32"), str)}
 
 
-async def resolve(target: Target, cfg: GetConfig,
-                  peers: Sequence[tuple[str, int]]) -> tuple[Resolved, metainfo.Metainfo, dict[str, str]]:
+async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int]],
+                  info_hash: str | None = None) -> tuple[Resolved, metainfo.Metainfo, dict[str, str]]:
     """TARGET → the .torrent bytes (and the repository record), parsed, plus site names for the summary."""
     async with aiohttp.ClientSession() as session:
         client = Client(cfg.repo, session)
@@ -246,7 +257,7 @@ async def resolve(target: Target, cfg: GetConfig,
         elif target.kind == "url":
             resolved = Resolved(None, await client.fetch(target.value), None)
         elif target.kind == "name":
-            resolved = await client.resolve(target.value)
+            resolved = await client.resolve(target.value, info_hash)
         else:
             resolved = await resolve_magnet(client, target, cfg, peers)
         meta = metainfo.parse(resolved.torrent, subject=target.value)

@@ -21,7 +21,7 @@ import aiohttp
 
 from torrents.errors import NotFound
 
-from btget.errors import RepoError
+from btget.errors import RepoError, ReplicaConflict
 
 TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)
 SITES_TIMEOUT = aiohttp.ClientTimeout(total=3, connect=2)  # site names are for the summary only
@@ -85,6 +85,10 @@ class Client:
         status, body = await self._get(url, MAX_TORRENT, ".torrent")
         if status == 404:
             raise NotFound(name, _not_found_text(self.repo, await self.close_names(name)))
+        if status == 409:
+            raise ReplicaConflict(f"{name} {info_hash}" if info_hash else name,
+                                  "the repository does not serve this version (its replicas disagree, or its bytes "
+                                  f"contradict the catalog); see {self.repo}/datasets/{quote(name, safe='')}")
         if status != 200:
             raise RepoError(self.repo, f"GET /datasets/{name}.torrent: HTTP {status}")
         return body
@@ -111,9 +115,13 @@ class Client:
         # Both at once: on a 10,000-file dataset each answer is a few hundred kB.
         record, torrent = await asyncio.gather(self.dataset(name), self.torrent(name, info_hash),
                                                return_exceptions=True)
-        for result in (record, torrent):  # the record's error first: it carries the suggestions
-            if isinstance(result, BaseException):
-                raise result
+        if isinstance(record, BaseException):  # the record's error first: it carries the suggestions
+            raise record
+        if info_hash is None and record.get("servable") is False:
+            # The repository could not decide which replica is the dataset: never guess.
+            raise ReplicaConflict(name, _conflict_text(record))
+        if isinstance(torrent, BaseException):
+            raise torrent
         return Resolved(name, torrent, record)
 
     async def fetch(self, url: str) -> bytes:
@@ -182,6 +190,16 @@ def search_queries(name: str) -> list[str]:
 
 def suggest(name: str, candidates: list[str], n: int = 3) -> list[str]:
     return difflib.get_close_matches(name, candidates, n=n, cutoff=0.6)
+
+
+def _conflict_text(record: dict[str, Any]) -> str:
+    """Why the repository serves no version by name, and what can be done."""
+    problem = record.get("problem") or "the sites' replicas disagree"
+    problem = problem.split(": ", 1)[1] if problem.startswith(f"{record.get('name')}: ") else problem
+    versions = [v.get("info_hash") for v in record.get("versions", []) if isinstance(v, dict) and v.get("sites")]
+    hint = (f"; to fetch one version anyway: --info-hash {' or '.join(versions[:3])}" if len(versions) > 1
+            else "")
+    return f"{problem}{hint}"
 
 
 def _not_found_text(repo: str, close: list[str]) -> str:

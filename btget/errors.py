@@ -27,3 +27,7 @@ class RepoError(BtswarmError):
 
 class Interrupted(BtswarmError):
     """Ctrl-C or SIGTERM before the data was complete (exit 130)."""
+
+
+class ReplicaConflict(BtswarmError):
+    """The sites' replicas disagree, or none is whole: no version to fetch by name (exit 6)."""

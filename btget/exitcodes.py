@@ -2,7 +2,10 @@
 
 Scripts and batch systems branch on these numbers (docs/bt-get.md lists
 them), so they never change meaning: INCOMPLETE means "run me again, I
-resume", VERIFY_FAILED means "the bytes are wrong, do not use them".
+resume", VERIFY_FAILED means "the bytes are wrong, do not use them",
+CONFLICT means "the sites disagree on what the dataset is: a rerun will
+not help until a site fixes its replica or the repository's operator
+chooses".
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ class ExitStatus(IntEnum):
     NOT_FOUND = 3
     INCOMPLETE = 4
     VERIFY_FAILED = 5
+    CONFLICT = 6
     INTERRUPTED = 130
 
 
@@ -36,6 +40,8 @@ def status_for(exc: BaseException) -> ExitStatus:
         return ExitStatus.INCOMPLETE
     if isinstance(exc, errors.VerifyFailed):
         return ExitStatus.VERIFY_FAILED
+    if isinstance(exc, errors.ReplicaConflict):
+        return ExitStatus.CONFLICT
     if isinstance(exc, BtswarmError):
         return ExitStatus.ERROR
     return ExitStatus.ERROR

@@ -14,7 +14,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from torrents.servicekit import web as tweb
-from torrents.errors import BtswarmError, NotFound
+from torrents.errors import BtswarmError, Conflict, NotFound
 from btrepo import catalog, keys
 
 log = logging.getLogger("btswarm.repo.api")
@@ -23,7 +23,7 @@ log = logging.getLogger("btswarm.repo.api")
 # metainfo reader refuses torrents over 64 MiB anyway.
 MAX_PUBLISH_BODY = 64 * 1024 * 1024
 _HEX40 = re.compile(r"^[0-9a-fA-F]{40}$")
-_RESULT_BY_STATUS = {400: "invalid", 401: "unauthorized", 409: "conflict"}
+_RESULT_BY_STATUS = {400: "invalid", 401: "unauthorized", 409: "refused"}
 
 
 async def publish(request: web.Request) -> web.Response:
@@ -38,11 +38,20 @@ async def publish(request: web.Request) -> web.Response:
         metrics.publishes.labels(result=_RESULT_BY_STATUS.get(tweb.status_for(exc), "invalid")).inc()
         log.info("publish %s refused: %s", name, exc)
         raise
-    result = await request.app[keys.DB].publish(pub)
+    db = request.app[keys.DB]
+    result = await db.publish(pub)
     metrics.publishes.labels(result=result.outcome.value).inc()
-    metrics.datasets.set(await request.app[keys.DB].count())
-    log.info("publish %s %s from %s: %s", name, pub.info_hash, site, result.outcome.value)
-    return web.json_response(result.to_json(), status=result.outcome.status)
+    metrics.datasets.set(await db.count())
+    conflicting, disputed = await db.conflicts()
+    metrics.in_conflict.set(conflicting)
+    metrics.disputed.set(disputed)
+    answer = result.to_json()
+    if "problem" in answer:
+        log.warning("publish %s %s from %s: %s (%s); %s", name, pub.info_hash, site, result.outcome.value,
+                    answer["state"], answer["problem"])
+    else:
+        log.info("publish %s %s from %s: %s", name, pub.info_hash, site, result.outcome.value)
+    return web.json_response(answer, status=result.outcome.status)
 
 
 async def list_datasets(request: web.Request) -> web.Response:
@@ -58,6 +67,7 @@ async def get_dataset(request: web.Request) -> web.Response:
     if detail is None:
         raise NotFound(name, "no such dataset")
     swarm = await request.app[keys.TRACKER].swarm(detail.summary.info_hash)
+    decision = detail.decision
     return web.json_response({
         **detail.summary.to_json(),
         "files": [f.to_json() for f in detail.files],
@@ -65,6 +75,11 @@ async def get_dataset(request: web.Request) -> web.Response:
         "torrent_url": torrent_path(name),
         "magnet": detail.magnet,
         "swarm": swarm.to_json() if swarm else None,
+        "replica_sites": [v.to_json() for v in decision.sites],
+        "decided_by": decision.decided_by.value,
+        "pinned": detail.pinned,
+        "servable": decision.servable,
+        "problem": None if detail.summary.replicas == "agree" else decision.summary(name),
     })
 
 
@@ -73,11 +88,19 @@ async def get_torrent(request: web.Request) -> web.Response:
     info_hash = request.query.get("info_hash") or None
     if info_hash is not None and not _HEX40.match(info_hash):
         raise BtswarmError(f"info_hash={info_hash}", "must be 40 hexadecimal characters")
-    data = await request.app[keys.DB].torrent(name, info_hash)
-    if data is None:
+    found = await request.app[keys.DB].torrent(name, info_hash)
+    if found is None:
         raise NotFound(name if not info_hash else f"{name} {info_hash}", "no such dataset or version")
+    decision = found.decision
+    if found.info_hash in decision.contradicted:
+        raise Conflict(f"{name} {found.info_hash}", "this version's bytes contradict the catalog's checksums; "
+                                                    "it is not served")
+    if info_hash is None and not decision.servable:
+        # By name alone only a version that is decided and held whole: a tie between
+        # replicas must not hand anyone the bad one. A chosen info-hash is the user's call.
+        raise Conflict(name, decision.summary(name).split(": ", 1)[1] + "; choose a version with ?info_hash=")
     request.app[keys.METRICS].torrent_downloads.inc()
-    return web.Response(body=data, content_type="application/x-bittorrent",
+    return web.Response(body=found.data, content_type="application/x-bittorrent",
                         headers={"Content-Disposition": content_disposition(f"{name}.torrent")})
 
 

@@ -2,8 +2,9 @@
 
 No I/O here. `parse_publish` turns a signed PUT body into a checked
 `Publication` (the .torrent parsed by torrents.metainfo, the record checked
-against it); `classify` decides what a publication does to what is already
-known; `parse_search` and `fts_query` turn query parameters into a search.
+against it); what a publication does to the versions already known is
+btrepo.identity's to decide; `parse_search` and `fts_query` turn query
+parameters into a search.
 The database applies the decisions (db.py); the HTTP layer maps errors to
 statuses in one place (torrents.servicekit.web.error_middleware).
 """
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from torrents import metainfo
 from torrents.dataset import Dataset, DatasetFile
 from torrents.errors import AuthError, BtswarmError, Conflict, DatasetError, MetainfoError
+
+from btrepo import identity
 
 MAX_DESCRIPTION = 64 * 1024
 MAX_PER_PAGE = 200
@@ -33,6 +36,8 @@ class Publication:
     dataset: Dataset  # name, description and files (LFN, size, adler32) from the record
     meta: metainfo.Metainfo
     torrent: bytes
+    xxh3: Mapping[str, str] = field(default_factory=dict)  # LFN → the replica's content sum
+    declared: bool = False  # the site declares this a new version of the dataset
 
     @property
     def name(self) -> str:
@@ -42,18 +47,30 @@ class Publication:
     def info_hash(self) -> str:
         return self.meta.info_hash
 
+    def facts(self) -> dict[str, identity.FileFacts]:
+        return {f.lfn: identity.FileFacts(f.size, f.adler32, self.xxh3.get(f.lfn)) for f in self.dataset.files}
+
 
 class Outcome(enum.Enum):
     """What a publication did; the value is the `result` label in answers and metrics."""
 
     CREATED = "created"  # a dataset never seen before
-    NEW_VERSION = "new_version"  # a known name with a new info-hash
+    NEW_VERSION = "new_version"  # a new info-hash that replaces the served version
+    CONFLICT = "conflict"  # a new info-hash whose bytes or files disagree with the served version
+    PARTIAL = "partial"  # a new info-hash holding part of the served version's files
     SITE_ADDED = "site_added"  # a known version, now also held by this site
     UNCHANGED = "unchanged"  # this site had already published this version
 
     @property
     def status(self) -> int:
-        return 201 if self in (Outcome.CREATED, Outcome.NEW_VERSION) else 200
+        return 200 if self in (Outcome.SITE_ADDED, Outcome.UNCHANGED) else 201
+
+    @classmethod
+    def of(cls, relation: identity.Relation | None, held_by_site: bool) -> "Outcome":
+        """A new version's relation to the served one, or (None) a known version's publication."""
+        if relation is None:
+            return cls.UNCHANGED if held_by_site else cls.SITE_ADDED
+        return cls(relation.value)
 
 
 def parse_publish(body: Any, path_name: str, signer: str) -> Publication:
@@ -82,7 +99,27 @@ def parse_publish(body: Any, path_name: str, signer: str) -> Publication:
     check_record_matches(dataset, record, meta)
     if path_name != dataset.name:
         raise Conflict(path_name, f"the path names this dataset but the record and torrent name {dataset.name!r}")
-    return Publication(site=signer, dataset=dataset, meta=meta, torrent=torrent)
+    declared = record.get("new_version", False)
+    if not isinstance(declared, bool):
+        raise DatasetError(subject, f"record new_version must be true or false, got {declared!r}")
+    return Publication(site=signer, dataset=dataset, meta=meta, torrent=torrent, xxh3=_record_sums(record, subject),
+                       declared=declared)
+
+
+_XXH3 = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _record_sums(record: Mapping[str, Any], subject: str) -> dict[str, str]:
+    """LFN → xxh3 content sum, for the files that carry one."""
+    out = {}
+    for i, f in enumerate(record.get("files") or ()):
+        value = f.get("xxh3") if isinstance(f, dict) else None
+        if value is None:
+            continue
+        if not isinstance(value, str) or not _XXH3.match(value):
+            raise DatasetError(subject, f"record file {i} has bad xxh3 {value!r} (32 lowercase hex characters)")
+        out[f["lfn"]] = value
+    return out
 
 
 def _record_dataset(record: Mapping[str, Any], subject: str) -> Dataset:
@@ -130,19 +167,6 @@ def check_record_matches(dataset: Dataset, record: Mapping[str, Any], meta: meta
     total = record.get("total_size", dataset.total_size)
     if total != meta.total_size or dataset.total_size != meta.total_size:
         raise MetainfoError(subject, f"total size {total} differs from the torrent's {meta.total_size}")
-
-
-def classify(info_hash: str, site: str, known: Mapping[str, frozenset[str]] | None) -> Outcome:
-    """What publishing `info_hash` from `site` does, given the dataset's versions (info-hash → sites).
-
-    `known` is None when no dataset of that name exists yet.
-    """
-    if known is None:
-        return Outcome.CREATED
-    sites = known.get(info_hash)
-    if sites is None:
-        return Outcome.NEW_VERSION
-    return Outcome.UNCHANGED if site in sites else Outcome.SITE_ADDED
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,21 @@
-"""`bt-repo`: run the federation's torrent repository."""
+"""`bt-repo`: run the federation's torrent repository; settle which version a dataset is."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 import sys
+from pathlib import Path
 
 import click
 
 from torrents import log as tlog
-from torrents.servicekit import web as tweb
+from torrents.errors import BtswarmError
 from torrents.hostport import parse_hostport
+from torrents.servicekit import web as tweb
 
 from btrepo import config as repo_config
-from torrents.errors import BtswarmError
 
 log = logging.getLogger("btswarm.repo")
 
@@ -47,6 +50,45 @@ def run(config_path: str | None, listen: str | None, state: str | None, verbose:
     except OSError as exc:  # port taken, state directory not writable
         click.echo(f"bt-repo: error: {config.listen}: {exc.strerror or exc}", err=True)
         sys.exit(1)
+
+
+@main.command()
+@click.argument("name")
+@click.argument("info_hash", required=False)
+@click.option("--rules", is_flag=True, help="Forget the operator's choice: the rules decide again.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML config file.")
+@click.option("--state", metavar="DIR", help="Directory of the SQLite catalog (config [repo] state).")
+def choose(name: str, info_hash: str | None, rules: bool, config_path: str | None, state: str | None) -> None:
+    """Serve INFO_HASH as dataset NAME (settles replicas that disagree), or --rules to undo.
+
+    Works on the catalog file while the repository runs; the choice shows at once.
+    """
+    from btrepo.app import DB_FILE
+    from btrepo.db import Database
+
+    if (info_hash is None) == (not rules):
+        _fail("choose", "give an INFO_HASH or --rules", 2)
+    if info_hash is not None and not re.fullmatch(r"[0-9a-fA-F]{40}", info_hash):
+        _fail(info_hash, "not an info-hash (40 hex characters)", 2)
+    try:
+        config = repo_config.load(config_path, overrides={"state": state})
+        path = Path(config.state) / DB_FILE
+        if not path.is_file():
+            _fail(path, "no catalog here (is --state the repository's state directory?)", 1)
+        db = Database(path)
+        try:
+            decision = asyncio.run(db.choose(name, info_hash))
+        finally:
+            db.close()
+    except BtswarmError as exc:
+        _fail(exc.subject, exc.problem, 1)
+    click.echo(f"{name}: serving {decision.current} ({decision.decided_by.value})")
+    click.echo(decision.summary(name))
+
+
+def _fail(subject: object, problem: str, code: int) -> None:
+    click.echo(f"bt-repo: error: {subject}: {problem}", err=True)
+    sys.exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,7 @@ runs once, in order.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
 import threading
@@ -20,7 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from btrepo import catalog
+from torrents.errors import Conflict, NotFound
+
+from btrepo import catalog, identity
 
 log = logging.getLogger("btswarm.repo.db")
 T = TypeVar("T")
@@ -78,6 +81,17 @@ MIGRATIONS: tuple[str, ...] = (
         tokenize = "unicode61 separators '._-'"
     );
     """,
+    # Replica identity (btrepo/identity.py): each file's content sum as its site hashed it,
+    # how each version related to the served one when first published, an operator's choice,
+    # and the decision (JSON) taken after every change.
+    """
+    ALTER TABLE files ADD COLUMN xxh3 TEXT;
+    ALTER TABLE versions ADD COLUMN relation TEXT NOT NULL DEFAULT 'new_version';
+    ALTER TABLE versions ADD COLUMN base_version_id INTEGER REFERENCES versions(id);
+    UPDATE versions SET relation = 'created' WHERE id IN (SELECT min(id) FROM versions GROUP BY dataset_id);
+    ALTER TABLE datasets ADD COLUMN pinned_version_id INTEGER REFERENCES versions(id);
+    ALTER TABLE datasets ADD COLUMN decision TEXT NOT NULL DEFAULT '{}';
+    """,
 )
 
 # bm25 weights for (name, files, description): a word in the name counts most.
@@ -85,7 +99,7 @@ _BM25 = "bm25(datasets_fts, 10.0, 1.0, 3.0)"
 
 _SUMMARY_COLUMNS = """
     d.id, d.name, d.description, d.first_published, d.last_published,
-    v.id, v.info_hash, v.total_size, v.file_count
+    v.id, v.info_hash, v.total_size, v.file_count, d.decision
 """
 
 
@@ -108,11 +122,26 @@ class Summary:
     description: str
     first_published: str
     last_published: str
+    replicas: str = "agree"  # agree | partial | conflict | disputed | incomplete (see replicas_state)
 
     def to_json(self) -> dict:
         return {"name": self.name, "info_hash": self.info_hash, "total_size": self.total_size,
                 "file_count": self.file_count, "sites": list(self.sites), "description": self.description,
-                "first_published": iso(self.first_published), "last_published": iso(self.last_published)}
+                "first_published": iso(self.first_published), "last_published": iso(self.last_published),
+                "replicas": self.replicas}
+
+
+def replicas_state(decision: identity.Decision) -> str:
+    """One word for a listing: how the sites' replicas stand (worst first)."""
+    if decision.disputed:
+        return "disputed"
+    if not decision.held:
+        return "incomplete"
+    if decision.conflict:
+        return "conflict"
+    if any(v.state is identity.SiteState.PARTIAL for v in decision.sites):
+        return "partial"
+    return "agree"
 
 
 @dataclass(frozen=True)
@@ -122,10 +151,12 @@ class Version:
     total_size: int
     file_count: int
     sites: tuple[str, ...]
+    relation: str = "created"
 
     def to_json(self) -> dict:
         return {"info_hash": self.info_hash, "first_published": iso(self.first_published),
-                "total_size": self.total_size, "file_count": self.file_count, "sites": list(self.sites)}
+                "total_size": self.total_size, "file_count": self.file_count, "sites": list(self.sites),
+                "relation": self.relation}
 
 
 @dataclass(frozen=True)
@@ -142,9 +173,18 @@ class FileRow:
 class Detail:
     summary: Summary
     files: tuple[FileRow, ...]
-    versions: tuple[Version, ...]  # newest first; versions[0] is the current one
+    versions: tuple[Version, ...]  # newest first
     magnet: str
     piece_length: int
+    decision: identity.Decision
+    pinned: str | None = None
+
+
+@dataclass(frozen=True)
+class TorrentFile:
+    data: bytes
+    info_hash: str
+    decision: identity.Decision
 
 
 @dataclass(frozen=True)
@@ -164,10 +204,25 @@ class Published:
     name: str
     info_hash: str
     versions: int
+    decision: identity.Decision
+    why: str = ""  # how a new version relates to the served one
+
+    @property
+    def view(self) -> identity.SiteView | None:
+        return next((v for v in self.decision.sites if v.info_hash == self.info_hash), None)
 
     def to_json(self) -> dict:
-        return {"result": self.outcome.value, "name": self.name, "info_hash": self.info_hash,
-                "versions": self.versions}
+        """The publish answer: what happened, and where this site's replica stands (docs/contracts.md)."""
+        view = self.view
+        doc = {"result": self.outcome.value, "name": self.name, "info_hash": self.info_hash,
+               "versions": self.versions, "served": self.decision.current,
+               "state": view.state.value if view else "current", "why": self.why,
+               "differing": list(view.difference.differing) if view else [],
+               "missing": list(view.difference.missing) if view else [],
+               "extra": list(view.difference.extra) if view else []}
+        if view is not None and view.state is not identity.SiteState.CURRENT or self.decision.disputed:
+            doc["problem"] = self.decision.summary(self.name)
+        return doc
 
 
 @dataclass
@@ -238,7 +293,7 @@ class Database:
         self._conns = _Connections(self.path)
         self._closed = False
         # Migrate on the writer thread so its connection is the one that made the schema.
-        self._writer.submit(lambda: migrate(self._conns.get())).result()
+        self._writer.submit(lambda: _in_transaction(self._conns.get(), _migrate_and_decide)).result()
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
@@ -267,11 +322,19 @@ class Database:
     async def search(self, params: catalog.SearchParams) -> tuple[int, list[Summary]]:
         return await self._read(lambda conn: _search(conn, params))
 
+    async def choose(self, name: str, info_hash: str | None) -> identity.Decision:
+        """An operator's choice of the version to serve (None: let the rules decide again)."""
+        return await self._write(lambda conn: _choose(conn, name, info_hash))
+
     async def detail(self, name: str) -> Detail | None:
         return await self._read(lambda conn: _detail(conn, name))
 
-    async def torrent(self, name: str, info_hash: str | None = None) -> bytes | None:
+    async def torrent(self, name: str, info_hash: str | None = None) -> TorrentFile | None:
         return await self._read(lambda conn: _torrent(conn, name, info_hash))
+
+    async def conflicts(self) -> tuple[int, int]:
+        """(datasets whose replicas conflict, datasets whose version is disputed), for the metrics."""
+        return await self._read(_conflicts)
 
     async def info_hashes(self) -> list[str]:
         return await self._read(lambda conn: [r[0] for r in conn.execute(
@@ -282,6 +345,15 @@ class Database:
 
     async def count(self) -> int:
         return await self._read(lambda conn: conn.execute("SELECT count(*) FROM datasets").fetchone()[0])
+
+
+def _migrate_and_decide(conn: sqlite3.Connection) -> None:
+    conn.execute("COMMIT")  # migrate() runs its own transactions
+    migrate(conn)
+    conn.execute("BEGIN IMMEDIATE")
+    # Datasets stored before the identity rules get their first decision.
+    for (dataset_id,) in conn.execute("SELECT id FROM datasets WHERE decision = '{}'").fetchall():
+        _decide(conn, dataset_id)
 
 
 def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -296,43 +368,53 @@ def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection],
 
 
 def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Published:
-    row = conn.execute("SELECT id, description FROM datasets WHERE name = ?", (pub.name,)).fetchone()
-    known: dict[str, frozenset[str]] | None = None
-    if row is not None:
-        known = {}
-        for info_hash, sites in conn.execute(
-                """SELECT v.info_hash, group_concat(s.name, char(0)) FROM versions v
-                   LEFT JOIN publications p ON p.version_id = v.id LEFT JOIN sites s ON s.id = p.site_id
-                   WHERE v.dataset_id = ? GROUP BY v.id""", (row[0],)):
-            known[info_hash] = frozenset(sites.split("\0")) if sites else frozenset()
-    outcome = catalog.classify(pub.info_hash, pub.site, known)
-
+    row = conn.execute("SELECT id, description, current_version_id, pinned_version_id FROM datasets WHERE name = ?",
+                       (pub.name,)).fetchone()
     site_id = _site_id(conn, pub.site, now)
+    known = conn.execute("""SELECT v.id, v.relation, EXISTS (SELECT 1 FROM publications p WHERE p.version_id = v.id
+                                                      AND p.site_id = ?)
+                            FROM versions v WHERE v.info_hash = ?""", (site_id, pub.info_hash)).fetchone()
+    why = ""
     if row is None:
         dataset_id = conn.execute(
             "INSERT INTO datasets (name, description, first_published, last_published) VALUES (?, ?, ?, ?)",
             (pub.name, pub.dataset.description, now, now)).lastrowid
+        versions: list[identity.VersionFacts] = []
     else:
         dataset_id = row[0]
-        # A new version brings its own description; a re-publish only fills a missing one.
-        description = pub.dataset.description if (outcome is catalog.Outcome.NEW_VERSION or not row[1]) else row[1]
-        conn.execute("UPDATE datasets SET last_published = ?, description = ? WHERE id = ?",
-                      (now, description or row[1], dataset_id))
-
-    if outcome in (catalog.Outcome.CREATED, catalog.Outcome.NEW_VERSION):
+        versions = _facts(conn, dataset_id)
+    if known is None:
+        # Judged against the version served and the holdings before this publication.
+        served = next((v for v in versions if row is not None and v.order == row[2]), None)
+        judged = identity.classify(pub.facts(), pub.site, served, declared=pub.declared)
+        outcome = catalog.Outcome.of(judged.relation, False)
+        why = judged.why
         version_id = conn.execute(
             """INSERT INTO versions (dataset_id, info_hash, total_size, file_count, piece_length, magnet, torrent,
-                                     first_published) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                                     first_published, relation, base_version_id)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (dataset_id, pub.info_hash, pub.dataset.total_size, len(pub.dataset.files), pub.meta.piece_length,
-             pub.meta.magnet(), pub.torrent, now)).lastrowid
-        conn.executemany("INSERT INTO files (version_id, idx, lfn, size, adler32) VALUES (?, ?, ?, ?, ?)",
-                         [(version_id, i, f.lfn, f.size, f.adler32) for i, f in enumerate(pub.dataset.files)])
+             pub.meta.magnet(), pub.torrent, now, judged.relation.value, served.order if served else None)).lastrowid
+        conn.executemany("INSERT INTO files (version_id, idx, lfn, size, adler32, xxh3) VALUES (?, ?, ?, ?, ?, ?)",
+                         [(version_id, i, f.lfn, f.size, f.adler32, pub.xxh3.get(f.lfn))
+                          for i, f in enumerate(pub.dataset.files)])
     else:
-        version_id = conn.execute("SELECT id FROM versions WHERE info_hash = ?", (pub.info_hash,)).fetchone()[0]
+        version_id, relation, held = known
+        outcome = catalog.Outcome.of(None, bool(held))
+        if pub.declared and relation != identity.Relation.NEW_VERSION.value:
+            # The site now says what it holds is the dataset's new version.
+            conn.execute("UPDATE versions SET relation = ? WHERE id = ?",
+                         (identity.Relation.NEW_VERSION.value, version_id))
+            why = f"declared a new version by {pub.site}"
         # Same info dict, but what lies outside it (the announce URL) may have
         # moved with the tracker: the newest publication's .torrent is served.
         conn.execute("UPDATE versions SET torrent = ?, magnet = ? WHERE id = ? AND torrent != ?",
                      (pub.torrent, pub.meta.magnet(), version_id, pub.torrent))
+        # A site that checked the catalog (or summed the files) tells what an earlier one could not.
+        conn.executemany("""UPDATE files SET adler32 = coalesce(adler32, ?), xxh3 = coalesce(xxh3, ?)
+                            WHERE version_id = ? AND lfn = ?""",
+                         [(f.adler32, pub.xxh3.get(f.lfn), version_id, f.lfn) for f in pub.dataset.files
+                          if f.adler32 is not None or f.lfn in pub.xxh3])
     conn.execute(
         """INSERT INTO publications (version_id, site_id, first_published, last_published) VALUES (?, ?, ?, ?)
            ON CONFLICT (version_id, site_id) DO UPDATE SET last_published = excluded.last_published""",
@@ -342,16 +424,73 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Pu
     conn.execute("""DELETE FROM publications WHERE site_id = ? AND version_id != ?
                     AND version_id IN (SELECT id FROM versions WHERE dataset_id = ?)""",
                  (site_id, version_id, dataset_id))
-    # Shown (and fetched by `bt-get NAME`): the newest version some site holds,
-    # so the repository never offers what no site can seed; else the newest.
-    conn.execute("""UPDATE datasets SET current_version_id = (
-                        SELECT v.id FROM versions v WHERE v.dataset_id = ?1
-                        ORDER BY EXISTS (SELECT 1 FROM publications p WHERE p.version_id = v.id) DESC, v.id DESC
-                        LIMIT 1)
-                    WHERE id = ?1""", (dataset_id,))
+    if row is not None:
+        # A new version brings its own description; a re-publish only fills a missing one.
+        replaces = outcome is catalog.Outcome.NEW_VERSION or not row[1]
+        conn.execute("UPDATE datasets SET last_published = ?, description = ? WHERE id = ?",
+                     (now, (pub.dataset.description if replaces else row[1]) or row[1], dataset_id))
+    decision = _decide(conn, dataset_id)
+    versions_count = conn.execute("SELECT count(*) FROM versions WHERE dataset_id = ?", (dataset_id,)).fetchone()[0]
+    return Published(outcome, pub.name, pub.info_hash, versions_count, decision, why)
+
+
+def _facts(conn: sqlite3.Connection, dataset_id: int) -> list[identity.VersionFacts]:
+    """Every version of a dataset as identity's rules see it; `order` is the version's id."""
+    files: dict[int, dict[str, identity.FileFacts]] = {}
+    for vid, lfn, size, adler, xxh in conn.execute(
+            """SELECT f.version_id, f.lfn, f.size, f.adler32, f.xxh3 FROM files f JOIN versions v ON v.id = f.version_id
+               WHERE v.dataset_id = ?""", (dataset_id,)):
+        files.setdefault(vid, {})[lfn] = identity.FileFacts(size, adler, xxh)
+    holders: dict[int, set[str]] = {}
+    for vid, site in conn.execute("""SELECT p.version_id, s.name FROM publications p JOIN sites s ON s.id = p.site_id
+                                     JOIN versions v ON v.id = p.version_id WHERE v.dataset_id = ?""", (dataset_id,)):
+        holders.setdefault(vid, set()).add(site)
+    rows = conn.execute("""SELECT v.id, v.info_hash, v.relation, b.info_hash, v.piece_length FROM versions v
+                           LEFT JOIN versions b ON b.id = v.base_version_id WHERE v.dataset_id = ? ORDER BY v.id""",
+                        (dataset_id,)).fetchall()
+    return [identity.VersionFacts(h, vid, files.get(vid, {}), frozenset(holders.get(vid, ())),
+                                  identity.Relation(rel), base, plen) for vid, h, rel, base, plen in rows]
+
+
+def _decide(conn: sqlite3.Connection, dataset_id: int) -> identity.Decision:
+    """Decide the version to serve from the stored facts; store the decision and re-index."""
+    pinned = conn.execute("""SELECT v.info_hash FROM datasets d JOIN versions v ON v.id = d.pinned_version_id
+                             WHERE d.id = ?""", (dataset_id,)).fetchone()
+    versions = _facts(conn, dataset_id)
+    decision = identity.decide(versions, pinned[0] if pinned else None)
+    current_id = next(v.order for v in versions if v.info_hash == decision.current)
+    conn.execute("UPDATE datasets SET current_version_id = ?, decision = ? WHERE id = ?",
+                 (current_id, json.dumps(decision.to_json(), separators=(",", ":")), dataset_id))
     _index(conn, dataset_id)
-    versions = conn.execute("SELECT count(*) FROM versions WHERE dataset_id = ?", (dataset_id,)).fetchone()[0]
-    return Published(outcome, pub.name, pub.info_hash, versions)
+    return decision
+
+
+def _choose(conn: sqlite3.Connection, name: str, info_hash: str | None) -> identity.Decision:
+    row = conn.execute("SELECT id FROM datasets WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise NotFound(name, "no such dataset")
+    version_id = None
+    if info_hash is not None:
+        found = conn.execute("SELECT id FROM versions WHERE dataset_id = ? AND info_hash = ?",
+                             (row[0], info_hash.lower())).fetchone()
+        if found is None:
+            raise NotFound(f"{name} {info_hash}", "no such version of the dataset")
+        version_id = found[0]
+    conn.execute("UPDATE datasets SET pinned_version_id = ? WHERE id = ?", (version_id, row[0]))
+    decision = _decide(conn, row[0])
+    if info_hash is not None and decision.current != info_hash.lower():
+        raise Conflict(f"{name} {info_hash}", "its bytes contradict the catalog's checksums; it cannot "
+                                                      "be served")
+    return decision
+
+
+def _conflicts(conn: sqlite3.Connection) -> tuple[int, int]:
+    conflict = disputed = 0
+    for (text,) in conn.execute("SELECT decision FROM datasets"):
+        doc = json.loads(text or "{}")
+        conflict += bool(doc.get("conflict"))
+        disputed += bool(doc.get("disputed"))
+    return conflict, disputed
 
 
 def _site_id(conn: sqlite3.Connection, site: str, now: str) -> int:
@@ -401,7 +540,15 @@ def _search(conn: sqlite3.Connection, params: catalog.SearchParams) -> tuple[int
 def _summaries(conn: sqlite3.Connection, rows: list[tuple]) -> list[Summary]:
     sites = _version_sites(conn, [r[5] for r in rows])
     return [Summary(name=r[1], info_hash=r[6], total_size=r[7], file_count=r[8], sites=sites.get(r[5], ()),
-                    description=r[2], first_published=r[3], last_published=r[4]) for r in rows]
+                    description=r[2], first_published=r[3], last_published=r[4],
+                    replicas=replicas_state(_decision(r[9]))) for r in rows]
+
+
+def _decision(text: str | None) -> identity.Decision:
+    doc = json.loads(text or "{}")
+    if not doc:  # stored before decisions were: the one version everyone holds
+        return identity.Decision(None, identity.DecidedBy.ONLY, False, (), ())
+    return identity.Decision.from_json(doc)
 
 
 def _version_sites(conn: sqlite3.Connection, version_ids: list[int]) -> dict[int, tuple[str, ...]]:
@@ -416,28 +563,31 @@ def _version_sites(conn: sqlite3.Connection, version_ids: list[int]) -> dict[int
 
 
 def _detail(conn: sqlite3.Connection, name: str) -> Detail | None:
-    row = conn.execute(f"""SELECT {_SUMMARY_COLUMNS}, v.magnet, v.piece_length FROM datasets d
-                           JOIN versions v ON v.id = d.current_version_id WHERE d.name = ?""", (name,)).fetchone()
+    row = conn.execute(f"""SELECT {_SUMMARY_COLUMNS}, v.magnet, v.piece_length, p.info_hash FROM datasets d
+                           JOIN versions v ON v.id = d.current_version_id
+                           LEFT JOIN versions p ON p.id = d.pinned_version_id WHERE d.name = ?""", (name,)).fetchone()
     if row is None:
         return None
-    summary = _summaries(conn, [row[:9]])[0]
+    summary = _summaries(conn, [row[:10]])[0]
     files = tuple(FileRow(*r) for r in conn.execute(
         "SELECT lfn, size, adler32 FROM files WHERE version_id = ? ORDER BY idx", (row[5],)))
-    vrows = conn.execute("""SELECT id, info_hash, first_published, total_size, file_count FROM versions
+    vrows = conn.execute("""SELECT id, info_hash, first_published, total_size, file_count, relation FROM versions
                             WHERE dataset_id = ? ORDER BY id DESC""", (row[0],)).fetchall()
     vsites = _version_sites(conn, [r[0] for r in vrows])
-    versions = tuple(Version(r[1], r[2], r[3], r[4], vsites.get(r[0], ())) for r in vrows)
-    return Detail(summary=summary, files=files, versions=versions, magnet=row[9], piece_length=row[10])
+    versions = tuple(Version(r[1], r[2], r[3], r[4], vsites.get(r[0], ()), r[5]) for r in vrows)
+    return Detail(summary=summary, files=files, versions=versions, magnet=row[10], piece_length=row[11],
+                  decision=_decision(row[9]), pinned=row[12])
 
 
-def _torrent(conn: sqlite3.Connection, name: str, info_hash: str | None) -> bytes | None:
+def _torrent(conn: sqlite3.Connection, name: str, info_hash: str | None) -> TorrentFile | None:
     if info_hash:
-        row = conn.execute("""SELECT v.torrent FROM versions v JOIN datasets d ON d.id = v.dataset_id
+        row = conn.execute("""SELECT v.torrent, v.info_hash, d.decision FROM versions v
+                              JOIN datasets d ON d.id = v.dataset_id
                               WHERE d.name = ? AND v.info_hash = ?""", (name, info_hash.lower())).fetchone()
     else:
-        row = conn.execute("""SELECT v.torrent FROM datasets d JOIN versions v ON v.id = d.current_version_id
-                              WHERE d.name = ?""", (name,)).fetchone()
-    return bytes(row[0]) if row else None
+        row = conn.execute("""SELECT v.torrent, v.info_hash, d.decision FROM datasets d
+                              JOIN versions v ON v.id = d.current_version_id WHERE d.name = ?""", (name,)).fetchone()
+    return TorrentFile(bytes(row[0]), row[1], _decision(row[2])) if row else None
 
 
 def _sites(conn: sqlite3.Connection) -> list[SiteRow]:

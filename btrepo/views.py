@@ -23,7 +23,7 @@ from markupsafe import Markup
 from torrents import units
 from torrents.servicekit import web as tweb
 from torrents.errors import BtswarmError
-from btrepo import api, catalog, keys
+from btrepo import api, catalog, identity, keys
 
 log = logging.getLogger("btswarm.repo.views")
 
@@ -106,11 +106,15 @@ async def dataset(request: web.Request) -> web.Response:
         raise web.HTTPNotFound(reason=f"{name}: no such dataset")
     swarm = await request.app[keys.TRACKER].swarm(detail.summary.info_hash)
     repo_url = base_url(request)
+    decision = detail.decision
+    disagree = [v for v in decision.sites if v.state is not identity.SiteState.CURRENT]
     return render("dataset.html", {
         "q": "", "d": detail.summary, "files": detail.files, "versions": detail.versions,
-        "older": detail.versions[1:], "magnet": detail.magnet, "piece_length": detail.piece_length,
+        "older": [v for v in detail.versions if v.info_hash != detail.summary.info_hash],
+        "magnet": detail.magnet, "piece_length": detail.piece_length,
         "swarm": swarm, "torrent_url": api.torrent_path(name), "command": bt_get_command(name, repo_url),
-        "nav": "search",
+        "decision": decision, "disagree": disagree, "problem": decision.summary(name) if disagree or
+        not decision.servable else None, "pinned": detail.pinned, "nav": "search",
     })
 
 

@@ -59,7 +59,7 @@ class Daemon:
     control_url: str
     changed: asyncio.Event | None = None
     http: aiohttp.ClientSession | None = None
-    published: dict[str, bool] = field(default_factory=dict)  # info_hash → success
+    published: dict[str, publisher.Answer] = field(default_factory=dict)  # info_hash → the repository's answer
     publishing: set[str] = field(default_factory=set)  # info-hashes published or being published
     tasks: set[asyncio.Task] = field(default_factory=set)
     prepare_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -153,9 +153,14 @@ async def status(request: web.Request) -> web.Response:
     loop = asyncio.get_running_loop()
     seeds = await loop.run_in_executor(None, d.seeder.snapshot)
     active = {s["info_hash"] for s in seeds}
+    prepared = d.inventory.all()
     datasets = [{"name": p.name, "info_hash": p.info_hash, "total_size": p.meta.total_size,
-                 "files": len(p.meta.data_files), "seeding": p.info_hash in active}
-                for p in d.inventory.all()]
+                 "files": len(p.meta.data_files), "seeding": p.info_hash in active,
+                 "repository": d.published[p.info_hash].to_json() if p.info_hash in d.published else None}
+                for p in prepared]
+    # A replica the repository does not serve as the dataset is a problem to see here.
+    disagree = [f"{p.name}: {d.published[p.info_hash].problem}" for p in prepared
+                if p.info_hash in d.published and d.published[p.info_hash].problem]
     return web.json_response({
         "site": d.config.site,
         "peers": [d.seeder.endpoint],
@@ -165,7 +170,7 @@ async def status(request: web.Request) -> web.Response:
         "uploaded_total": d.seeder.counters.uploaded_total,
         "capacity": d.config.max_seeds,
         "hash_failures": d.seeder.counters.hash_failures,
-        "problems": [str(p) for p in d.inventory.problems] + sorted(d.seeder.damaged.values()),
+        "problems": [str(p) for p in d.inventory.problems] + sorted(d.seeder.damaged.values()) + disagree,
     })
 
 
@@ -244,10 +249,10 @@ def _dataset_ready(d: Daemon, prepared: Prepared) -> None:
 async def _publish(d: Daemon, prepared: Prepared) -> None:
     assert d.http is not None
     torrent = await asyncio.get_running_loop().run_in_executor(None, prepared.torrent_path.read_bytes)
-    ok = await publisher.publish(d.http, d.config.repo, d.config.site, d.config.secret, torrent,
-                                 prepared.record(), retry=d.publish_retry, metrics=d.metrics)
-    d.published[prepared.info_hash] = ok
-    if not ok:
+    answer = await publisher.publish(d.http, d.config.repo, d.config.site, d.config.secret, torrent,
+                                     prepared.record(), retry=d.publish_retry, metrics=d.metrics)
+    d.published[prepared.info_hash] = answer
+    if not answer.ok:
         d.publishing.discard(prepared.info_hash)  # the next rescan (SIGHUP) tries again
 
 

@@ -2,7 +2,8 @@
 
 Both go through the shared builder (torrents.build: LFN order,
 deterministic; v1 hashed in parallel, hybrid by libtorrent, which alone
-computes the v2 merkle trees here).
+computes the v2 merkle trees here). The same pass sums every file (xxh3,
+and adler32 when the catalog has checksums to check them against).
 """
 
 from __future__ import annotations
@@ -22,19 +23,26 @@ class BuildParams:
     piece_length: int | None = None  # None: the size rule of torrents.metainfo
     hybrid: bool = False
     threads: int = 0
+    adler32: bool = False  # sum adler32 too (the catalog lists checksums for this dataset)
     announce_list: tuple[str, ...] = ()  # every tracker, one BEP 12 tier; outside info: no rehash
 
     def key(self) -> str:
-        """What, besides the files, decides the info dict (folded into the fingerprint)."""
+        """What, besides the files, decides the build (folded into the fingerprint)."""
         fmt = "hybrid" if self.hybrid else "v1"
-        return f"{fmt}|piece_length={self.piece_length or 'auto'}|private={int(self.private)}"
+        return (f"{fmt}|piece_length={self.piece_length or 'auto'}|private={int(self.private)}"
+                f"|sums=xxh3{'+adler32' if self.adler32 else ''}")
 
 
-def make(name: str, entries: Sequence[tuple[str, str | os.PathLike]], params: BuildParams) -> tuple[bytes, metainfo.Metainfo]:
-    """Hash (LFN, path) entries → (.torrent bytes, Metainfo). Blocking: run it off the event loop."""
-    data, meta = build.build_torrent(name, entries, announce=params.announce, private=params.private,
-                                     piece_length=params.piece_length, threads=params.threads, hybrid=params.hybrid)
-    return with_trackers(data, meta, params) if params.announce_list else (data, meta)
+def make(name: str, entries: Sequence[tuple[str, str | os.PathLike]], params: BuildParams) -> build.Built:
+    """Hash (LFN, path) entries → the .torrent, its Metainfo and the files' sums. Blocking: run it
+    off the event loop."""
+    built = build.build_dataset(name, entries, announce=params.announce, private=params.private,
+                                piece_length=params.piece_length, threads=params.threads, hybrid=params.hybrid,
+                                adler32=params.adler32)
+    if not params.announce_list:
+        return built
+    torrent, meta = with_trackers(built.torrent, built.meta, params)
+    return dataclasses.replace(built, torrent=torrent, meta=meta)
 
 
 def trackers_match(meta: metainfo.Metainfo, params: BuildParams) -> bool:
@@ -45,7 +53,7 @@ def trackers_match(meta: metainfo.Metainfo, params: BuildParams) -> bool:
 
 def with_trackers(data: bytes, meta: metainfo.Metainfo, params: BuildParams) -> tuple[bytes, metainfo.Metainfo]:
     """The same torrent announcing to `params`' trackers: `announce`, and `announce-list` as one tier
-    (BEP 12: clients shuffle a tier and fail over within it). Both lie outside the info dict: same info-hash."""
+    (BEP 12: clients fail over within a tier). Both lie outside the info dict: same info-hash."""
     top = bencoding.decode(data)
     top.pop(b"announce", None)
     top.pop(b"announce-list", None)

@@ -14,6 +14,7 @@ one line `bt-server: error: subject: problem` and an exit status here, in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import json
 import sys
@@ -26,15 +27,14 @@ from typing import Any
 import click
 
 from torrents import log as btlog
-from torrents.hostport import parse_hostport
-
-from btserver import config as server_config
-from btserver.config import ServerConfig
 from torrents.dataset import Dataset, read_manifest
 from torrents.errors import BtswarmError, DatasetError, NotFound
+from torrents.hostport import parse_hostport
 from torrents.units import human_rate, human_size, parse_duration, parse_size
 
-from btserver import catalog, farm, layout
+from btserver import catalog, checksums, farm, layout
+from btserver import config as server_config
+from btserver.config import ServerConfig
 from btserver.builder import BuildParams, make
 
 PROG = "bt-server"
@@ -154,8 +154,11 @@ def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> 
 @config_option
 @server_options
 @click.option("--attempts", type=int, default=5, show_default=True, help="Tries per dataset.")
+@click.option("--new-version", is_flag=True,
+              help="Declare this site's replica the dataset's new version (the dataset changed on purpose).")
 @verbosity
-def publish(name: str | None, config_path: str | None, verbose: int, attempts: int, **flags: Any) -> None:
+def publish(name: str | None, config_path: str | None, verbose: int, attempts: int, new_version: bool,
+            **flags: Any) -> None:
     """Prepare the datasets, then publish NAME (default: all) to the repository."""
     import aiohttp
 
@@ -169,17 +172,24 @@ def publish(name: str | None, config_path: str | None, verbose: int, attempts: i
     chosen = inv.all() if name is None else [inv.by_name(name)]
     if chosen == [None]:
         raise NotFound(name, "no such dataset at this site")
+    if new_version and name is None:
+        raise BtswarmError("--new-version", "name the dataset that changed on purpose")
 
-    async def go() -> list[bool]:
+    async def go() -> list[publisher.Answer]:
         async with aiohttp.ClientSession() as http:
             retry = publisher.Retry(attempts=max(1, attempts))
             return [await publisher.publish(http, cfg.repo, cfg.site, cfg.secret, p.torrent_path.read_bytes(),
-                                            p.record(), retry=retry) for p in chosen if p is not None]
+                                            {**p.record(), **({"new_version": True} if new_version else {})},
+                                            retry=retry) for p in chosen if p is not None]
 
     results = asyncio.run(go())
-    for p, ok in zip(chosen, results):
-        click.echo(f"{p.info_hash}  {'published' if ok else 'FAILED'}  {p.name}")
-    if not all(results):
+    for p, answer in zip(chosen, results):
+        if answer.ok:
+            state = "" if answer.state in ("", "current") else f" ({answer.state}: {answer.problem})"
+            click.echo(f"{p.info_hash}  {answer.result or 'published'}{state}  {p.name}")
+        else:
+            click.echo(f"{p.info_hash}  FAILED  {p.name}: {answer.problem}")
+    if not all(a.ok for a in results):
         sys.exit(ExitStatus.ERROR)
 
 
@@ -213,7 +223,12 @@ def make_torrent(path: str, out: str | None, piece_size: str | None, tracker: st
         with tempfile.TemporaryDirectory(prefix="bt-server-") as tmp:
             # A private farm: the same resolved files a running daemon would hash.
             farm_dir, _ = farm.apply(lay, tmp)
-            data, meta = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links], params)
+            built = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links],
+                         dataclasses.replace(params, adler32=checksums.wants_adler32(ds)))
+        bad = checksums.mismatches(ds, built.sums)
+        if bad:
+            raise DatasetError(ds.name, "; ".join(str(p) for p in bad))
+        data, meta = built.torrent, built.meta
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(data)
         click.echo(f"{meta.info_hash}  {ds.name}  {dest}")

@@ -8,6 +8,7 @@ ones still hash.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -16,13 +17,14 @@ from pathlib import Path
 from typing import Callable
 
 from torrents import metainfo
-from btserver.config import ServerConfig
+from torrents.build import FileSum
 from torrents.dataset import Dataset
 from torrents.errors import BtswarmError
 
-from btserver import catalog, farm, layout
+from btserver import catalog, checksums, farm, layout
 from btserver.builder import BuildParams
 from btserver.catalog import Problem
+from btserver.config import ServerConfig
 from btserver.metacache import MetaCache
 
 log = logging.getLogger("btswarm.server.inventory")
@@ -36,14 +38,21 @@ class Prepared:
     farm: Path
     meta: metainfo.Metainfo
     built: bool
+    sums: dict[str, FileSum] = field(default_factory=dict)  # LFN → what the replica held when hashed
 
     @property
     def name(self) -> str:
         return self.dataset.name
 
     def record(self) -> dict:
-        """The dataset record of the publish contract."""
-        return {**self.dataset.record(), "info_hash": self.info_hash}
+        """The dataset record of the publish contract: the catalog's checksums (adler32, or
+        null), and each file's xxh3 as this site's replica holds it (docs/contracts.md)."""
+        doc = {**self.dataset.record(), "info_hash": self.info_hash}
+        for f in doc["files"]:
+            have = self.sums.get(f["lfn"])
+            if have is not None:
+                f["xxh3"] = have.xxh3
+        return doc
 
 
 @dataclass
@@ -95,10 +104,12 @@ class Inventory:
             try:
                 prepared = self._prepare_one(lay)
             except (BtswarmError, OSError) as exc:
-                problem = Problem(lay.name, getattr(exc, "subject", lay.name),
-                                  getattr(exc, "problem", None) or str(exc))
-                log.warning("%s", problem)
-                report.problems.append(problem)
+                prepared = [Problem(lay.name, getattr(exc, "subject", lay.name),
+                                    getattr(exc, "problem", None) or str(exc))]
+            if isinstance(prepared, list):
+                for problem in prepared:
+                    log.warning("%s", problem)
+                report.problems.extend(prepared)
                 continue
             with self._lock:
                 replaced = self._by_name.get(prepared.name)
@@ -121,11 +132,17 @@ class Inventory:
         self.done.set()
         return report
 
-    def _prepare_one(self, lay: layout.DatasetLayout) -> Prepared:
+    def _prepare_one(self, lay: layout.DatasetLayout) -> Prepared | list[Problem]:
+        """The prepared dataset, or the problems that keep it from being published."""
         farm_dir, _ = farm.apply(lay, self.farm_root)
         entries = [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links]
-        cached = self.cache.ensure(lay.name, entries, self.params)
-        return Prepared(lay.dataset, cached.info_hash, cached.torrent_path, farm_dir, cached.meta, cached.built)
+        params = dataclasses.replace(self.params, adler32=checksums.wants_adler32(lay.dataset))
+        cached = self.cache.ensure(lay.name, entries, params)
+        bad = checksums.mismatches(lay.dataset, cached.sums)
+        if bad:
+            return bad
+        return Prepared(lay.dataset, cached.info_hash, cached.torrent_path, farm_dir, cached.meta, cached.built,
+                        cached.sums)
 
     def by_hash(self, info_hash: str) -> Prepared | None:
         with self._lock:

@@ -1,10 +1,11 @@
 """Precomputed .torrent files: <state>/torrents/<dataset>.torrent + .json.
 
 The .json holds the fingerprint (LFN, size, mtime, target of every farm
-link, plus the build parameters) and the info-hash. An unchanged
-fingerprint means the stored .torrent is still right and nothing is
-rehashed; a changed one means a new build and a new info-hash. Blocking
-(hashing, stat of every file): callers run `ensure` off the event loop.
+link, plus the build parameters), the info-hash and each file's sums
+(xxh3, adler32) as the build read them. An unchanged fingerprint means the
+stored .torrent and sums are still right and nothing is rehashed; a
+changed one means a new build and a new info-hash. Blocking (hashing, stat
+of every file): callers run `ensure` off the event loop.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from torrents import metainfo
+from torrents.build import FileSum
 from torrents.errors import MetainfoError
 from torrents.fingerprint import fingerprint
 
@@ -35,13 +36,12 @@ class Cached:
     fingerprint: str
     built: bool  # True when this call hashed the files
     meta: metainfo.Metainfo
+    sums: dict[str, FileSum]  # LFN → what the file held when it was hashed
 
 
 class MetaCache:
     def __init__(self, directory: str | os.PathLike) -> None:
         self.directory = Path(directory)
-        self.builds: list[str] = []  # dataset names hashed by this instance, in order
-        self._lock = threading.Lock()
 
     def paths(self, name: str) -> tuple[Path, Path]:
         return self.directory / f"{name}.torrent", self.directory / f"{name}.json"
@@ -55,16 +55,16 @@ class MetaCache:
         if reused is not None:
             return reused
         started = time.monotonic()
-        data, meta = make(name, entries, params)
-        _write_atomic(torrent_path, data)
+        built = make(name, entries, params)
+        meta = built.meta
+        _write_atomic(torrent_path, built.torrent)
         record = {"name": name, "info_hash": meta.info_hash, "fingerprint": fp, "params": params.key(),
-                  "total_size": meta.total_size, "files": len(meta.data_files), "built_at": int(time.time())}
-        _write_atomic(json_path, json.dumps(record, indent=1).encode())
-        with self._lock:
-            self.builds.append(name)
+                  "total_size": meta.total_size, "files": len(meta.data_files), "built_at": int(time.time()),
+                  "sums": {lfn: [s.size, s.xxh3, s.adler32] for lfn, s in built.sums.items()}}
+        _write_atomic(json_path, json.dumps(record, separators=(",", ":")).encode())
         log.info("torrent %s: built %s in %.2f s (%d files)", name, meta.info_hash,
                  time.monotonic() - started, len(meta.data_files))
-        return Cached(name, meta.info_hash, torrent_path, fp, True, meta)
+        return Cached(name, meta.info_hash, torrent_path, fp, True, meta, built.sums)
 
     def _load(self, name: str, fp: str, params: BuildParams) -> Cached | None:
         torrent_path, json_path = self.paths(name)
@@ -75,6 +75,10 @@ class MetaCache:
             return None
         if record.get("fingerprint") != fp:
             return None
+        try:
+            sums = {lfn: FileSum(int(size), str(xxh), adler) for lfn, (size, xxh, adler) in record["sums"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None  # made before files were summed: hash once more
         try:
             meta = metainfo.parse(data, subject=str(torrent_path))
         except MetainfoError as exc:  # a damaged cache entry is rebuilt, not fatal
@@ -88,7 +92,7 @@ class MetaCache:
             data, meta = with_trackers(data, meta, params)
             _write_atomic(torrent_path, data)
         log.debug("torrent %s: unchanged (%s)", name, meta.info_hash)
-        return Cached(name, meta.info_hash, torrent_path, fp, False, meta)
+        return Cached(name, meta.info_hash, torrent_path, fp, False, meta, sums)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

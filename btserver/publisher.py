@@ -2,7 +2,9 @@
 
 Runs as background tasks: a repository that is down delays publishing,
 never seeding. Retries are bounded (attempts and a capped backoff); 400
-and 409 are answers, not outages, and are not retried.
+and 409 are answers, not outages, and are not retried. The repository's
+answer says where this replica stands against the version it serves
+(a conflict or a partial replica is published, and said so).
 """
 
 from __future__ import annotations
@@ -45,24 +47,51 @@ async def publish_once(http: aiohttp.ClientSession, repo: str, site: str, secret
                                 payload=publish_body(site, torrent, record), timeout=timeout)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """How a publication ended: the repository's answer, or why there is none."""
+
+    ok: bool
+    result: str = ""  # created, new_version, conflict, partial, site_added, unchanged
+    state: str = ""  # where this replica stands against the version the repository serves
+    problem: str = ""  # a sentence when it disagrees, or why publishing failed
+
+    @classmethod
+    def of(cls, status: int, doc: object) -> "Answer":
+        if status in (200, 201) and isinstance(doc, dict):
+            return cls(True, str(doc.get("result", "")), str(doc.get("state", "current")),
+                       str(doc.get("problem") or ""))
+        reason = doc.get("error") if isinstance(doc, dict) else doc
+        return cls(False, problem=f"HTTP {status}: {reason}" if status else str(reason))
+
+    def to_json(self) -> dict:
+        return {"published": self.ok, "result": self.result, "state": self.state, "problem": self.problem or None}
+
+
 async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str, torrent: bytes, record: dict,
-                  *, retry: Retry = Retry(), metrics: Metrics | None = None) -> bool:
-    """PUT until the repository answers 200/201 (True) or refuses for good / attempts run out (False)."""
+                  *, retry: Retry = Retry(), metrics: Metrics | None = None) -> Answer:
+    """PUT until the repository answers 200/201, or refuses for good, or attempts run out."""
     name = record["name"]
+    answer: object = None
     for attempt in range(retry.attempts):
         try:
             status, answer = await publish_once(http, repo, site, secret, torrent, record)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            status, answer = 0, f"{type(exc).__name__}: {exc}"
+            status, answer = 0, f"{repo}: {type(exc).__name__}: {exc}"
         if metrics:
             metrics.publishes.labels(result=str(status or "error")).inc()
         if status in (200, 201):
-            log.info("publish %s (%s): %s by %s", name, record["info_hash"],
-                     "created" if status == 201 else "known", repo)
-            return True
+            done = Answer.of(status, answer)
+            if done.problem:
+                # Published, but the repository does not serve this replica as the dataset.
+                log.warning("publish %s (%s): %s, %s: %s", name, record["info_hash"], done.result, done.state,
+                            done.problem)
+            else:
+                log.info("publish %s (%s): %s by %s", name, record["info_hash"], done.result or status, repo)
+            return done
         if status in PERMANENT:
             log.error("publish %s: refused by %s with %d: %s", name, repo, status, answer)
-            return False
+            return Answer.of(status, answer)
         # First failure at INFO, the rest at DEBUG: a repository that is
         # down is normal at start-up and must not flood the log.
         level = logging.INFO if attempt == 0 else logging.DEBUG
@@ -70,4 +99,4 @@ async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str
                 status or answer)
         await asyncio.sleep(retry.delay(attempt))
     log.error("publish %s: gave up after %d attempts", name, retry.attempts)
-    return False
+    return Answer(False, problem=f"gave up after {retry.attempts} attempts (last: {answer})")

@@ -1,6 +1,6 @@
 """The client side of `btswarm up`: start it, read its ready document, ask its parts, stop it.
 
-Tests and benchmarks use the same machinery (DESIGN.md, "On one host"):
+Tests and benchmarks use the same machinery as a user of `btswarm up`:
 both start a federation through `launch()` and talk to it through one
 `Federation`. Like the rest of the umbrella it imports no service; it
 only reads the document `btswarm up --ready-file` writes and speaks

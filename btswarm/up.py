@@ -125,39 +125,75 @@ def prepare(opts: UpOptions, report: Callable[[str], None]) -> tuple[plan.Federa
     return fed, names
 
 
-def publication_gaps(names: list[str], site_status: dict[str, dict], records: dict[str, dict],
-                     tracker_sites: dict, announce_url: str) -> list[str]:
-    """What keeps the federation from being ready; empty when every site's current
-    version of every dataset is the one the repository serves, announcing to this
-    run's tracker, and every site has a heartbeat at the tracker. Pure.
+@dataclass(frozen=True)
+class Readiness:
+    """What keeps a federation from being ready: what to wait for, what waiting will not cure
+    (a dataset no site can serve, replicas nothing decides between), and what to say but not wait for."""
+
+    waiting: tuple[str, ...] = ()
+    failures: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ready(self) -> bool:
+        return not self.waiting and not self.failures
+
+
+def readiness(names: list[str], site_status: dict[str, dict], records: dict[str, dict],
+              tracker_sites: dict, announce_url: str) -> Readiness:
+    """Ready when every site's current version of every dataset is the one the repository serves,
+    announcing to this run's tracker, and every site has a heartbeat at the tracker. Pure.
 
     The repository may hold records from an earlier run on the same state
     directory (other data, another tracker port): "listed" is not enough.
+    Waiting does not cure a site that refused a dataset (bytes that
+    contradict the catalog, unreadable files) nor a replica the repository
+    judged (partial, conflicting): those are said, not waited for, and a
+    dataset no site can serve is a failure.
     """
-    gaps = []
+    waiting, failures, warnings = [], [], []
     up = {s.get("name") for s in tracker_sites.get("sites", []) if s.get("up")}
+    refused: dict[str, list[str]] = {}
     for site, status in sorted(site_status.items()):
         if not status.get("ready"):
-            gaps.append(f"{site}: still preparing datasets")
+            waiting.append(f"{site}: still preparing datasets")
             continue
         if site not in up:
-            gaps.append(f"{site}: no heartbeat at the tracker yet")
+            waiting.append(f"{site}: no heartbeat at the tracker yet")
         hashes = {d.get("name"): d.get("info_hash") for d in status.get("datasets", [])}
         for name in names:
             record = records.get(name) or {}
+            judged = {v.get("site"): v for v in record.get("replica_sites", []) if isinstance(v, dict)}
+            mine = judged.get(site)
             if hashes.get(name) is None:
-                gaps.append(f"{site}: does not serve {name}")
+                why = [p for p in status.get("problems", []) if name in p]
+                if why:  # the site refused it: waiting will not change that
+                    refused.setdefault(name, []).append(f"{site} cannot serve {name}: {'; '.join(why[:5])}")
+                else:
+                    waiting.append(f"{site}: does not serve {name}")
+            elif mine is not None and mine.get("info_hash") == hashes[name] and mine.get("state") != "current":
+                # Published, and judged: this replica is not the dataset.
+                problem = record.get("problem") or f"{name}: {site} holds a {mine.get('state')} replica"
+                if not record.get("servable", True):
+                    problem += f" (bt-get {name} refuses until this is settled: docs/repository.md)"
+                warnings.append(problem)
             elif record.get("info_hash") != hashes[name] or site not in record.get("sites", []):
-                gaps.append(f"{name}: not yet published by {site}")
+                waiting.append(f"{name}: not yet published by {site}")
             elif quote(announce_url, safe="") not in record.get("magnet", ""):
-                gaps.append(f"{name}: the repository's .torrent announces to another tracker")
-    return gaps
+                waiting.append(f"{name}: the repository's .torrent announces to another tracker")
+    for name, why in refused.items():
+        serving = [site for site, status in site_status.items()
+                   if any(d.get("name") == name for d in status.get("datasets", []))]
+        (warnings if serving else failures).extend(why)
+    return Readiness(tuple(waiting), tuple(dict.fromkeys(failures)), tuple(dict.fromkeys(warnings)))
 
 
-async def wait_published(fed: plan.Federation, names: list[str], timeout: float) -> None:
-    """Until publication_gaps() is empty, or StartError after `timeout` s."""
+async def wait_published(fed: plan.Federation, names: list[str], timeout: float,
+                         report: Callable[[str], None] = lambda _: None) -> None:
+    """Until readiness() is ready; StartError at once on a failure, or after `timeout` s."""
     deadline = time.monotonic() + timeout
-    gaps: list[str] = ["nothing asked yet"]
+    state = Readiness(waiting=("nothing asked yet",))
+    said: set[str] = set()
 
     async def get(http: aiohttp.ClientSession, url: str) -> dict:
         async with http.get(url) as resp:
@@ -168,14 +204,20 @@ async def wait_published(fed: plan.Federation, names: list[str], timeout: float)
             try:
                 status = {s.name: await get(http, f"{s.control_url}/api/status") for s in fed.sites}
                 records = {n: await get(http, f"{fed.repo_url}/api/datasets/{quote(n, safe='')}") for n in names}
-                gaps = publication_gaps(names, status, records, await get(http, f"{fed.tracker_url}/api/sites"),
-                                        fed.announce_url)
-                if not gaps:
+                state = readiness(names, status, records, await get(http, f"{fed.tracker_url}/api/sites"),
+                                  fed.announce_url)
+                for warning in state.warnings:
+                    if warning not in said:
+                        said.add(warning)
+                        report(f"warning: {warning}")
+                if state.failures:
+                    raise StartError("btswarm up", "; ".join(state.failures[:5]))
+                if state.ready:
                     return
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
                 pass
             if time.monotonic() > deadline:
-                raise StartError("btswarm up", f"not ready after {timeout:.0f} s: {'; '.join(gaps[:5])}")
+                raise StartError("btswarm up", f"not ready after {timeout:.0f} s: {'; '.join(state.waiting[:5])}")
             await asyncio.sleep(0.2)
 
 
@@ -192,7 +234,7 @@ async def run_up(opts: UpOptions, *, report: Callable[[str], None], bin_dir: Pat
         for service in plan.services(fed, bin_dir):
             await _or_stop(sup.start(service), stop)
             report(f"started {service.label}: {service.health_url.rsplit('/', 1)[0]}")
-        await _or_stop(wait_published(fed, names, opts.timeout), stop)
+        await _or_stop(wait_published(fed, names, opts.timeout, report), stop)
         doc = plan.ready_document(fed, names)
         if opts.ready_file:
             tmp = opts.ready_file.with_name(opts.ready_file.name + ".tmp")

@@ -11,6 +11,13 @@ bytes per piece, whatever the size or number of files.
 For many small files the cost is open/fstat/read/close per file; those
 system calls release the GIL too, so they run in parallel as well.
 
+The same pass sums each file's content (`FileSum`): an xxh3-128 over its
+1 MiB blocks, which costs a few percent of SHA1 and identifies a replica
+file by file (two sites' copies of one LFN agree or not, whatever else the
+datasets hold), and, when asked, the adler32 the grid catalogs list, to be
+checked against them. Blocks are file-relative, so a block that a segment
+boundary cuts is kept as bytes by both segments and summed when they meet.
+
 `hybrid=True` builds a v1+v2 torrent (BEP 52/47) with libtorrent, imported
 only then so that importing `torrents` never loads it.
 """
@@ -22,9 +29,12 @@ import hashlib
 import os
 import tempfile
 import threading
+import zlib
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
+
+import xxhash
 
 from torrents import bencoding, metainfo
 from torrents.dataset import Dataset, DatasetFile
@@ -42,6 +52,9 @@ READ_SIZE = 1 << 20
 SEGMENTS_PER_THREAD = 8
 # How often the calling thread reports progress while the workers hash.
 PROGRESS_INTERVAL = 0.1
+# The file-relative block of a content sum.
+SUM_BLOCK = 1024 * 1024
+_ADLER_BASE = 65521
 
 
 def default_threads() -> int:
@@ -66,6 +79,32 @@ def plan_segments(num_pieces: int, count: int) -> list[tuple[int, int]]:
 
 
 @dataclass(frozen=True)
+class FileSum:
+    """What one file held while it was hashed: its size, xxh3 content sum and adler32 (hex)."""
+
+    size: int
+    xxh3: str
+    adler32: str | None = None
+
+
+def adler32_combine(first: int, second: int, second_length: int) -> int:
+    """adler32 of A+B from adler32(A), adler32(B) and len(B) (zlib's adler32_combine)."""
+    rem = second_length % _ADLER_BASE
+    sum1 = first & 0xFFFF
+    sum2 = (rem * sum1) % _ADLER_BASE
+    sum1 += (second & 0xFFFF) + _ADLER_BASE - 1
+    sum2 += ((first >> 16) & 0xFFFF) + ((second >> 16) & 0xFFFF) + _ADLER_BASE - rem
+    sum1 %= _ADLER_BASE
+    sum2 %= _ADLER_BASE
+    return sum1 | (sum2 << 16)
+
+
+def content_sum(block_digests: Sequence[bytes]) -> str:
+    """The xxh3 content sum of a file from the xxh3-128 digests of its blocks, in order."""
+    return xxhash.xxh3_128(b"".join(block_digests)).hexdigest()
+
+
+@dataclass(frozen=True)
 class _Layout:
     """Files with bytes, and where each starts in the concatenation."""
 
@@ -73,12 +112,13 @@ class _Layout:
     sizes: tuple[int, ...]
     starts: tuple[int, ...]
     total: int
+    inputs: tuple[int, ...]  # each file's position in the caller's list (empty files are left out)
 
     @classmethod
     def of(cls, files: Sequence[tuple[str | os.PathLike, int]]) -> _Layout:
-        paths, sizes, starts = [], [], []
+        paths, sizes, starts, inputs = [], [], [], []
         pos = 0
-        for path, size in files:
+        for i, (path, size) in enumerate(files):
             if size == 0:
                 # No worker ever opens an empty file, so check it here.
                 _check_size(os.fspath(path), 0)
@@ -86,8 +126,83 @@ class _Layout:
             paths.append(os.fspath(path))
             sizes.append(size)
             starts.append(pos)
+            inputs.append(i)
             pos += size
-        return cls(tuple(paths), tuple(sizes), tuple(starts), pos)
+        return cls(tuple(paths), tuple(sizes), tuple(starts), pos, tuple(inputs))
+
+
+@dataclass
+class _Sums:
+    """One segment's share of the content sums: per file, its blocks in order, each
+    either a digest (the block lay wholly in the segment) or the bytes the segment saw
+    of it; and the adler32 of the file's bytes in the segment."""
+
+    start: int  # the segment's global byte range
+    stop: int
+    adler: bool
+    blocks: dict[int, list[tuple[int, bytes | bytearray, bool]]] = field(default_factory=dict)  # (offset, data, whole)
+    adler32: dict[int, tuple[int, int]] = field(default_factory=dict)  # file → (adler32, length)
+    _open: tuple[int, int, object] | None = None  # (file, block, hasher) being streamed
+
+    def feed(self, layout: _Layout, index: int, offset: int, data: memoryview) -> None:
+        """`data` is file `index`'s bytes from `offset` on, as read in this segment."""
+        if self.adler:
+            value, length = self.adler32.get(index, (1, 0))
+            self.adler32[index] = (zlib.adler32(data, value), length + len(data))
+        size, base = layout.sizes[index], layout.starts[index]
+        blocks = self.blocks.get(index)
+        if blocks is None:
+            blocks = self.blocks[index] = []
+        pos, n = 0, len(data)
+        while pos < n:
+            here = offset + pos
+            block_start = here - here % SUM_BLOCK
+            block_end = min(block_start + SUM_BLOCK, size)
+            take = min(n - pos, block_end - here)
+            if here == block_start and take == block_end - block_start:
+                blocks.append((block_start, xxhash.xxh3_128_digest(data[pos:pos + take]), True))
+            elif base + block_start >= self.start and base + block_end <= self.stop:
+                # Wholly in this segment, split between reads: streamed across them.
+                if here == block_start:
+                    self._open = (index, block_start, xxhash.xxh3_128())
+                hasher = self._open[2]  # type: ignore[index]
+                hasher.update(data[pos:pos + take])  # type: ignore[attr-defined]
+                if here + take == block_end:
+                    blocks.append((block_start, hasher.digest(), True))  # type: ignore[attr-defined]
+                    self._open = None
+            elif blocks and not blocks[-1][2] and blocks[-1][0] == block_start:
+                blocks[-1][1].extend(data[pos:pos + take])  # type: ignore[union-attr]
+            else:  # cut by the segment's edge: its bytes wait for the neighbour's
+                blocks.append((block_start, bytearray(data[pos:pos + take]), False))
+            pos += take
+
+
+def _merge_sums(layout: _Layout, parts: Sequence[_Sums], count: int, adler: bool) -> tuple[FileSum, ...]:
+    """Per input file (empty ones too), the sums the segments computed, joined in order."""
+    digests: dict[int, list[bytes]] = {}
+    pending: dict[int, bytearray] = {}  # a cut block's bytes, gathered from consecutive segments
+    adlers: dict[int, int] = {}
+    for part in parts:  # in order: a file's blocks arrive in order
+        for k, blocks in part.blocks.items():
+            mine = digests.setdefault(k, [])
+            for _, data, whole in blocks:
+                if whole:
+                    mine.append(data)  # type: ignore[arg-type]
+                    continue
+                buf = pending.setdefault(k, bytearray())
+                buf += data
+                # whole once its pieces add up to a block, or reach the file's end
+                if len(buf) == SUM_BLOCK or len(mine) * SUM_BLOCK + len(buf) == layout.sizes[k]:
+                    mine.append(xxhash.xxh3_128_digest(buf))
+                    del pending[k]
+        for k, (value, length) in part.adler32.items():
+            adlers[k] = adler32_combine(adlers[k], value, length) if k in adlers else value
+    empty = FileSum(0, content_sum([]), "00000001" if adler else None)
+    out: list[FileSum] = [empty] * count
+    for k, index in enumerate(layout.inputs):
+        out[index] = FileSum(layout.sizes[k], content_sum(digests.get(k, [])),
+                             f"{adlers[k] & 0xFFFFFFFF:08x}" if adler else None)
+    return tuple(out)
 
 
 def _check_size(path: str, expected: int, fd: int | None = None) -> None:
@@ -108,8 +223,8 @@ class _Cursor:
         self.offset = pos - layout.starts[self.index]  # within the current file
         self.fd: int | None = None
 
-    def fill(self, view: memoryview) -> None:
-        """Fill `view` completely; the caller never asks past the end of the data."""
+    def fill(self, view: memoryview, sums: _Sums) -> None:
+        """Fill `view` completely, feeding `sums` each file's bytes; the caller never asks past the end."""
         got = 0
         want = len(view)
         while got < want:
@@ -123,6 +238,7 @@ class _Cursor:
                 raise DatasetError(path, f"cannot read ({exc.strerror})") from None
             if n == 0:
                 raise DatasetError(path, "file shrank while hashing")
+            sums.feed(self.layout, self.index, self.offset, view[got:got + n])
             got += n
             self.offset += n
             if self.offset == self.layout.sizes[self.index]:
@@ -152,10 +268,12 @@ class _Cursor:
 
 
 def _hash_segment(layout: _Layout, piece_length: int, first: int, end: int, done: list[int], slot: int,
-                  cancel: threading.Event) -> bytes:
-    """SHA1 digests of pieces [first, end); adds bytes hashed to done[slot] as it goes."""
+                  cancel: threading.Event, adler: bool) -> tuple[bytes, _Sums]:
+    """SHA1 digests of pieces [first, end) and the segment's content sums; adds bytes hashed to
+    done[slot] as it goes."""
     start = first * piece_length
     stop = min(end * piece_length, layout.total)
+    sums = _Sums(start, stop, adler)
     # A whole number of pieces per read when pieces are small, a whole number
     # of reads per piece when they are large (both powers of two), so that
     # each read is hashed in as few slices as possible.
@@ -169,9 +287,9 @@ def _hash_segment(layout: _Layout, piece_length: int, first: int, end: int, done
         pos = start
         while pos < stop:
             if cancel.is_set():
-                return b""
+                return b"", sums
             n = min(chunk, stop - pos)
-            cursor.fill(view[:n])
+            cursor.fill(view[:n], sums)
             off = 0
             while off < n:
                 take = min(piece_length - filled, n - off)
@@ -188,12 +306,19 @@ def _hash_segment(layout: _Layout, piece_length: int, first: int, end: int, done
         cursor.close()
     if filled:
         out += h.digest()
-    return bytes(out)
+    return bytes(out), sums
 
 
 def hash_pieces(files: Sequence[tuple[str | os.PathLike, int]], piece_length: int, *, threads: int = 0,
                 progress: Progress | None = None) -> bytes:
-    """SHA1 of each piece of the concatenation of `files` (path, expected size), in order.
+    """SHA1 of each piece of the concatenation of `files` (path, expected size), in order."""
+    return hash_files(files, piece_length, threads=threads, progress=progress)[0]
+
+
+def hash_files(files: Sequence[tuple[str | os.PathLike, int]], piece_length: int, *, threads: int = 0,
+               progress: Progress | None = None, adler32: bool = False) -> tuple[bytes, tuple[FileSum, ...]]:
+    """SHA1 of each piece of the concatenation of `files` (path, expected size), in order, and
+    each file's content sums (adler32 too when asked).
 
     Runs on `threads` threads (0: every core). `progress(n)` is called in the
     calling thread with the number of bytes hashed since the last call; the
@@ -202,7 +327,7 @@ def hash_pieces(files: Sequence[tuple[str | os.PathLike, int]], piece_length: in
     """
     layout = _Layout.of(files)
     if layout.total == 0:
-        return b""
+        return b"", _merge_sums(layout, [], len(files), adler32)
     workers = threads if threads > 0 else default_threads()
     segments = plan_segments(metainfo.piece_count(layout.total, piece_length), workers * SEGMENTS_PER_THREAD)
     done = [0] * len(segments)
@@ -217,12 +342,12 @@ def hash_pieces(files: Sequence[tuple[str | os.PathLike, int]], piece_length: in
         reported = now
 
     with ThreadPoolExecutor(max_workers=min(workers, len(segments)), thread_name_prefix="hash") as pool:
-        futures: list[Future[bytes]] = [
-            pool.submit(_hash_segment, layout, piece_length, first, end, done, k, cancel)
+        futures: list[Future[tuple[bytes, _Sums]]] = [
+            pool.submit(_hash_segment, layout, piece_length, first, end, done, k, cancel, adler32)
             for k, (first, end) in enumerate(segments)
         ]
         try:
-            pending: set[Future[bytes]] = set(futures)
+            pending: set[Future[tuple[bytes, _Sums]]] = set(futures)
             while pending:
                 _, pending = wait(pending, timeout=PROGRESS_INTERVAL, return_when=FIRST_EXCEPTION)
                 failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None]
@@ -234,19 +359,40 @@ def hash_pieces(files: Sequence[tuple[str | os.PathLike, int]], piece_length: in
             cancel.set()
             for f in futures:
                 f.cancel()
-    return b"".join(f.result() for f in futures)
+    results = [f.result() for f in futures]
+    return b"".join(r[0] for r in results), _merge_sums(layout, [r[1] for r in results], len(files), adler32)
+
+
+@dataclass(frozen=True)
+class Built:
+    """A .torrent just made, what it says, and what each file held while it was hashed."""
+
+    torrent: bytes
+    meta: metainfo.Metainfo
+    sums: dict[str, FileSum]  # LFN → sums
 
 
 def build_torrent(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *, announce: str | None = None,
                   private: bool = True, piece_length: int | None = None, threads: int = 0,
                   progress: Progress | None = None, url_list: Sequence[str] = (),
                   hybrid: bool = False) -> tuple[bytes, metainfo.Metainfo]:
-    """Hash `entries` (LFN, path) in LFN order → (.torrent bytes, parsed Metainfo).
+    """Hash `entries` (LFN, path) in LFN order → (.torrent bytes, parsed Metainfo); see build_dataset."""
+    built = build_dataset(name, entries, announce=announce, private=private, piece_length=piece_length,
+                          threads=threads, progress=progress, url_list=url_list, hybrid=hybrid)
+    return built.torrent, built.meta
+
+
+def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *, announce: str | None = None,
+                  private: bool = True, piece_length: int | None = None, threads: int = 0,
+                  progress: Progress | None = None, url_list: Sequence[str] = (),
+                  hybrid: bool = False, adler32: bool = False) -> Built:
+    """Hash `entries` (LFN, path) in LFN order → the .torrent, its Metainfo and each file's sums.
 
     v1 by default, deterministic: the same files give the same info-hash on
     any host. `hybrid=True` makes a v1+v2 torrent with libtorrent (its own
-    hashing thread; `threads` does not apply); its v1 info-hash differs from
-    the plain v1 one because v2 pads every file to a piece boundary.
+    hashing thread; `threads` does not apply; the sums take a pass of their
+    own); its v1 info-hash differs from the plain v1 one because v2 pads
+    every file to a piece boundary. `adler32=True` sums adler32 too.
     """
     ordered = sorted(entries, key=lambda e: e[0])
     sized = []
@@ -260,10 +406,12 @@ def build_torrent(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
     if dataset.total_size == 0:
         raise DatasetError(name, "dataset has no data (every file is empty)")
     plen = piece_length or metainfo.piece_length_for(dataset.total_size)
+    pieces, sums = hash_files([(p, s) for _, p, s in sized], plen, threads=threads, progress=progress,
+                              adler32=adler32)
+    by_lfn = {lfn: sums[i] for i, (lfn, _, _) in enumerate(sized)}
     if hybrid:
         data = _hybrid_torrent(name, sized, plen, private, progress, announce, url_list)
-        return data, metainfo.parse(data, subject=name)
-    pieces = hash_pieces([(p, s) for _, p, s in sized], plen, threads=threads, progress=progress)
+        return Built(data, metainfo.parse(data, subject=name), by_lfn)
     info = metainfo.info_dict(name, [(lfn, s) for lfn, _, s in sized], plen, pieces, private)
     data = metainfo.dump(info, announce, url_list)
     # Described from what was just built rather than re-parsed: on 20,000
@@ -283,7 +431,7 @@ def build_torrent(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
         announce=announce or None,
         url_list=tuple(url_list),
     )
-    return data, meta
+    return Built(data, meta, by_lfn)
 
 
 def hybrid_order_clash(lfns: Sequence[str]) -> tuple[str, str] | None:

@@ -1,7 +1,10 @@
-"""Fast change detection: xxhash over each file's LFN, size, mtime and target.
+"""Fast change detection: xxhash over each file's LFN, size, mtime, ctime, inode and target.
 
 Stored beside each .torrent; an unchanged fingerprint means the dataset's
-.torrent is still valid and nothing is rehashed.
+.torrent is still valid and nothing is rehashed. mtime alone is not enough:
+a replica repaired with `rsync -a` or `cp -p` keeps its size and mtime, and
+must still be hashed again. Writing a file changes its ctime and a fresh
+copy gets a new inode; neither can be set back by the copying tool.
 """
 
 from __future__ import annotations
@@ -24,6 +27,6 @@ def fingerprint(entries: Iterable[tuple[str, str | os.PathLike]], extra: str = "
         target = os.path.realpath(path)
         st = os.stat(target)
         h.update(b"\0".join([lfn.encode(), str(st.st_size).encode(), str(st.st_mtime_ns).encode(),
-                             target.encode()]))
+                             str(st.st_ctime_ns).encode(), str(st.st_ino).encode(), target.encode()]))
         h.update(b"\n")
     return h.hexdigest()

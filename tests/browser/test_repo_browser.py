@@ -117,7 +117,7 @@ def test_search_open_download_and_see_the_swarm(page, repo, tmp_path):
     assert page.locator(".swarm .leechers").inner_text() == "5"
     assert page.locator(".swarm .completed").inner_text() == "9"
     assert page.locator(".files tbody tr").count() == 29
-    assert "Older versions" in page.locator("main").inner_text()
+    assert "Other versions" in page.locator("main").inner_text()
 
     command_text = f"bt-get {SAMPLE} --repo {url}"
     assert page.locator("#bt-get-command").inner_text() == command_text

@@ -28,7 +28,7 @@ def test_status_for(exc, status):
 
 
 def test_exit_codes_are_fixed():
-    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 4, 5, 130]
+    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 4, 5, 6, 130]
 
 
 @pytest.mark.parametrize("elapsed, uploaded, seed_time, seed_ratio, stop", [

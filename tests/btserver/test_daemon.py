@@ -21,6 +21,7 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from torrents import auth, metainfo
+from torrents.build import build_dataset
 from torrents.errors import AuthError
 from torrents.sample import generate
 from torrents.servicekit.web import signed_request
@@ -202,7 +203,10 @@ async def test_publish_retries_until_the_repository_comes_up(procs, tmp_path):
     assert set(record) == {"name", "info_hash", "description", "total_size", "files"}
     assert (record["name"], record["info_hash"], record["total_size"]) == (NAME, meta.info_hash, meta.total_size)
     assert [(f["lfn"], f["size"]) for f in record["files"]] == [(f.lfn, f.length) for f in meta.data_files]
-    assert all(set(f) == {"lfn", "size", "adler32"} for f in record["files"])
+    assert all(set(f) == {"lfn", "size", "adler32", "xxh3"} for f in record["files"])
+    # the replica's own content sums, as the builder read the files
+    sums = build_dataset(NAME, [(p.name, p) for p in sorted((tmp_path / "root" / NAME).iterdir())]).sums
+    assert {f["lfn"]: f["xxh3"] for f in record["files"]} == {lfn: s.xxh3 for lfn, s in sums.items()}
     assert len(repo.calls) == 1  # 201 ends the retries
     assert proc.stop() == 0
 

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from btswarm.up import publication_gaps
+from btswarm.up import readiness
 
 ANNOUNCE = "http://127.0.0.1:7000/announce"
 NAME = "data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051203"
 
 
-def status(info_hash: str = "a" * 40, ready: bool = True) -> dict:
-    return {"ready": ready, "datasets": [{"name": NAME, "info_hash": info_hash}]}
+def status(info_hash: str | None = "a" * 40, ready: bool = True, problems=()) -> dict:
+    return {"ready": ready, "datasets": [{"name": NAME, "info_hash": info_hash}] if info_hash else [],
+            "problems": list(problems)}
 
 
-def record(info_hash: str = "a" * 40, sites=("site1", "site2"), announce: str = ANNOUNCE) -> dict:
+def record(info_hash: str = "a" * 40, sites=("site1", "site2"), announce: str = ANNOUNCE, **more) -> dict:
     return {"info_hash": info_hash, "sites": list(sites),
-            "magnet": f"magnet:?xt=urn:btih:{info_hash}&dn={NAME}&tr={quote(announce, safe='')}"}
+            "magnet": f"magnet:?xt=urn:btih:{info_hash}&dn={NAME}&tr={quote(announce, safe='')}", **more}
+
+
+def publication_gaps(*args) -> list[str]:
+    state = readiness(*args)
+    assert not state.failures and not state.warnings
+    return list(state.waiting)
 
 
 TRACKER = {"sites": [{"name": "site1", "up": True}, {"name": "site2", "up": True}]}
@@ -44,3 +51,36 @@ def test_sites_still_hashing_or_without_heartbeat_are_named():
     gaps = publication_gaps([NAME], {"site1": status(ready=False), "site2": status()}, {NAME: record()},
                             tracker, ANNOUNCE)
     assert gaps == ["site1: still preparing datasets", "site2: no heartbeat at the tracker yet"]
+
+
+def test_a_dataset_no_site_can_serve_fails_at_once_with_the_reasons():
+    problem = f"{NAME}/f1.root: adler32 of the replica is 00000001, the catalog says 0a0b0c0d"
+    state = readiness([NAME], {"site1": status(None, problems=[problem]), "site2": status(None, problems=[problem])},
+                      {}, TRACKER, ANNOUNCE)
+    assert state.failures == (f"site1 cannot serve {NAME}: {problem}", f"site2 cannot serve {NAME}: {problem}")
+    # one site refusing it while the other serves it is said, not waited for
+    state = readiness([NAME], {"site1": status(), "site2": status(None, problems=[problem])},
+                      {NAME: record(sites=("site1",))}, TRACKER, ANNOUNCE)
+    assert state.ready and state.warnings == (f"site2 cannot serve {NAME}: {problem}",)
+
+
+def test_replicas_nothing_decides_between_are_said_at_once():
+    disputed = record(sites=("site1",), servable=False, problem=f"{NAME}: replicas disagree ...",
+                      replica_sites=[{"site": "site1", "info_hash": "a" * 40, "state": "current"},
+                                     {"site": "site2", "info_hash": "b" * 40, "state": "conflict"}])
+    state = readiness([NAME], {"site1": status(), "site2": status("b" * 40)}, {NAME: disputed}, TRACKER, ANNOUNCE)
+    assert state.ready and state.warnings == (
+        f"{NAME}: replicas disagree ... (bt-get {NAME} refuses until this is settled: docs/repository.md)",)
+
+
+def test_a_dissenting_site_is_a_warning_while_the_dataset_is_served():
+    decided = record(sites=("site1", "site3"), servable=True, problem=f"{NAME}: site2 holds a partial replica",
+                     replica_sites=[{"site": "site2", "info_hash": "b" * 40, "state": "partial"}])
+    tracker = {"sites": [{"name": s, "up": True} for s in ("site1", "site2", "site3")]}
+    state = readiness([NAME], {"site1": status(), "site2": status("b" * 40), "site3": status()}, {NAME: decided},
+                      tracker, ANNOUNCE)
+    assert state.ready and state.warnings == (f"{NAME}: site2 holds a partial replica",)
+    # ...but a site whose new replica the repository has not judged yet is waited for
+    state = readiness([NAME], {"site1": status(), "site2": status("c" * 40), "site3": status()}, {NAME: decided},
+                      tracker, ANNOUNCE)
+    assert state.waiting == (f"{NAME}: not yet published by site2",)

@@ -82,7 +82,10 @@ def test_bt_get_sigkilled_then_rerun_refetches_little(fed, tmp_path, record_prop
     record_property("refetched_fraction", share)
     print(f"bt-get SIGKILL at {have / total:.0%}: missing {missing} B, rerun downloaded {doc['bytes_downloaded']} B, "
           f"re-downloaded beyond missing {extra} B = {share:.2%} of {total} B")
-    assert share <= 0.02, f"re-downloaded {extra} bytes ({share:.1%}) beyond the {missing} missing"
+    # Resume state is saved each 1% of the share (and every 0.5 s); what a kill also loses is the
+    # pieces in flight, received in part: a few pieces whatever the dataset's size.
+    bound = 0.02 * total + 4 * fed.meta.piece_length
+    assert extra <= bound, f"re-downloaded {extra} bytes ({share:.1%}) beyond the {missing} missing (bound {bound})"
 
 
 @pytest.fixture

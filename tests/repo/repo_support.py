@@ -22,9 +22,9 @@ from aiohttp import web
 
 from torrents import auth, bencoding, metainfo
 from torrents.servicekit import web as tweb
-from torrents.build import build_torrent
+from torrents.build import build_dataset, build_torrent
 
-SECRETS = {"site1": "secret-one", "site2": "secret-two"}
+SECRETS = {"site1": "secret-one", "site2": "secret-two", "site3": "secret-three"}
 SAMPLE = "data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051203"
 
 
@@ -48,6 +48,28 @@ def make_torrent(root: Path, name: str, files: Mapping[str, int], *,
         record.append({"lfn": lfn, "size": size, "adler32": f"{zlib.adler32(data):08x}"})
     data, meta = build_torrent(name, entries, announce=announce)
     return data, meta, record
+
+
+def make_replica(root: Path, name: str, files: Mapping[str, int], *, flipped: set[str] = frozenset(),
+                 catalog: bool = False) -> tuple[bytes, metainfo.Metainfo, list[dict]]:
+    """One site's replica of `files` as bt-server would publish it: each file's xxh3 as hashed, and
+    the catalog's adler32 when the site has a catalog (of the true bytes, which a site checks
+    before publishing); `flipped` files have one byte flipped in the middle (bit rot)."""
+    base = root / hashlib.sha1(name.encode()).hexdigest()[:12]
+    entries, truth = [], {}
+    for lfn, size in sorted(files.items()):
+        path = base / lfn
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = bytearray(content(name, lfn, size))
+        truth[lfn] = f"{zlib.adler32(data):08x}"
+        if lfn in flipped:
+            data[size // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+        entries.append((lfn, str(path)))
+    built = build_dataset(name, entries, announce="http://127.0.0.1:6969/announce", adler32=True)
+    record = [{"lfn": lfn, "size": s.size, "adler32": truth[lfn] if catalog else None, "xxh3": s.xxh3}
+              for lfn, s in sorted(built.sums.items())]
+    return built.torrent, built.meta, record
 
 
 def publish_body(torrent: bytes, meta: metainfo.Metainfo, files: list[dict], *, site: str = "site1",

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import free_port
-from tests.repo.repo_support import SAMPLE, SECRETS, hostile_torrent, make_torrent, publish, publish_body
+from btrepo import keys
+from tests.repo.repo_support import (SAMPLE, SECRETS, hostile_torrent, make_replica, make_torrent, publish,
+                                   publish_body)
 from torrents import metainfo
 from btrepo.config import RepoConfig
 from btrepo.app import create_app
@@ -36,7 +38,9 @@ async def test_publish_then_read_back(repo, tmp_path):
     torrent, meta, files = make_torrent(tmp_path, SAMPLE, FILES)
     status, answer = await put(repo, SAMPLE, publish_body(torrent, meta, files, description="cosmics, 2008"))
     assert status == 201, answer
-    assert answer == {"result": "created", "name": SAMPLE, "info_hash": meta.info_hash, "versions": 1}
+    assert answer == {"result": "created", "name": SAMPLE, "info_hash": meta.info_hash, "versions": 1,
+                      "served": meta.info_hash, "state": "current", "why": "first version",
+                      "differing": [], "missing": [], "extra": []}
 
     resp = await repo.get(f"/api/datasets/{SAMPLE}")
     assert resp.status == 200
@@ -50,6 +54,9 @@ async def test_publish_then_read_back(repo, tmp_path):
     assert doc["magnet"] == meta.magnet()
     assert doc["swarm"] is None  # tracker down: unknown, not an error
     assert doc["first_published"].endswith("Z") and len(doc["first_published"]) == 20
+    assert (doc["replicas"], doc["servable"], doc["decided_by"], doc["problem"]) == ("agree", True, "only", None)
+    assert doc["replica_sites"] == [{"site": "site1", "info_hash": meta.info_hash, "state": "current",
+                                     "differing": [], "missing": [], "extra": []}]
 
     resp = await repo.get(doc["torrent_url"])
     assert resp.status == 200
@@ -195,8 +202,8 @@ async def test_unsigned_or_wrongly_signed_publish_changes_nothing(repo, tmp_path
     assert (status, answer["error"]) == (401, "site1: bad signature")
     status, answer = await put(repo, SAMPLE, body, site="site2", secret="wrong")
     assert status == 401
-    status, answer = await put(repo, SAMPLE, body, site="site3", secret="whatever")
-    assert (status, answer["error"]) == (401, "site3: unknown site")
+    status, answer = await put(repo, SAMPLE, body, site="site9", secret="whatever")
+    assert (status, answer["error"]) == (401, "site9: unknown site")
     # Signed by site2 but claiming to be site1: the signer is who publishes.
     status, answer = await put(repo, SAMPLE, body, site="site2")
     assert (status, answer["error"]) == (401, "site2: signed as 'site2' but the body says site 'site1'")
@@ -312,7 +319,102 @@ async def test_metrics_count_publishes_datasets_and_downloads(repo, tmp_path):
     text = await resp.text()
     for line in ('btswarm_repo_publishes_total{result="created"} 1.0',
                  'btswarm_repo_publishes_total{result="site_added"} 1.0',
-                 'btswarm_repo_publishes_total{result="conflict"} 1.0',
+                 'btswarm_repo_publishes_total{result="refused"} 1.0',
+                 "btswarm_repo_datasets_in_conflict 0.0",
+                 "btswarm_repo_datasets_disputed 0.0",
                  "btswarm_repo_datasets 1.0",
                  "btswarm_repo_torrent_downloads_total 3.0"):
         assert line in text, line
+
+
+# --- replicas that disagree (btrepo.identity through the real app and SQLite) -------------------
+
+SIX = {f"DPD_IDCOMM.051203._0000{i}.pool.root.1": 30_000 + i for i in range(1, 7)}
+
+
+async def put_replica(repo, tmp_path, site, files=SIX, **kw):
+    torrent, meta, record = make_replica(tmp_path / site, SAMPLE, files, **kw)
+    status, answer = await put(repo, SAMPLE, publish_body(torrent, meta, record, site=site), site=site)
+    return status, answer, meta
+
+
+async def dataset_doc(repo):
+    return await (await repo.get(f"/api/datasets/{SAMPLE}")).json()
+
+
+async def test_a_corrupt_replica_never_becomes_the_dataset(repo, tmp_path):
+    _, _, good = await put_replica(repo, tmp_path, "site1")
+    status, answer, bad = await put_replica(repo, tmp_path, "site2", flipped=set(SIX))
+    # stored as a rival, not as a new version; the site is told exactly which files differ
+    assert (status, answer["result"], answer["state"], answer["served"]) == (201, "conflict", "conflict",
+                                                                            good.info_hash)
+    assert answer["differing"] == sorted(SIX) and "replicas disagree" in answer["problem"]
+    doc = await dataset_doc(repo)
+    assert (doc["info_hash"], doc["replicas"], doc["servable"], doc["decided_by"]) == \
+        (good.info_hash, "disputed", False, "first_published")
+    assert {v["site"]: v["state"] for v in doc["replica_sites"]} == {"site1": "current", "site2": "conflict"}
+    # by name: refused with the reason, never one of the two at random
+    resp = await repo.get(f"/datasets/{SAMPLE}.torrent")  # a download link: an error page says why
+    assert resp.status == 409
+    assert "replicas disagree" in await resp.text() and "info_hash=" in await resp.text()
+    # a version chosen by info-hash is the user's call
+    assert (await repo.get(f"/datasets/{SAMPLE}.torrent?info_hash={bad.info_hash}")).status == 200
+    text = await (await repo.get("/metrics")).text()
+    assert "btswarm_repo_datasets_disputed 1.0" in text and "btswarm_repo_datasets_in_conflict 1.0" in text
+
+    # a third site with the good bytes: the majority decides
+    torrent, meta, record = make_replica(tmp_path / "site3", SAMPLE, SIX)
+    assert meta.info_hash == good.info_hash
+    status, answer = await put(repo, SAMPLE, publish_body(torrent, meta, record, site="site3"), site="site3")
+    assert (status, answer["result"], answer["state"]) == (200, "site_added", "current")
+    doc = await dataset_doc(repo)
+    assert (doc["info_hash"], doc["replicas"], doc["servable"], doc["decided_by"]) == \
+        (good.info_hash, "conflict", True, "majority")
+    assert await (await repo.get(f"/datasets/{SAMPLE}.torrent")).read() == torrent
+
+    # site2 fixes its replica and publishes again: the conflict clears
+    status, answer, fixed = await put_replica(repo, tmp_path / "fixed", "site2")
+    assert (fixed.info_hash, answer["result"], answer["state"]) == (good.info_hash, "site_added", "current")
+    doc = await dataset_doc(repo)
+    assert (doc["replicas"], doc["problem"], doc["sites"]) == ("agree", None, ["site1", "site2", "site3"])
+    assert "btswarm_repo_datasets_in_conflict 0.0" in await (await repo.get("/metrics")).text()
+
+
+async def test_catalog_checksums_decide_and_contradicted_bytes_are_not_served(repo, tmp_path):
+    _, _, bad = await put_replica(repo, tmp_path, "site2", flipped={"DPD_IDCOMM.051203._00003.pool.root.1"})
+    status, answer, good = await put_replica(repo, tmp_path, "site1", catalog=True)
+    assert (status, answer["result"], answer["state"]) == (201, "conflict", "current")
+    doc = await dataset_doc(repo)
+    assert (doc["info_hash"], doc["servable"], doc["decided_by"]) == (good.info_hash, True, "catalog")
+    assert {v["site"]: (v["state"], v["differing"]) for v in doc["replica_sites"]} == {
+        "site1": ("current", []), "site2": ("contradicts_catalog", ["DPD_IDCOMM.051203._00003.pool.root.1"])}
+    assert [f["adler32"] for f in doc["files"]] != [None] * 6  # the catalog's checksums, for bt-get to check
+    resp = await repo.get(f"/datasets/{SAMPLE}.torrent?info_hash={bad.info_hash}")
+    assert resp.status == 409 and "contradict the catalog" in await resp.text()
+
+
+async def test_a_replica_that_lacks_a_file_is_listed_as_partial(repo, tmp_path):
+    five = {k: v for k, v in SIX.items() if not k.endswith("6.pool.root.1")}
+    _, answer, partial = await put_replica(repo, tmp_path, "site2", files=five)
+    assert answer["result"] == "created"
+    status, answer, whole = await put_replica(repo, tmp_path, "site1")
+    assert (status, answer["result"]) == (201, "new_version")  # the whole dataset replaces the part
+    doc = await dataset_doc(repo)
+    assert (doc["info_hash"], doc["file_count"], doc["replicas"], doc["servable"]) == (whole.info_hash, 6,
+                                                                                     "partial", True)
+    view = next(v for v in doc["replica_sites"] if v["site"] == "site2")
+    assert (view["state"], view["missing"]) == ("partial", ["DPD_IDCOMM.051203._00006.pool.root.1"])
+    assert "site2 holds a partial replica (lacks DPD_IDCOMM.051203._00006.pool.root.1)" in doc["problem"]
+
+
+async def test_an_operator_settles_a_dispute(repo, tmp_path):
+    _, _, good = await put_replica(repo, tmp_path, "site1")
+    _, _, bad = await put_replica(repo, tmp_path, "site2", flipped=set(SIX))
+    db = repo.app[keys.DB]
+    decision = await db.choose(SAMPLE, bad.info_hash)
+    assert (decision.current, decision.decided_by.value, decision.servable) == (bad.info_hash, "operator", True)
+    doc = await dataset_doc(repo)
+    assert (doc["info_hash"], doc["pinned"], doc["servable"]) == (bad.info_hash, bad.info_hash, True)
+    assert (await repo.get(f"/datasets/{SAMPLE}.torrent")).status == 200
+    await db.choose(SAMPLE, None)
+    assert (await dataset_doc(repo))["servable"] is False

@@ -5,15 +5,19 @@ from __future__ import annotations
 import pytest
 
 from torrents.errors import BtswarmError
-from btrepo.catalog import Outcome, classify, fts_query, parse_search
+from btrepo.catalog import Outcome, fts_query, parse_search
+from btrepo.identity import Relation
 
 
-def test_classify_publications():
-    assert classify("aa", "site1", None) is Outcome.CREATED
-    assert classify("bb", "site1", {"aa": frozenset({"site1"})}) is Outcome.NEW_VERSION
-    assert classify("aa", "site2", {"aa": frozenset({"site1"})}) is Outcome.SITE_ADDED
-    assert classify("aa", "site1", {"aa": frozenset({"site1"})}) is Outcome.UNCHANGED
-    assert [o.status for o in Outcome] == [201, 201, 200, 200]
+def test_publication_outcomes():
+    assert Outcome.of(Relation.CREATED, False) is Outcome.CREATED
+    assert Outcome.of(Relation.NEW_VERSION, False) is Outcome.NEW_VERSION
+    assert Outcome.of(Relation.CONFLICT, False) is Outcome.CONFLICT
+    assert Outcome.of(Relation.PARTIAL, False) is Outcome.PARTIAL
+    assert Outcome.of(None, False) is Outcome.SITE_ADDED
+    assert Outcome.of(None, True) is Outcome.UNCHANGED
+    # a new version stored answers 201, a known one 200
+    assert [o.status for o in Outcome] == [201, 201, 201, 201, 200, 200]
 
 
 @pytest.mark.parametrize("text, query", [

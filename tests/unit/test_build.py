@@ -14,6 +14,8 @@ from pathlib import Path
 
 import libtorrent as lt
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from torrents import metainfo
 from torrents.build import build_torrent, hash_pieces, hybrid_order_clash, plan_segments
@@ -279,3 +281,64 @@ def test_benchmark_script_runs_and_agrees(tmp_path):
     assert doc["results"][1]["files"] == 40
     assert "btswarm / mktorrent -t" in proc.stdout
     assert list((tmp_path / "data").iterdir()) == []  # generated data deleted without --keep
+
+
+# --- content sums: xxh3 over 1 MiB file blocks, adler32 -------------------------------------
+
+def reference_sums(path: Path) -> tuple[str, str]:
+    """Each file on its own: xxh3-128 over xxh3-128 digests of its 1 MiB blocks; zlib's adler32."""
+    import zlib
+
+    import xxhash
+
+    from torrents.build import SUM_BLOCK
+    data = path.read_bytes()
+    blocks = [xxhash.xxh3_128(data[i:i + SUM_BLOCK]).digest() for i in range(0, len(data), SUM_BLOCK)]
+    return xxhash.xxh3_128(b"".join(blocks)).hexdigest(), f"{zlib.adler32(data) & 0xFFFFFFFF:08x}"
+
+
+@pytest.mark.parametrize("threads, piece_length", [(1, 16 * 1024), (2, 16 * 1024), (7, PIECE), (3, 256 * 1024)])
+def test_content_sums_do_not_depend_on_how_the_work_was_cut(dataset, threads, piece_length):
+    from torrents.build import build_dataset
+    root, entries = dataset
+    built = build_dataset(root.name, entries, piece_length=piece_length, threads=threads, adler32=True)
+    assert sorted(built.sums) == sorted(LAYOUT)
+    for lfn, path in entries:
+        xxh, adler = reference_sums(path)
+        assert (built.sums[lfn].size, built.sums[lfn].xxh3, built.sums[lfn].adler32) == (LAYOUT[lfn], xxh, adler), lfn
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_content_sums_of_blocks_cut_by_segments_and_reads(tmp_path, threads):
+    # A first file of 0.8 MiB shifts the second file's 1 MiB blocks off the 1 MiB reads, and
+    # 256 KiB pieces over 20 MiB make segments longer than a read: a block cut by a segment's
+    # edge then arrives there in two reads.
+    from torrents.build import build_dataset
+    entries = write_dataset(tmp_path / "ds", {"a": 800 * 1024, "b": 20 * 2**20 + 123, "c": 3 * 2**20})
+    built = build_dataset("ds", entries, piece_length=256 * 1024, threads=threads, adler32=True)
+    for lfn, path in entries:
+        assert (built.sums[lfn].xxh3, built.sums[lfn].adler32) == reference_sums(path), lfn
+
+
+def test_content_sums_tell_replicas_apart_file_by_file(tmp_path):
+    from torrents.build import build_dataset
+    a = write_dataset(tmp_path / "a" / "ds", LAYOUT)
+    b = write_dataset(tmp_path / "b" / "ds", LAYOUT)
+    flipped = tmp_path / "b" / "ds" / "big.pool.root.1"
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    flipped.write_bytes(bytes(data))
+    sa, sb = build_dataset("ds", a, adler32=True).sums, build_dataset("ds", b, adler32=True).sums
+    assert [lfn for lfn in sorted(LAYOUT) if sa[lfn] != sb[lfn]] == ["big.pool.root.1"]
+    # a file's sum is its own: the same file in a dataset with other files sums the same
+    fewer = build_dataset("ds", [e for e in a if e[0] != "a-b"], threads=2).sums
+    assert all(fewer[lfn].xxh3 == sa[lfn].xxh3 for lfn in fewer)
+    assert build_dataset("ds", a).sums["a-b"].adler32 is None  # not asked for
+
+
+@given(st.binary(max_size=5000), st.binary(max_size=5000))
+def test_adler32_combine_is_zlibs(first, second):
+    import zlib
+
+    from torrents.build import adler32_combine
+    assert adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second)) == zlib.adler32(first + second)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -38,14 +39,29 @@ def test_same_files_same_value(farm):
     assert len(a) == 32 and int(a, 16) >= 0
 
 
-def test_the_value_does_not_depend_on_reading_contents(farm):
-    # same size and mtime, different bytes: a fingerprint is about metadata, by design
+def test_reading_the_files_does_not_change_it(farm):
+    # metadata only, never the contents: reading (atime) changes nothing
+    a = fingerprint(entries(farm))
+    (farm / LFN1).read_bytes()
+    assert fingerprint(entries(farm)) == a
+
+
+def test_a_rewrite_that_keeps_size_and_mtime_changes_it(farm):
+    # a replica repaired with rsync -a or cp -p: same size, same mtime, other bytes
     a = fingerprint(entries(farm))
     target = os.path.realpath(farm / LFN1)
     with open(target, "r+b") as f:
         f.write(b"ONE")
     os.utime(target, ns=(MTIME, MTIME))
-    assert fingerprint(entries(farm)) == a
+    assert fingerprint(entries(farm)) != a
+
+
+def test_a_fresh_copy_with_the_same_times_changes_it(farm):
+    a = fingerprint(entries(farm))
+    target = os.path.realpath(farm / LFN1)
+    shutil.copy2(target, target + ".new")
+    os.replace(target + ".new", target)
+    assert fingerprint(entries(farm)) != a
 
 
 def test_touching_mtime_changes_it(farm):

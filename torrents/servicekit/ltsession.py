@@ -1,6 +1,6 @@
 """libtorrent session settings shared by bt-server seeds and bt-get workers.
 
-What decides whether anything moves (see shared/LIBTORRENT-NOTES.md):
+What decides whether anything moves (measured; docs/benchmarks.md):
 TCP only (uTP crawls on loopback), outgoing connections bound to the
 process's own address (else every peer looks like 127.0.0.1 and bans
 itself), and no DHT, local discovery, UPnP or NAT-PMP (no traffic off the
