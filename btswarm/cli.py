@@ -92,7 +92,7 @@ def demo(state, output, sites, sample_size, workers, keep):
     sys.exit(code)
 
 
-BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start"]
+BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "scale"]
 
 
 @main.command()

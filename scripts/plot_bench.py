@@ -5,7 +5,8 @@
 One PNG per benchmark found: egress.png (T2 egress and time against the
 number of clients), and a bar chart of each other benchmark against its
 baseline or target (get, coldstart, smallfiles, build, tracker, seed_start),
-with the target drawn as a red dashed line. Small (about 700x380
+with the target drawn as a red dashed line; scale.png (tracker memory and
+latency against swarms and peers per swarm). Small (about 700x380
 px) so they can be committed under docs/img/ (--img copies them there).
 """
 
@@ -222,8 +223,41 @@ def plot_seed_start(doc: dict, out: Path) -> Path | None:
     return _save(fig, out, "seed_start", doc)
 
 
+def plot_scale(doc: dict, out: Path) -> Path | None:
+    growth = doc.get("growth") or []
+    if not growth:
+        return None
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(10.5, 3.8))
+    colors = {"memory": OURS, "redis": "#ff7f0e"}
+    for g in growth:
+        c = colors.get(g["store"], BASE)
+        xs = [r["swarms"] for r in g["by_swarms"]]
+        a1.plot(xs, [r["tracker_rss_mb"] for r in g["by_swarms"]], "o-", color=c, label=f"tracker, {g['store']}")
+        if g["store"] == "redis":
+            a1.plot(xs, [r["redis_mb"] for r in g["by_swarms"]], "s--", color=c, label="redis-server")
+        for key, style in (("p50_ms", "o-"), ("p99_ms", "^:")):
+            a2.plot(xs, [r[key] for r in g["by_swarms"]], style, color=c, label=f"{g['store']} {key[:3]}")
+            a3.plot([r["peers"] for r in g["by_peers"]], [r[key] for r in g["by_peers"]], style, color=c,
+                    label=f"{g['store']} {key[:3]}")
+    a1.axhline(doc.get("targets", {}).get("tracker_rss_mb_at_100k", 200), color=TARGET, ls="--", lw=1,
+               label="target at 100,000")
+    for ax, xl in ((a1, "registered info-hashes (each with a peer)"), (a2, "registered info-hashes"),
+                   (a3, "peers in the swarm announced to")):
+        ax.set_xscale("log")
+        ax.set_xlabel(xl, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    a1.set_ylabel("RSS, MB")
+    a1.set_title("memory", fontsize=10)
+    a2.set_ylabel("announce latency, ms (fresh connection)")
+    a2.set_title("latency vs swarms", fontsize=10)
+    a3.set_title("latency vs peers per swarm", fontsize=10)
+    fig.suptitle("bt-tracker growth, memory and Redis stores", fontsize=10)
+    return _save(fig, out, "scale", doc)
+
+
 PLOTS = {"get": plot_get, "egress": plot_egress, "coldstart": plot_coldstart, "smallfiles": plot_smallfiles,
-         "build": plot_build, "tracker": plot_tracker, "seed_start": plot_seed_start}
+         "build": plot_build, "tracker": plot_tracker, "seed_start": plot_seed_start, "scale": plot_scale}
 
 
 def main() -> int:
