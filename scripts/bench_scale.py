@@ -13,10 +13,13 @@ federation: SITES bt-server processes (127.0.0.2...), a tracker and a
   k mod DATASETS and seeding on. Once every one has completed they are
   stopped by PID. Reported: all complete with bytes identical to the
   source; T2 egress per dataset (what the sites uploaded for it, over its
-  size); the tracker's CPU per announce (its CPU over the announces it
-  counted) and the announce latency p50/p99 seen by a prober that
-  announces on a fresh connection every 50 ms during the run; the RSS of
-  every daemon. Once with the memory store, once with Redis.
+  size); the tracker's CPU over the run and per announce it counted
+  (heartbeats and seed starts included); the tracker's own announce
+  latency p50/p99 (its btswarm_tracker_announce_seconds histogram, one
+  announce in 8, interpolated within buckets) and the latency seen by a
+  prober that announces on a fresh connection every 50 ms during the run
+  (the host's run queue included); the RSS of every daemon. Once with the
+  memory store, once with Redis.
 growth: one bt-tracker (memory store, then Redis) fed by a signed heartbeat
   registering N info-hashes, each of which gets a peer (N = 1 ... 100,000),
   then one swarm with P peers (P = 10 ... 10,000); after each step the
@@ -139,6 +142,35 @@ def metric(url: str, name: str, labels: str = "") -> float:
         if line.startswith(name + (labels or "")) and not line.startswith("#"):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def histogram(url: str, name: str) -> list[tuple[float, float]]:
+    """A Prometheus histogram from /metrics: [(upper bound, cumulative count)], +Inf last."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    out = []
+    for line in text.splitlines():
+        if line.startswith(name + "_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            out.append((float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1])))
+    return out
+
+
+def histogram_quantiles(before: list, after: list, qs=(0.5, 0.99)) -> dict:
+    """Quantiles of what was observed between two readings, interpolated within buckets (ms)."""
+    counts = [(le, a - b) for (le, a), (_, b) in zip(after, before)]
+    total = counts[-1][1] if counts else 0
+    out: dict = {"n": total}
+    for q in qs:
+        target, lo, prev = q * total, 0.0, 0.0
+        value = float("nan")
+        for le, c in counts:
+            if c >= target and total:
+                hi = le if le != float("inf") else lo * 2
+                value = (lo + (hi - lo) * ((target - prev) / max(c - prev, 1e-9))) * 1000
+                break
+            lo, prev = le, c
+        out[f"p{int(q * 100)}_ms"] = value
+    return out
 
 
 # --- growth: one tracker, more and more swarms, then one ever larger swarm ---------------------
@@ -326,6 +358,7 @@ def federation(work: Path, store: str, n_sites: int, n_clients: int, n_datasets:
         hashes = {n: bl.get_json(f"{fed.repo_url}/api/datasets/{n}")["info_hash"] for n in names}
         tracker_pid = pids["tracker"]
         ok0 = metric(fed.tracker_url, "btswarm_tracker_announces_total", '{result="ok"}')
+        hist0 = histogram(fed.tracker_url, "btswarm_tracker_announce_seconds")
         cpu0 = bl.cpu_seconds(tracker_pid)
         prober = Prober(fed.tracker_port, [bytes.fromhex(h) for h in hashes.values()])
         prober.start()
@@ -349,6 +382,7 @@ def federation(work: Path, store: str, n_sites: int, n_clients: int, n_datasets:
         prober.join(10)
         cpu = bl.cpu_seconds(tracker_pid) - cpu0
         announces = metric(fed.tracker_url, "btswarm_tracker_announces_total", '{result="ok"}') - ok0
+        served = histogram_quantiles(hist0, histogram(fed.tracker_url, "btswarm_tracker_announce_seconds"))
         daemons = {label: rss_mb(pid) for label, pid in pids.items()}
         site_rss = [v for k, v in daemons.items() if k.startswith("site")]
         # Each bt-get (its process and its worker), seeding now that it is complete.
@@ -383,6 +417,7 @@ def federation(work: Path, store: str, n_sites: int, n_clients: int, n_datasets:
             "clients_per_dataset": n_clients / n_datasets,
             "tracker_announces": announces, "tracker_cpu_s": cpu,
             "tracker_cpu_us_per_announce": cpu / max(1, announces) * 1e6,
+            "tracker_latency": served,
             "probe": {**percentiles(prober.seconds), "failures": prober.failures, "failure_reasons": prober.reasons},
             "rss_mb": {"tracker": daemons.get("tracker"), "repo": daemons.get("repo"), "redis": daemons.get("redis"),
                        "site_median": statistics.median(site_rss), "site_max": max(site_rss),
@@ -441,8 +476,11 @@ def report(doc: dict) -> None:
               f"{f['complete_identical']}/{f['clients']} complete with identical bytes in {f['seconds']:.1f} s")
         print(f"  T2 egress per dataset (x its size, {f['clients_per_dataset']:.0f} clients each): "
               + ", ".join(f"{v:.2f}" for v in f["egress_x"].values()))
-        print(f"  tracker: {f['tracker_cpu_us_per_announce']:.0f} µs CPU per announce over {f['tracker_announces']:.0f} "
-              f"announces; probe p50 {f['probe']['p50_ms']:.2f} ms p99 {f['probe']['p99_ms']:.2f} ms "
+        lat = f["tracker_latency"]
+        print(f"  tracker: {f['tracker_cpu_s']:.1f} CPU s over the run for {f['tracker_announces']:.0f} announces "
+              f"({f['tracker_cpu_us_per_announce']:.0f} µs each, heartbeats and seed starts included); "
+              f"answered in p50 {lat['p50_ms']:.2f} ms p99 {lat['p99_ms']:.2f} ms ({lat['n']:.0f} sampled); "
+              f"a prober's fresh connections: p50 {f['probe']['p50_ms']:.2f} ms p99 {f['probe']['p99_ms']:.2f} ms "
               f"({f['probe']['n']} probes, {f['probe']['failures']} failed)")
         r = f["rss_mb"]
         print(f"  RSS MB: tracker {r['tracker']:.0f}, repo {r['repo']:.0f}"

@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from typing import Any, Awaitable, Coroutine, Iterable
 
 from tracker import protocol
 from tracker.config import TrackerConfig
-from tracker.metrics import TrackerMetrics
+from tracker.metrics import SAMPLE_EVERY, TrackerMetrics
 from tracker.peerstore import PeerStore, SwarmView, resolve
 from tracker.protocol import AnnounceError
 from tracker.resp import StoreUnavailable
@@ -50,6 +51,7 @@ class Announcer:
         self._failure_unknown = protocol.failure_answer(config.failure_reason)
         self._failure_store = protocol.failure_answer(STORE_DOWN)
         self._jitter = max(1, config.interval // 10)
+        self._sampled = 0  # announces since the last one timed
 
     def set_published(self, hashes: Iterable[bytes]) -> None:
         self.published = frozenset(hashes)
@@ -62,7 +64,23 @@ class Announcer:
         return answer if isinstance(answer, bytes) else await answer
 
     def announce_nowait(self, raw_query: str | bytes, remote_ip: str) -> bytes | Awaitable[bytes]:
-        """The answer, or a coroutine for it when the store or a seed start must be waited for."""
+        """The answer, or an awaitable of it when the store or a seed start must be waited for."""
+        self._sampled += 1
+        if self._sampled < SAMPLE_EVERY:
+            return self._announce(raw_query, remote_ip)
+        self._sampled = 0
+        t0 = time.perf_counter()
+        answer = self._announce(raw_query, remote_ip)
+        observe = self.metrics.announce_latency.observe
+        if isinstance(answer, bytes):
+            observe(time.perf_counter() - t0)
+            return answer
+        if not isinstance(answer, asyncio.Future):
+            answer = asyncio.ensure_future(answer)
+        answer.add_done_callback(lambda _: observe(time.perf_counter() - t0))
+        return answer
+
+    def _announce(self, raw_query: str | bytes, remote_ip: str) -> bytes | Awaitable[bytes]:
         config = self.config
         try:
             ann = protocol.parse_announce(raw_query, remote_ip, trust_ip=config.trust_ip,
