@@ -174,18 +174,23 @@ def plot_tracker(doc: dict, out: Path) -> Path | None:
     med = doc.get("median") or {}
     if not med:
         return None
-    labels = list(med)
+    keys = list(med)
+    ours = [k.startswith("bt-tracker") for k in keys]
+    # Short names under the bars: the store, and the process count.
+    labels = [{"bt-tracker": "memory", "bt-tracker redis": "redis", "bt-tracker redis x2": "redis x2"}.get(k, k)
+              for k in keys]
+    med = {label: med[k] for label, k in zip(labels, keys)}
     fig, (a1, a2) = plt.subplots(1, 2, figsize=SIZE)
-    _bars(a1, labels, [med[k]["announces_per_s"] for k in labels], [k == "bt-tracker" for k in labels])
-    if "opentracker" in med and "target_ratio" in doc and "bt-tracker" in labels:
-        _target_line(a1, labels.index("bt-tracker"), doc["target_ratio"] * med["opentracker"]["announces_per_s"],
+    _bars(a1, labels, [med[k]["announces_per_s"] for k in labels], ours)
+    if "opentracker" in med and "target_ratio" in doc and "memory" in labels:
+        _target_line(a1, labels.index("memory"), doc["target_ratio"] * med["opentracker"]["announces_per_s"],
                      f"target {doc['target_ratio']}x opentracker")
-        a1.legend(fontsize=8, loc="upper left")
+        a1.legend(fontsize=8, loc="upper right")
     a1.set_ylabel("announces/s (median)")
     a1.set_title(f"throughput (ratio {doc.get('ratio_announces_per_s', float('nan')):.2f})", fontsize=10)
     user = [med[k].get("user_us_per_announce", 0.0) for k in labels]
     kern = [med[k].get("sys_us_per_announce", 0.0) for k in labels]
-    a2.bar(labels, user, color=[OURS if k == "bt-tracker" else BASE for k in labels], label="user")
+    a2.bar(labels, user, color=[OURS if o else BASE for o in ours], label="user")
     _annotate(a2, a2.bar(labels, kern, bottom=user, color="#aec7e8", label="kernel"),
               [med[k]["cpu_us_per_announce"] for k in labels])
     a2.set_ylabel("µs CPU per announce (median)")
