@@ -287,7 +287,10 @@ class RedisSiteRegistry(SiteRegistry):
         super().beat(site)
         digest = _digest(site.can_seed)
         writes = []
-        if self._can.get(site.name, ("",))[0] != digest:
+        # Written when it changed, or when Redis lost it (restarted empty): a tracker started
+        # after that would otherwise read no can_seed for the site.
+        if (self._can.get(site.name, ("",))[0] != digest
+                or not await self.client.call(b"EXISTS", self._can_key(site.name))):
             writes.append(self.client.call(b"SET", self._can_key(site.name), b"".join(sorted(site.can_seed))))
             self._can[site.name] = (digest, site.can_seed)
         doc = {"control_url": site.control_url, "peers": list(site.peers),

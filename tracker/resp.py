@@ -191,7 +191,6 @@ class RedisClient:
         self._connecting: asyncio.Future | None = None
         self._down_until = 0.0
         self._down_reason = ""
-        self.failures = 0  # calls that failed for want of Redis, since start
         self._closed = False
 
     @property
@@ -236,14 +235,9 @@ class RedisClient:
             return self._conn
         if self._connecting is None:
             if time.monotonic() < self._down_until:
-                self.failures += 1
                 raise StoreUnavailable(self.endpoint.label, self._down_reason)
             self._connecting = asyncio.ensure_future(self._open())
-        try:
-            return await asyncio.shield(self._connecting)
-        except StoreUnavailable:
-            self.failures += 1
-            raise
+        return await asyncio.shield(self._connecting)
 
     async def _open(self) -> _Connection:
         loop = asyncio.get_running_loop()

@@ -10,11 +10,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 

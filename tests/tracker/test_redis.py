@@ -179,3 +179,22 @@ async def wait_async(predicate, timeout: float, interval: float = 0.1) -> bool:
             return True
         await asyncio.sleep(interval)
     return False
+
+
+async def test_a_redis_restarted_empty_gets_the_registry_back_at_the_next_heartbeat(make_app, tmp_path):
+    with RedisServer(tmp_path / "redis") as server:
+        prefix = f"r{secrets.token_hex(4)}:"
+        a = await make_app(redis_config(server.url, prefix))
+        site = beat_body("site1", "http://127.0.0.2:9", ["127.0.0.2:6881"], [H])
+        assert await heartbeat(a, "site1", site) == 200
+        server.restart()  # empty: nothing is persisted
+        await wait_async(lambda: heartbeat_ok(a, site), 5)
+        b = await make_app(redis_config(server.url, prefix))  # a tracker started after the restart
+
+        async def known_at_b() -> bool:
+            return b"failure reason" not in await announce_raw(b, query(H, port=7001))
+        assert await wait_async(known_at_b, 3), "b reads site1's can_seed from the new Redis"
+
+
+async def heartbeat_ok(app, body) -> bool:
+    return await heartbeat(app, "site1", body) == 200
