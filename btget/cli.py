@@ -13,9 +13,7 @@ import ipaddress
 import json
 import logging
 import os
-import re
 import sys
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,24 +22,28 @@ import aiohttp
 import click
 
 from torrents import log as tlog
+from torrents.cli import command_settings, run_main
 from torrents import metainfo
-from torrents.errors import BtswarmError, ConfigError
+from torrents.errors import BtswarmError, ConfigError, UsageError
+from torrents.exitstatus import ExitStatus, status_for
 from torrents.hostport import parse_hostport
+from torrents.infohash import parse_info_hash
 from torrents.units import parse_duration
 
 from btget import config as get_config
 from btget import download, plan, report
 from btget.client import Client, Resolved
 from btget.config import GetConfig
-from btget.errors import RepoError, UsageError
-from btget.exitcodes import ExitStatus, status_for
+from btget.errors import RepoError
 from btget.progress import make_display
 from btget.target import Target, classify
 
 log = logging.getLogger("btget")
+SERVE_DEFAULT = "127.0.0.1:8765"
 
 
-@click.command(name="bt-get", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(name="bt-get", context_settings=command_settings)
+@click.version_option(package_name="btswarm", prog_name="bt-get")
 @click.argument("target")
 @click.option("-o", "--output", metavar="DIR", help="Download into DIR/NAME/ (default: config [get] output, or .).")
 @click.option("--repo", metavar="URL", help="Torrent repository URL (default: $BTSWARM_REPO, then config).")
@@ -62,6 +64,13 @@ log = logging.getLogger("btget")
 @click.option("--peer", "peers", multiple=True, metavar="IP:PORT", help="Extra peer to connect to (repeatable).")
 @click.option("--listen", metavar="IP", help="Address of the libtorrent sessions (ports are chosen free).")
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("--serve", metavar="[IP:PORT]", is_flag=False, flag_value=SERVE_DEFAULT, default=None,
+              help=f"Do not download first: serve the files over HTTP on a loopback address (default "
+                   f"{SERVE_DEFAULT}), fetching the pieces each read needs.")
+@click.option("--no-prefetch", is_flag=True, help="With --serve: fetch only what is read (and read ahead).")
+@click.option("--piece-timeout", metavar="DURATION", help="With --serve: answer 503 when a piece has not "
+              "arrived in this time (default 60s).")
+@click.option("--parent-pid", type=int, hidden=True, help="With --serve: stop when this process is gone.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display and no summary.")
 @click.option("-v", "--verbose", count=True, help="-v: log to stderr; -vv: debug, tracebacks.")
 def command(**opts: Any) -> int:
@@ -71,39 +80,8 @@ def command(**opts: Any) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point: the one place where errors become exit statuses."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    verbosity = sum(a.count("v") for a in args if a.startswith("-v") and set(a[1:]) == {"v"})
-    verbosity += sum(1 for a in args if a == "--verbose")
-    try:
-        return int(command.main(args=args, prog_name="bt-get", standalone_mode=False))
-    except click.exceptions.Exit as exc:  # --help
-        return exc.exit_code
-    except click.UsageError as exc:
-        if exc.ctx is not None:
-            click.echo(exc.ctx.get_usage(), err=True)
-        return _fail(UsageError(_click_subject(exc), exc.format_message()), verbosity)
-    except (KeyboardInterrupt, click.Abort):
-        click.echo("bt-get: interrupted", err=True)
-        return int(ExitStatus.INTERRUPTED)
-    except BtswarmError as exc:
-        return _fail(exc, verbosity)
-    except Exception as exc:  # a bug: still one line unless asked for the traceback
-        return _fail(BtswarmError("bt-get", f"internal error: {exc.__class__.__name__}: {exc}"), verbosity, exc)
-
-
-def _fail(exc: BtswarmError, verbosity: int, cause: BaseException | None = None) -> int:
-    if verbosity >= 2:
-        traceback.print_exception(cause or exc, file=sys.stderr)
-    click.echo(f"bt-get: error: {exc}", err=True)
-    return int(status_for(exc))
-
-
-def _click_subject(exc: click.UsageError) -> str:
-    param = getattr(exc, "param", None)
-    if param is not None and getattr(param, "opts", None):
-        return param.opts[-1]
-    return "usage"
+    """Console entry point (the shared contract: torrents.cli)."""
+    return run_main(command, "bt-get", argv)
 
 
 @dataclass(frozen=True)
@@ -130,6 +108,10 @@ class Options:
     json_output: bool
     quiet: bool
     verbose: int
+    serve: tuple[str, int] | None = None
+    prefetch: bool = True
+    piece_timeout: float | None = None
+    parent_pid: int | None = None
 
     @classmethod
     def from_click(cls, o: dict[str, Any]) -> "Options":
@@ -144,16 +126,25 @@ class Options:
                 raise UsageError("--listen", f"{o['listen']!r} is not an IP address") from None
         info_hash = o["info_hash"]
         if info_hash is not None:
-            if not re.fullmatch(r"[0-9a-fA-F]{40}", info_hash):
-                raise UsageError("--info-hash", f"{info_hash!r} is not an info-hash (40 hex characters)")
-            info_hash = info_hash.lower()
+            try:
+                info_hash = parse_info_hash(info_hash, "--info-hash")
+            except BtswarmError as exc:
+                raise UsageError(exc.subject, exc.problem) from None
         peers = []
         for text in o["peers"]:
             try:
                 peers.append(parse_hostport(text, "--peer"))
             except ConfigError as exc:
                 raise UsageError(exc.subject, exc.problem) from None
+        serve = _serve_address(o) if o.get("serve") is not None else None
+        if serve is None:
+            for key, flag in (("no_prefetch", "--no-prefetch"), ("piece_timeout", "--piece-timeout"),
+                              ("parent_pid", "--parent-pid")):
+                if o.get(key):
+                    raise UsageError(flag, "only with --serve")
         return cls(
+            serve=serve, prefetch=not o.get("no_prefetch"), parent_pid=o.get("parent_pid"),
+            piece_timeout=_duration("--piece-timeout", o.get("piece_timeout")),
             target=o["target"], output=o["output"], repo=o["repo"], config_path=o["config_path"],
             workers=o["workers"], shard=plan.parse_shard(o["shard"]) if o["shard"] else None,
             globs=tuple(o["globs"]), info_hash=info_hash, nrandom=o["nrandom"], sample_seed=o["sample_seed"],
@@ -161,6 +152,29 @@ class Options:
             timeout=_duration("--timeout", o["timeout"]), stall_timeout=_duration("--stall-timeout", o["stall_timeout"]),
             check=o["check"], web_seeds=tuple(o["web_seeds"]), peers=tuple(peers), listen=o["listen"],
             json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"])
+
+
+# Options that choose what to download or when to stop: meaningless for a server,
+# which serves every file until it is stopped.
+_NOT_WITH_SERVE = ("workers", "shard", "globs", "nrandom", "seed_time", "seed_ratio", "timeout", "stall_timeout")
+
+
+def _serve_address(o: dict[str, Any]) -> tuple[str, int]:
+    for key in _NOT_WITH_SERVE:
+        if o.get(key):
+            flag = "--files" if key == "globs" else "--" + key.replace("_", "-")
+            raise UsageError(flag, "not with --serve (the server serves every file until it is stopped)")
+    try:
+        host, port = parse_hostport(o["serve"], "--serve")
+    except ConfigError as exc:
+        raise UsageError(exc.subject, exc.problem) from None
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        raise UsageError("--serve", f"{host!r} is not an IP address") from None
+    if not loopback:
+        raise UsageError("--serve", f"{host} is not a loopback address (the server has no access control)")
+    return host, port
 
 
 def _duration(flag: str, text: str | None) -> float | None:
@@ -189,6 +203,8 @@ def get(opts: Options) -> int:
     if target.info_hash and meta.info_hash != target.info_hash:
         raise RepoError(opts.target, f"the repository's torrent has info-hash {meta.info_hash}, "
                         f"not the magnet's {target.info_hash}")
+    if opts.serve is not None:
+        return serve(opts, cfg, resolved, meta, target)
     selected = choose_files(meta, opts)
     workers = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
                                 os.cpu_count() or 1, len(selected))
@@ -199,6 +215,7 @@ def get(opts: Options) -> int:
         peers=opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers),
         web_seeds=opts.web_seeds, listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout,
+        blocked_after=cfg.blocked_after,
         checksums=checksums(resolved.record))
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), directory / meta.name)
@@ -222,6 +239,29 @@ def get(opts: Options) -> int:
     if error is not None:
         raise error
     return int(status)
+
+
+def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Metainfo, target: Target) -> int:
+    """--serve: join the swarm and serve the files over HTTP until stopped (btget.serve)."""
+    from btget import serve as serving
+    from btget.worker import WorkerSpec
+
+    files = [plan.PlanFile(i, f.lfn, f.length) for i, f in enumerate(meta.files) if not f.pad]
+    directory = Path(cfg.output).resolve()
+    sdir = directory / meta.name / download.STATE_DIR
+    sdir.mkdir(parents=True, exist_ok=True)
+    # The state of a one-worker download of every file: a `bt-get NAME` afterwards resumes from it.
+    spec = WorkerSpec(index=1, torrent=resolved.torrent, save_path=str(directory), state_dir=str(sdir),
+                      key=plan.share_key(files), wanted=tuple(f.index for f in files), listen_ip=cfg.listen,
+                      peers=opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers),
+                      web_seeds=opts.web_seeds, own_names=metainfo.own_names(meta), recheck=opts.check,
+                      max_connections=cfg.max_connections)
+    host, port = opts.serve
+    sopts = serving.ServeOptions(host=host, port=port, prefetch=opts.prefetch,
+                                 piece_timeout=opts.piece_timeout if opts.piece_timeout is not None else 60.0,
+                                 parent_pid=opts.parent_pid, json_output=opts.json_output)
+    log.info("%s %s: serving %d files from %s", meta.name, meta.info_hash, len(files), directory / meta.name)
+    return serving.run(meta, spec, sopts, serving.announce_line(opts.json_output))
 
 
 def choose_files(meta: metainfo.Metainfo, opts: Options) -> list[plan.PlanFile]:
@@ -251,11 +291,11 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
         client = Client(cfg.repo, session)
         if target.kind == "file":
             try:
-                resolved = Resolved(None, Path(target.value).read_bytes(), None)
+                resolved = Resolved(Path(target.value).read_bytes(), None)
             except OSError as exc:
                 raise UsageError(target.value, f"cannot read ({exc.strerror})") from None
         elif target.kind == "url":
-            resolved = Resolved(None, await client.fetch(target.value), None)
+            resolved = Resolved(await client.fetch(target.value), None)
         elif target.kind == "name":
             resolved = await client.resolve(target.value, info_hash)
         else:
@@ -279,4 +319,4 @@ async def resolve_magnet(client: Client, target: Target, cfg: GetConfig,
     all_peers = list(peers) + [parse_hostport(p, "magnet x.pe") for p in target.peers]
     data = await loop.run_in_executor(None, fetch_metadata, target.value, all_peers, cfg.listen,
                                       cfg.timeout or 60.0)
-    return Resolved(None, data, None)
+    return Resolved(data, None)

@@ -19,6 +19,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import aiohttp
 
+from torrents import urls
 from torrents.errors import NotFound
 
 from btget.errors import RepoError, ReplicaConflict
@@ -32,7 +33,6 @@ MAX_SEARCHES = 4  # queries spent looking for close names
 
 @dataclass(frozen=True)
 class Resolved:
-    name: str | None
     torrent: bytes
     record: dict[str, Any] | None  # the repository's dataset record, when there is one
 
@@ -70,7 +70,7 @@ class Client:
 
     async def dataset(self, name: str) -> dict[str, Any]:
         """GET /api/datasets/{name}; NotFound with suggestions on 404."""
-        status, doc = await self._json(f"{self.repo}/api/datasets/{quote(name, safe='')}")
+        status, doc = await self._json(f"{self.repo}{urls.dataset_api(name)}")
         if status == 404:
             raise NotFound(name, _not_found_text(self.repo, await self.close_names(name)))
         if status != 200 or not isinstance(doc, dict):
@@ -79,7 +79,7 @@ class Client:
 
     async def torrent(self, name: str, info_hash: str | None = None) -> bytes:
         """GET /datasets/{name}.torrent (the newest version, or `info_hash`'s)."""
-        url = f"{self.repo}/datasets/{quote(name, safe='')}.torrent"
+        url = f"{self.repo}{urls.dataset_torrent(name)}"
         if info_hash:
             url += f"?info_hash={info_hash}"
         status, body = await self._get(url, MAX_TORRENT, ".torrent")
@@ -88,7 +88,7 @@ class Client:
         if status == 409:
             raise ReplicaConflict(f"{name} {info_hash}" if info_hash else name,
                                   "the repository does not serve this version (its replicas disagree, or its bytes "
-                                  f"contradict the catalog); see {self.repo}/datasets/{quote(name, safe='')}")
+                                  f"contradict the catalog); see {self.repo}{urls.dataset_page(name)}")
         if status != 200:
             raise RepoError(self.repo, f"GET /datasets/{name}.torrent: HTTP {status}")
         return body
@@ -122,7 +122,7 @@ class Client:
             raise ReplicaConflict(name, _conflict_text(record))
         if isinstance(torrent, BaseException):
             raise torrent
-        return Resolved(name, torrent, record)
+        return Resolved(torrent, record)
 
     async def fetch(self, url: str) -> bytes:
         status, body = await self._get(url, MAX_TORRENT, ".torrent")

@@ -20,6 +20,7 @@ class GetConfig:
     seed_ratio: float = 0.0
     timeout: Seconds = Seconds(0.0)  # 0: no limit
     stall_timeout: Seconds = Seconds(300.0)  # 0: no limit
+    blocked_after: Seconds = Seconds(30.0)  # seeds connected, no byte arriving: name the stuck files (0: never)
     max_connections: int = 200
 
     def __post_init__(self) -> None:

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from torrents.errors import BtswarmError
+from torrents import metainfo
 from torrents.metainfo import Metainfo
 
 from btget import plan, verify
-from btget.errors import Incomplete, Interrupted, TransferError, VerifyFailed
+from btget.errors import Blocked, Incomplete, Interrupted, TransferError, VerifyFailed
 from btget.worker import WorkerSpec, run as worker_main
 
 log = logging.getLogger("btget.download")
@@ -48,8 +49,8 @@ class Job:
     seed_ratio: float = 0.0
     timeout: float = 0.0
     stall_timeout: float = 300.0
+    blocked_after: float = 30.0  # seeds connected, nothing arriving this long: name the files that are stuck
     checksums: dict[str, str] = field(default_factory=dict)  # LFN → adler32 hex, when the catalog has them
-    worker_settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,6 +96,24 @@ def stop_seeding(elapsed: float, uploaded: int, size: int, seed_time: float, see
     return ratio_reached or time_reached
 
 
+def check_case(directory: Path, meta: Metainfo) -> None:
+    """Refuse, before any byte moves, a file system that cannot hold two names differing in case
+    when the dataset has such a pair (one would overwrite the other)."""
+    twins = metainfo.case_twins(meta)
+    if not twins:
+        return
+    probe = directory / "case-probe"
+    probe.touch()
+    try:
+        folds = (directory / "CASE-PROBE").exists()
+    finally:
+        probe.unlink(missing_ok=True)
+    if folds:
+        a, b = (meta.files[i].lfn for i in twins[:2])
+        raise TransferError(directory.parent, f"this file system does not tell {a!r} from {b!r} (it ignores case) "
+                                              f"and the dataset holds both; download elsewhere (-o DIR)")
+
+
 def state_dir(job: Job) -> Path:
     return job.directory / job.meta.name / STATE_DIR
 
@@ -103,6 +122,7 @@ def run(job: Job, display: Display) -> Outcome:
     """Download `job`; return how it ended (errors are returned, not raised, so the summary can report them)."""
     sdir = state_dir(job)
     sdir.mkdir(parents=True, exist_ok=True)
+    check_case(sdir, job.meta)
     # fork, not spawn: a spawned worker re-imports Python, libtorrent and this
     # package before it can announce (~0.4 s of a cold start). Forking is safe
     # here because no other thread exists yet: asyncio.run() has shut its
@@ -112,6 +132,7 @@ def run(job: Job, display: Display) -> Outcome:
     started = time.monotonic()
     completed_at: float | None = None
     error: BtswarmError | None = None
+    blocked: str | None = None  # why: seeds connected and nothing arriving
     verifier: concurrent.futures.Future | None = None
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify")
     previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -120,8 +141,8 @@ def run(job: Job, display: Display) -> Outcome:
             spec = WorkerSpec(index=k, torrent=job.torrent, save_path=str(job.directory), state_dir=str(sdir),
                               key=plan.share_key(share), wanted=tuple(f.index for f in share),
                               listen_ip=job.listen_ip, peers=job.peers, web_seeds=job.web_seeds,
-                              recheck=job.recheck, max_connections=job.max_connections,
-                              settings=job.worker_settings)
+                              own_names=metainfo.own_names(job.meta),
+                              recheck=job.recheck, max_connections=job.max_connections)
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()
@@ -129,6 +150,7 @@ def run(job: Job, display: Display) -> Outcome:
             workers.append(WorkerState(spec, proc, parent_end))
         display.start([(k, len(s), sum(f.size for f in s)) for k, s in enumerate(job.shares, 1)])
         introduced = False
+        seeded = False  # some seed (or peer) was connected at some point
         best_done = -1
         last_progress = time.monotonic()
         while True:
@@ -182,6 +204,15 @@ def run(job: Job, display: Display) -> Outcome:
                     error = Incomplete(job.meta.name, f"not complete after --timeout {job.timeout:g} s "
                                        f"({_peer_note(workers)}); run again to resume")
                     break
+                seeds = sum(w.last.get("seeds", 0) for w in workers)
+                seeded = seeded or seeds > 0 or any(w.last.get("connected") for w in workers)
+                if job.blocked_after and seeded and now - last_progress > job.blocked_after:
+                    # Seeds that claim every piece and send none of some (a site that cannot read
+                    # them, a hung one), or seeds that left and none that came back: say which
+                    # files are stuck; a rerun alone will not help.
+                    blocked = (f"no byte for {job.blocked_after:g} s from the {seeds} seeds connected" if seeds else
+                               f"every seed left and none came back in {job.blocked_after:g} s")
+                    break
                 if job.stall_timeout and now - last_progress > job.stall_timeout:
                     error = Incomplete(job.meta.name, f"no progress for {job.stall_timeout:g} s "
                                        f"({_peer_note(workers)}); run again to resume")
@@ -210,6 +241,11 @@ def run(job: Job, display: Display) -> Outcome:
     files: dict[int, int] = {}
     for w in workers:
         files.update(w.files)
+    if blocked is not None and error is None:
+        stuck = [f.lfn for f in job.selected if files.get(f.index, 0) < f.size]
+        error = Blocked(job.meta.name, f"{len(stuck)} files cannot be fetched ({blocked}; the sites may be "
+                                       f"unable to read them, see their /api/status): {_few(stuck)}")
+        error.files = stuck  # type: ignore[attr-defined]
     end = completed_at if completed_at is not None else time.monotonic()
     return Outcome(complete=completed_at is not None, error=error, seconds=end - started,
                    workers=[{**w.last, "worker": w.spec.index, "files_count": len(w.spec.wanted),
@@ -275,6 +311,10 @@ def _peer_note(workers: list[WorkerState]) -> str:
     seeds = sum(w.last.get("seeds", 0) for w in workers)
     errors = sorted({w.tracker_error for w in workers if w.tracker_error})
     return f"{peers} peers, {seeds} seeds" + (f"; tracker: {', '.join(errors)}" if errors else "")
+
+
+def _few(names: list[str], limit: int = 10) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _raise_interrupt(signum: int, _frame: object) -> None:

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 from torrents.metainfo import Metainfo
 from torrents.units import human_duration, human_rate, human_size
 
-from btget.exitcodes import ExitStatus
+from torrents.exitstatus import ExitStatus
 
 
 def file_status(size: int, done: int | None, selected: bool, verified: bool | None) -> str:
@@ -63,6 +63,7 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
         "files": files,
         "bytes_total": sum(f.length for i, f in enumerate(meta.files) if i in selected and not f.pad),
         "bytes_downloaded": downloaded,
+        "bytes_redundant": sum(int(w.get("redundant", 0)) for w in workers),
         "seconds": round(seconds, 3),
         "rate": round(downloaded / seconds, 1) if seconds > 0 else 0.0,
         "first_byte_at": round(min(first), 3) if first else None,

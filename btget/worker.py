@@ -1,6 +1,6 @@
 """One bt-get worker: a libtorrent session in its own process, fetching one share.
 
-The parent (btget.download) starts `run(spec, conn)` in a spawned process
+The parent (btget.download) starts `run(spec, conn)` in a forked process
 and talks over a duplex pipe: the worker sends events (plain dicts, see
 EVENT TYPES below) and receives commands (`("connect", [(ip, port)...])`,
 `("stop",)`). The worker never draws anything: the parent owns the terminal.
@@ -15,8 +15,9 @@ never write the same part file.
 EVENT TYPES
   listening  {"worker", "ip", "port"}
   progress   {"worker", "done", "wanted", "rate", "up_rate", "peers", "seeds",
-              "downloaded", "uploaded", "hash_failures", "sources", "state", "finished",
-              "first_byte_at" (epoch seconds of the first payload byte, or None)}
+              "downloaded", "uploaded", "redundant", "hash_failures", "sources", "state", "finished",
+              "first_byte_at" (epoch seconds of the first payload byte, or None),
+              "connected" (some peer connected at some point)}
   finished   progress fields + {"files": {index: verified bytes}}
   error      {"worker", "kind": "disk_full" | "file" | "listen" | "torrent", "subject", "problem"}
   tracker    {"worker", "ok", "url", "message"}  (each announce's outcome)
@@ -37,8 +38,10 @@ from typing import Any
 log = logging.getLogger("btget.worker")
 
 RESUME_SUFFIX = ".resume"
+STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and send nothing (btget/stall.py)
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
+REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
 
 
 @dataclass(frozen=True)
@@ -52,13 +55,13 @@ class WorkerSpec:
     listen_ip: str = "127.0.0.1"
     peers: tuple[tuple[str, int], ...] = ()
     web_seeds: tuple[str, ...] = ()
+    own_names: dict[int, str] = field(default_factory=dict)  # torrents.metainfo.own_names: case twins
     recheck: bool = False  # --check: ignore saved resume state, hash what is on disk
     max_connections: int = 200
     report_interval: float = 0.5
     # Resume state is written at most this often while pieces arrive: a kill -9
     # then costs at most this long of transfer on the rerun.
     resume_interval: float = 0.5
-    settings: dict[str, Any] = field(default_factory=dict)  # extra libtorrent settings
 
     @property
     def resume_path(self) -> str:
@@ -70,7 +73,7 @@ class WorkerSpec:
 
 
 def run(spec: WorkerSpec, conn: Connection) -> None:
-    """Process entry point (multiprocessing, spawn)."""
+    """Process entry point (multiprocessing, forked from the parent)."""
     logging.basicConfig(level=logging.WARNING)
     stop = {"signal": None}
 
@@ -113,14 +116,19 @@ class Worker:
         self.status: Any = None
         self.first_byte_at: float | None = None  # time.time() when the first payload byte arrived
         self.pending_saves = 0
+        self.had_seeds = False
+        self.connected = False  # some peer connected at some point (sent to the parent)
+        self.next_reannounce = 0.0  # monotonic: the earliest a lost seed may cost another announce
         self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
         self.piece_length = 0
         self._web_seed_types = (lt.peer_info.web_seed, lt.peer_info.http_seed)
+        from btget import stall
+
+        self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
-                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
-                 **spec.settings}
+                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification)}
         self.ses = ltsession.session(spec.listen_ip, 0, **extra)
         self.handle = self.ses.add_torrent(self._params())
         self.send({"type": "listening", "ip": spec.listen_ip, "port": self.ses.listen_port()})
@@ -129,40 +137,16 @@ class Worker:
 
     # --- set-up -------------------------------------------------------------------
     def _params(self) -> Any:
-        lt, spec = self.lt, self.spec
-        ti = lt.torrent_info(lt.bdecode(spec.torrent))
-        atp = None
-        if not spec.recheck and os.path.isfile(spec.resume_path):
-            try:
-                with open(spec.resume_path, "rb") as f:
-                    atp = lt.read_resume_data(f.read())
-                if str(atp.info_hashes.v1) != str(ti.info_hashes().v1):
-                    atp = None  # state of another version of the dataset
-            except (RuntimeError, OSError) as exc:
-                log.warning("%s: ignoring unreadable resume state (%s)", spec.resume_path, exc)
-                atp = None
-        if atp is None:
-            atp = lt.add_torrent_params()
-        atp.ti = ti
-        atp.save_path = spec.save_path
-        os.makedirs(spec.part_dir, exist_ok=True)
-        atp.part_file_dir = spec.part_dir
-        wanted = set(spec.wanted)
-        files = ti.layout()
-        self.piece_length = ti.piece_length()
+        atp = torrent_params(self.lt, self.spec)
+        wanted = set(self.spec.wanted)
+        files = atp.ti.layout()
+        self.piece_length = atp.ti.piece_length()
         self.save_every = max(self.piece_length, sum(files.file_size(i) for i in wanted) // SAVE_FRACTION)
-        atp.file_priorities = [4 if i in wanted else 0 for i in range(ti.num_files())]
-        atp.url_seeds = list(spec.web_seeds)
-        flags = atp.flags
-        flags &= ~lt.torrent_flags.paused
-        flags &= ~lt.torrent_flags.auto_managed
-        flags &= ~lt.torrent_flags.seed_mode
-        atp.flags = flags
         return atp
 
     # --- main loop ------------------------------------------------------------------
     def loop(self) -> None:
-        next_report = next_sample = 0.0
+        next_report = next_sample = next_stall = 0.0
         next_resume = time.monotonic() + self.spec.resume_interval
         while self.stop["signal"] is None:
             if self.ses.wait_for_alert(50) is not None:
@@ -195,6 +179,9 @@ class Worker:
                 # little of a connection's last stretch goes uncounted.
                 self._count_sources()
                 next_sample = now + SOURCE_SAMPLE
+            if now >= next_stall:
+                self._shut_out_stalled(now)
+                next_stall = now + STALL_CHECK
             if now >= next_report:
                 if self.flushed:
                     # Seeding: libtorrent posts no state update for uploads alone, so
@@ -220,6 +207,7 @@ class Worker:
             for st in a.status:
                 self.status = st
             if self.status is not None:
+                self._seeds_gone(self.status.num_seeds)
                 self.send(self.progress("progress"))
         elif isinstance(a, lt.torrent_finished_alert):
             if not self.finished:
@@ -258,6 +246,12 @@ class Worker:
             ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
             if ep:
                 self._seen.setdefault(f"{ep[0]}:{ep[1]}", 1)
+            if isinstance(a, lt.peer_connect_alert):
+                self.connected = True
+            elif not self.finished:
+                # A site that cannot read its replica drops its seed at once, between two
+                # status updates: look now, not at the next one.
+                self._seeds_gone(self.handle.status(0).num_seeds)
         elif isinstance(a, lt.hash_failed_alert):
             self.hash_failures += 1
         elif isinstance(a, lt.tracker_error_alert):
@@ -286,6 +280,37 @@ class Worker:
             self.send({"type": "error", "kind": "torrent", "subject": _filename(a) or "torrent",
                        "problem": a.error.message()})
 
+    def _seeds_gone(self, seeds: int) -> None:
+        """Every seed left before we finished (a site that cannot read its replica stops
+        seeding it): ask the tracker at once, which starts a seed at another site, rather
+        than wait out the announce interval. At most every REANNOUNCE_AFTER seconds."""
+        now = time.monotonic()
+        if seeds == 0 and (self.had_seeds or self.connected) and not self.finished and now >= self.next_reannounce:
+            self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
+            self.next_reannounce = now + REANNOUNCE_AFTER
+        self.had_seeds = seeds > 0
+
+    def _shut_out_stalled(self, now: float) -> None:
+        """A peer holding our requests that sends nothing (a hung site) is shut out for a while (btget/stall.py)."""
+        from btget.stall import PeerSample
+
+        changed = bool(self.stall.expire(now))
+        if not self.finished:
+            try:
+                peers = self.handle.get_peer_info()
+            except RuntimeError:
+                peers = []
+            choked = self.lt.peer_info.remote_choked  # it chokes us (`choked`: we choke it)
+            samples = [PeerSample(p.ip[0], p.ip[1], p.total_download, p.download_queue_length, bool(p.flags & choked))
+                       for p in peers if p.connection_type not in self._web_seed_types]
+            changed |= bool(self.stall.step(now, samples))
+        if changed:
+            # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
+            rules = self.lt.ip_filter()
+            for ip in self.stall.banned:
+                rules.add_rule(ip, ip, 1)
+            self.ses.set_ip_filter(rules)
+
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:
         self.unsaved = 0
@@ -294,18 +319,7 @@ class Worker:
             self.pending_saves += 1
 
     def _write_resume(self, data: bytes) -> None:
-        # Written to a temporary name and renamed: a kill at any instant
-        # leaves either the old state or the new one, never half of one.
-        path = self.spec.resume_path
-        tmp = f"{path}.tmp.{os.getpid()}"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except OSError as exc:
-            log.warning("%s: cannot save resume state (%s)", path, exc.strerror)
+        write_resume(self.spec.resume_path, data)
 
     def shutdown(self) -> None:
         if not self.failed:
@@ -377,11 +391,13 @@ class Worker:
             "seeds": st.num_seeds if st else 0,
             "downloaded": st.total_payload_download if st else 0,
             "uploaded": st.total_payload_upload if st else 0,
+            "redundant": st.total_redundant_bytes if st else 0,
             "state": str(st.state).rsplit(".", 1)[-1] if st else "starting",
             "hash_failures": self.hash_failures,
             "sources": dict(self.sources),
             "finished": self.flushed,
             "first_byte_at": self.first_byte_at,
+            "connected": self.connected,
         }
         if files:
             done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity)
@@ -397,6 +413,53 @@ class Worker:
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self.parent_gone = True
             self.stop["signal"] = "orphaned"
+
+
+def torrent_params(lt: Any, spec: WorkerSpec) -> Any:
+    """add_torrent_params for a share: its saved resume state if any, its files wanted, the rest not.
+
+    Shared with `bt-get --serve` (btget.serve), which keeps its state the same way.
+    """
+    from torrents.servicekit import ltsession
+
+    ti = lt.torrent_info(lt.bdecode(spec.torrent))
+    atp = None
+    if not spec.recheck and os.path.isfile(spec.resume_path):
+        try:
+            with open(spec.resume_path, "rb") as f:
+                atp = lt.read_resume_data(f.read())
+            if str(atp.info_hashes.v1) != str(ti.info_hashes().v1):
+                atp = None  # state of another version of the dataset
+        except (RuntimeError, OSError) as exc:
+            log.warning("%s: ignoring unreadable resume state (%s)", spec.resume_path, exc)
+            atp = None
+    # Every file under the name its info dict gives (libtorrent renames case twins).
+    atp = ltsession.torrent_params(ti, spec.save_path, spec.own_names, atp)
+    os.makedirs(spec.part_dir, exist_ok=True)
+    atp.part_file_dir = spec.part_dir
+    wanted = set(spec.wanted)
+    atp.file_priorities = [4 if i in wanted else 0 for i in range(ti.num_files())]
+    atp.url_seeds = list(spec.web_seeds)
+    flags = atp.flags
+    flags &= ~lt.torrent_flags.paused
+    flags &= ~lt.torrent_flags.auto_managed
+    flags &= ~lt.torrent_flags.seed_mode
+    atp.flags = flags
+    return atp
+
+
+def write_resume(path: str, data: bytes) -> None:
+    """Resume state, written to a temporary name and renamed: a kill at any instant
+    leaves either the old state or the new one, never half of one."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("%s: cannot save resume state (%s)", path, exc.strerror)
 
 
 def _filename(alert: Any) -> str:

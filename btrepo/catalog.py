@@ -38,6 +38,8 @@ class Publication:
     torrent: bytes
     xxh3: Mapping[str, str] = field(default_factory=dict)  # LFN → the replica's content sum
     declared: bool = False  # the site declares this a new version of the dataset
+    left_out: tuple[tuple[str, str], ...] = ()  # what the site left out of its replica (path, why)
+    left_out_count: int = 0
 
     @property
     def name(self) -> str:
@@ -102,8 +104,25 @@ def parse_publish(body: Any, path_name: str, signer: str) -> Publication:
     declared = record.get("new_version", False)
     if not isinstance(declared, bool):
         raise DatasetError(subject, f"record new_version must be true or false, got {declared!r}")
+    left_out, count = _record_left_out(record, subject)
     return Publication(site=signer, dataset=dataset, meta=meta, torrent=torrent, xxh3=_record_sums(record, subject),
-                       declared=declared)
+                       declared=declared, left_out=left_out, left_out_count=count)
+
+
+MAX_LEFT_OUT = 1000
+
+
+def _record_left_out(record: Mapping[str, Any], subject: str) -> tuple[tuple[tuple[str, str], ...], int]:
+    """What the site excluded or refused: at most MAX_LEFT_OUT (path, why), and how many there were."""
+    raw = record.get("left_out") or []
+    if not isinstance(raw, list) or not all(isinstance(x, dict) and isinstance(x.get("path"), str)
+                                            and isinstance(x.get("why"), str) for x in raw):
+        raise DatasetError(subject, "record left_out must be a list of {path, why}")
+    entries = tuple((x["path"][:4096], x["why"][:1000]) for x in raw[:MAX_LEFT_OUT])
+    count = record.get("left_out_count", len(raw))
+    if not isinstance(count, int) or isinstance(count, bool) or count < len(entries):
+        raise DatasetError(subject, f"record left_out_count {count!r} is not a count of left_out")
+    return entries, count
 
 
 _XXH3 = re.compile(r"^[0-9a-f]{32}$")
@@ -142,8 +161,8 @@ def _record_dataset(record: Mapping[str, Any], subject: str) -> Dataset:
         adler = f.get("adler32")
         if adler is not None and not isinstance(adler, str):
             raise DatasetError(subject, f"record file {i} has bad adler32 {adler!r}")
-        # DatasetFile and Dataset check LFN safety, sizes, checksums and duplicates.
-        entries.append(DatasetFile(f.get("lfn"), size, adler))  # type: ignore[arg-type]
+        # DatasetFile and Dataset check LFN safety, sizes, checksums, links and duplicates.
+        entries.append(DatasetFile(f.get("lfn"), size, adler, symlink=f.get("symlink")))  # type: ignore[arg-type]
     return Dataset(name, tuple(entries), description)  # type: ignore[arg-type]
 
 
@@ -155,15 +174,17 @@ def check_record_matches(dataset: Dataset, record: Mapping[str, Any], meta: meta
     claimed_hash = record.get("info_hash")
     if claimed_hash is not None and str(claimed_hash).lower() != meta.info_hash:
         raise MetainfoError(subject, f"info_hash {claimed_hash} differs from the torrent's {meta.info_hash}")
-    torrent_files = sorted((f.lfn, f.length) for f in meta.data_files)
-    record_files = sorted((f.lfn, f.size) for f in dataset.files)
+    torrent_files = sorted((f.lfn, f.length, f.target) for f in meta.data_files)
+    record_files = sorted((f.lfn, f.size, f.symlink) for f in dataset.files)
     if len(torrent_files) != len(record_files):
         raise MetainfoError(subject, f"{len(record_files)} files but the torrent has {len(torrent_files)}")
-    for (t_lfn, t_size), (r_lfn, r_size) in zip(torrent_files, record_files):
+    for (t_lfn, t_size, t_link), (r_lfn, r_size, r_link) in zip(torrent_files, record_files):
         if t_lfn != r_lfn:
             raise MetainfoError(subject, f"file {r_lfn!r} is not in the torrent (it has {t_lfn!r})")
         if t_size != r_size:
             raise MetainfoError(subject, f"file {r_lfn!r} is {r_size} bytes but {t_size} in the torrent")
+        if t_link != r_link:
+            raise MetainfoError(subject, f"file {r_lfn!r} links to {r_link!r} but to {t_link!r} in the torrent")
     total = record.get("total_size", dataset.total_size)
     if total != meta.total_size or dataset.total_size != meta.total_size:
         raise MetainfoError(subject, f"total size {total} differs from the torrent's {meta.total_size}")

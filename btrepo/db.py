@@ -86,11 +86,13 @@ MIGRATIONS: tuple[str, ...] = (
     # and the decision (JSON) taken after every change.
     """
     ALTER TABLE files ADD COLUMN xxh3 TEXT;
+    ALTER TABLE files ADD COLUMN symlink TEXT;
     ALTER TABLE versions ADD COLUMN relation TEXT NOT NULL DEFAULT 'new_version';
     ALTER TABLE versions ADD COLUMN base_version_id INTEGER REFERENCES versions(id);
     UPDATE versions SET relation = 'created' WHERE id IN (SELECT min(id) FROM versions GROUP BY dataset_id);
     ALTER TABLE datasets ADD COLUMN pinned_version_id INTEGER REFERENCES versions(id);
     ALTER TABLE datasets ADD COLUMN decision TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE publications ADD COLUMN left_out TEXT;
     """,
 )
 
@@ -164,9 +166,13 @@ class FileRow:
     lfn: str
     size: int
     adler32: str | None
+    symlink: str | None = None
 
     def to_json(self) -> dict:
-        return {"lfn": self.lfn, "size": self.size, "adler32": self.adler32}
+        doc = {"lfn": self.lfn, "size": self.size, "adler32": self.adler32}
+        if self.symlink is not None:
+            doc["symlink"] = self.symlink
+        return doc
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,7 @@ class Detail:
     piece_length: int
     decision: identity.Decision
     pinned: str | None = None
+    left_out: dict[str, dict] = field(default_factory=dict)  # site → {"count", "entries": [[path, why]]}
 
 
 @dataclass(frozen=True)
@@ -395,8 +402,9 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Pu
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (dataset_id, pub.info_hash, pub.dataset.total_size, len(pub.dataset.files), pub.meta.piece_length,
              pub.meta.magnet(), pub.torrent, now, judged.relation.value, served.order if served else None)).lastrowid
-        conn.executemany("INSERT INTO files (version_id, idx, lfn, size, adler32, xxh3) VALUES (?, ?, ?, ?, ?, ?)",
-                         [(version_id, i, f.lfn, f.size, f.adler32, pub.xxh3.get(f.lfn))
+        conn.executemany("""INSERT INTO files (version_id, idx, lfn, size, adler32, xxh3, symlink)
+                            VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                         [(version_id, i, f.lfn, f.size, f.adler32, pub.xxh3.get(f.lfn), f.symlink)
                           for i, f in enumerate(pub.dataset.files)])
     else:
         version_id, relation, held = known
@@ -415,10 +423,13 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Pu
                             WHERE version_id = ? AND lfn = ?""",
                          [(f.adler32, pub.xxh3.get(f.lfn), version_id, f.lfn) for f in pub.dataset.files
                           if f.adler32 is not None or f.lfn in pub.xxh3])
+    left_out = json.dumps({"count": pub.left_out_count, "entries": pub.left_out}) if pub.left_out_count else None
     conn.execute(
-        """INSERT INTO publications (version_id, site_id, first_published, last_published) VALUES (?, ?, ?, ?)
-           ON CONFLICT (version_id, site_id) DO UPDATE SET last_published = excluded.last_published""",
-        (version_id, site_id, now, now))
+        """INSERT INTO publications (version_id, site_id, first_published, last_published, left_out)
+           VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (version_id, site_id) DO UPDATE SET last_published = excluded.last_published,
+                                                           left_out = excluded.left_out""",
+        (version_id, site_id, now, now, left_out))
     # A site holds one version of a dataset (its directory or manifest as it is
     # now): publishing this one means it no longer holds the others.
     conn.execute("""DELETE FROM publications WHERE site_id = ? AND version_id != ?
@@ -570,13 +581,17 @@ def _detail(conn: sqlite3.Connection, name: str) -> Detail | None:
         return None
     summary = _summaries(conn, [row[:10]])[0]
     files = tuple(FileRow(*r) for r in conn.execute(
-        "SELECT lfn, size, adler32 FROM files WHERE version_id = ? ORDER BY idx", (row[5],)))
+        "SELECT lfn, size, adler32, symlink FROM files WHERE version_id = ? ORDER BY idx", (row[5],)))
     vrows = conn.execute("""SELECT id, info_hash, first_published, total_size, file_count, relation FROM versions
                             WHERE dataset_id = ? ORDER BY id DESC""", (row[0],)).fetchall()
     vsites = _version_sites(conn, [r[0] for r in vrows])
     versions = tuple(Version(r[1], r[2], r[3], r[4], vsites.get(r[0], ()), r[5]) for r in vrows)
+    left_out = {site: json.loads(text) for site, text in conn.execute(
+        """SELECT s.name, p.left_out FROM publications p JOIN sites s ON s.id = p.site_id
+           JOIN versions v ON v.id = p.version_id WHERE v.dataset_id = ? AND p.left_out IS NOT NULL
+           ORDER BY s.name""", (row[0],))}
     return Detail(summary=summary, files=files, versions=versions, magnet=row[10], piece_length=row[11],
-                  decision=_decision(row[9]), pinned=row[12])
+                  decision=_decision(row[9]), pinned=row[12], left_out=left_out)
 
 
 def _torrent(conn: sqlite3.Connection, name: str, info_hash: str | None) -> TorrentFile | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import signal
 import threading
 import time
@@ -22,11 +21,12 @@ import aiohttp
 from aiohttp import web
 
 from torrents import auth
+from torrents.errors import NotFound
 from torrents.hostport import parse_hostport
+from torrents.infohash import parse_info_hash
+from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 
 from btserver.config import ServerConfig
-from torrents.errors import BtswarmError, NotFound
-from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 
 from btserver import heartbeat, publisher
 from btserver.inventory import Inventory, Prepared
@@ -35,7 +35,6 @@ from btserver.seeder import AtCapacity, Seedable, Seeder
 
 log = logging.getLogger("btswarm.server.app")
 
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass
@@ -63,6 +62,7 @@ class Daemon:
     publishing: set[str] = field(default_factory=set)  # info-hashes published or being published
     tasks: set[asyncio.Task] = field(default_factory=set)
     prepare_lock: threading.Lock = field(default_factory=threading.Lock)
+    prepare_error: str | None = None  # the last scan crashed: why (shown in /api/status)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -81,16 +81,10 @@ class Daemon:
 DAEMON = web.AppKey("btserver_daemon", Daemon)
 
 
-def parse_info_hash(value: object) -> str:
-    if not isinstance(value, str) or not _HEX40.match(value):
-        raise BtswarmError("info_hash", f"expected 40 lowercase hex characters, got {value!r}")
-    return value
-
-
 def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Application:
     deps = deps or Deps()
     metrics = deps.metrics or Metrics()
-    peer_ip, peer_port = parse_hostport(config.peer_listen, "server.peer_listen")
+    peer_ip, peer_port = parse_hostport(config.peer_listen)
     seeder = deps.seeder or Seeder(peer_ip, peer_port, idle_ttl=config.idle_ttl, max_seeds=config.max_seeds,
                                    upload_rate_limit=config.upload_rate_limit,
                                    upload_slots=config.upload_slots, metrics=metrics)
@@ -154,8 +148,11 @@ async def status(request: web.Request) -> web.Response:
     seeds = await loop.run_in_executor(None, d.seeder.snapshot)
     active = {s["info_hash"] for s in seeds}
     prepared = d.inventory.all()
+    excluded = d.inventory.excluded
     datasets = [{"name": p.name, "info_hash": p.info_hash, "total_size": p.meta.total_size,
                  "files": len(p.meta.data_files), "seeding": p.info_hash in active,
+                 "refused": [str(x) for x in d.inventory.problems if x.dataset == p.name],
+                 "excluded": [{"lfn": lfn, "why": why} for lfn, why in excluded.get(p.name, ())],
                  "repository": d.published[p.info_hash].to_json() if p.info_hash in d.published else None}
                 for p in prepared]
     # A replica the repository does not serve as the dataset is a problem to see here.
@@ -170,7 +167,9 @@ async def status(request: web.Request) -> web.Response:
         "uploaded_total": d.seeder.counters.uploaded_total,
         "capacity": d.config.max_seeds,
         "hash_failures": d.seeder.counters.hash_failures,
-        "problems": [str(p) for p in d.inventory.problems] + sorted(d.seeder.damaged.values()) + disagree,
+        "read_errors": d.seeder.counters.read_errors,
+        "error": d.prepare_error,
+        "problems": [str(p) for p in d.inventory.problems] + d.seeder.problems() + disagree,
     })
 
 
@@ -190,7 +189,7 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
 
     def on_ready(prepared: Prepared, replaced: Prepared | None) -> None:  # preparation thread
         d.seeder.register(Seedable(prepared.info_hash, prepared.name, prepared.torrent_path.read_bytes(),
-                                   str(prepared.farm.parent)))
+                                   str(prepared.farm.parent), prepared.meta))
         if replaced is not None:
             d.seeder.unregister(replaced.info_hash)
         _threadsafe(loop, lambda: _dataset_ready(d, prepared))
@@ -199,10 +198,12 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         with d.prepare_lock:  # a rescan asked during a scan runs after it
             try:
                 report = d.inventory.prepare(on_ready, stop)
-            except Exception:
+            except Exception as exc:  # a bug, or a file system gone mad: say so where users look
                 log.exception("preparing datasets failed")
+                d.prepare_error = f"preparing datasets failed: {type(exc).__name__}: {exc}"
                 d.inventory.done.set()
                 return
+            d.prepare_error = None
             for gone in report.gone:
                 d.seeder.unregister(gone.info_hash)
             log.info("datasets ready: %d; gone: %d; problems: %d", len(report.prepared), len(report.gone),

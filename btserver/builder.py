@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from torrents import bencoding, build, metainfo
 
@@ -33,12 +33,13 @@ class BuildParams:
                 f"|sums=xxh3{'+adler32' if self.adler32 else ''}")
 
 
-def make(name: str, entries: Sequence[tuple[str, str | os.PathLike]], params: BuildParams) -> build.Built:
-    """Hash (LFN, path) entries → the .torrent, its Metainfo and the files' sums. Blocking: run it
-    off the event loop."""
+def make(name: str, entries: Sequence[tuple[str, str | os.PathLike]], params: BuildParams,
+         links: Mapping[str, str] | None = None) -> build.Built:
+    """Hash (LFN, path) entries (and carry `links`, LFN → target LFN) → the .torrent, its Metainfo
+    and the files' sums. Blocking: run it off the event loop."""
     built = build.build_dataset(name, entries, announce=params.announce, private=params.private,
                                 piece_length=params.piece_length, threads=params.threads, hybrid=params.hybrid,
-                                adler32=params.adler32)
+                                adler32=params.adler32, links=links)
     if not params.announce_list:
         return built
     torrent, meta = with_trackers(built.torrent, built.meta, params)

@@ -11,42 +11,29 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
-from torrents.dataset import Dataset, DatasetFile, read_manifest, validate_lfn, validate_name
+from torrents.dataset import Dataset, DirectoryScan, Problem, read_manifest, scan_directory, validate_name
 from torrents.errors import BtswarmError, DatasetError
 
 log = logging.getLogger("btswarm.server.catalog")
 
 
 @dataclass(frozen=True)
-class Problem:
-    """Something the scan refused or could not read; `dataset` is '' when it is not known."""
-
-    dataset: str
-    subject: str
-    problem: str
-
-    def __str__(self) -> str:
-        return f"{self.subject}: {self.problem}"
-
-
-@dataclass(frozen=True)
 class Catalog:
     datasets: tuple[Dataset, ...]
     problems: tuple[Problem, ...]
-
-    def names(self) -> list[str]:
-        return [d.name for d in self.datasets]
+    excluded: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # dataset → (LFN, why)
 
 
-def scan(roots: Iterable[str], manifests: Iterable[str] = ()) -> Catalog:
+def scan(roots: Iterable[str], manifests: Iterable[str] = (), *, exclude: Sequence[str] = (),
+         allowed_roots: Sequence[str] | None = None, require_whole: bool = False) -> Catalog:
     """Read every dataset of the roots and manifests; never raises for one bad file."""
     found: dict[str, Dataset] = {}
     problems: list[Problem] = []
+    excluded: dict[str, tuple[tuple[str, str], ...]] = {}
 
     def add(ds: Dataset) -> None:
         if ds.name in found:
@@ -56,8 +43,12 @@ def scan(roots: Iterable[str], manifests: Iterable[str] = ()) -> Catalog:
         found[ds.name] = ds
 
     for root in roots:
-        for ds in _scan_root(Path(root), problems):
-            add(ds)
+        for scanned in _scan_root(Path(root), problems, exclude, allowed_roots, require_whole):
+            if scanned.excluded:
+                excluded[scanned.dataset.name if scanned.dataset else Path(root).name] = scanned.excluded
+            problems.extend(scanned.problems)
+            if scanned.dataset is not None:
+                add(scanned.dataset)
     for manifest in manifests:
         try:
             datasets = read_manifest(manifest)
@@ -68,10 +59,11 @@ def scan(roots: Iterable[str], manifests: Iterable[str] = ()) -> Catalog:
             add(ds)
     for p in problems:
         log.warning("%s", p)
-    return Catalog(tuple(found[n] for n in sorted(found)), tuple(problems))
+    return Catalog(tuple(found[n] for n in sorted(found)), tuple(problems), excluded)
 
 
-def _scan_root(root: Path, problems: list[Problem]) -> Iterable[Dataset]:
+def _scan_root(root: Path, problems: list[Problem], exclude: Sequence[str], allowed_roots: Sequence[str] | None,
+               require_whole: bool) -> Iterable[DirectoryScan]:
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError as exc:
@@ -79,7 +71,7 @@ def _scan_root(root: Path, problems: list[Problem]) -> Iterable[Dataset]:
         return
     for entry in entries:
         if entry.name.startswith("."):
-            continue
+            continue  # a dataset's name never starts with '.' (its own files may)
         if entry.is_symlink():
             # A dataset directory that is a link could point anywhere; the
             # storage roots are the only places a site agreed to serve.
@@ -92,58 +84,6 @@ def _scan_root(root: Path, problems: list[Problem]) -> Iterable[Dataset]:
         except DatasetError as exc:
             problems.append(Problem("", entry.path, exc.problem))
             continue
-        ds = directory_dataset(Path(entry.path), problems)
-        if ds is not None:
-            yield ds
-
-
-def directory_dataset(path: Path, problems: list[Problem]) -> Dataset | None:
-    """A directory as a dataset, reporting (not raising) files that cannot be used.
-
-    Unlike torrents.dataset.from_directory, which raises at the first
-    unreadable file, this records every problem so the operator sees them
-    all in one scan. A dataset with a refused file is not served at all:
-    a partial copy would get a different info-hash from complete replicas.
-    """
-    name = path.name
-    files: list[DatasetFile] = []
-    bad = False
-    for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
-        here = Path(dirpath)
-        keep = []
-        for d in sorted(dirnames):
-            if d.startswith("."):
-                continue
-            if (here / d).is_symlink():
-                problems.append(Problem(name, str(here / d), "directory symlink inside a dataset; refused"))
-                bad = True
-                continue
-            keep.append(d)
-        dirnames[:] = keep
-        for fn in sorted(filenames):
-            if fn.startswith("."):
-                continue
-            full = here / fn
-            lfn = full.relative_to(path).as_posix()
-            try:
-                validate_lfn(lfn)
-                st = full.stat()
-            except DatasetError as exc:
-                problems.append(Problem(name, str(full), exc.problem))
-                bad = True
-                continue
-            except OSError as exc:
-                problems.append(Problem(name, str(full), f"cannot read ({exc.strerror})"))
-                bad = True
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            files.append(DatasetFile(lfn, st.st_size, None, (str(full),)))
-    if bad:
-        problems.append(Problem(name, str(path), "dataset has refused files; not served"))
-        return None
-    if not files:
-        problems.append(Problem(name, str(path), "dataset has no files"))
-        return None
-    return Dataset(name, tuple(files), source=str(path))
-
+        # Refused files are problems of their own and the rest is served (unless require_whole):
+        # a dataset that lacks them is a partial replica, and the repository says so.
+        yield scan_directory(entry.path, exclude=exclude, allowed_roots=allowed_roots, require_whole=require_whole)

@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from torrents.build import FileSum
-from torrents.dataset import Dataset
+from torrents.dataset import Dataset, Problem
 
-from btserver.catalog import Problem
 
 
 def wants_adler32(ds: Dataset) -> bool:

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from torrents.config import Bytes, Seconds, default_state_dir, load_section
 from torrents.errors import ConfigError
+from torrents.hostport import check_hostport
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,12 @@ class ServerConfig:
     roots: tuple[str, ...] = ()  # each subdirectory of a root is a dataset
     storage_roots: tuple[str, ...] = ()  # where manifest PFNs may point (roots always may)
     manifests: tuple[str, ...] = ()
+    # Left out of every directory dataset (fnmatch on the LFN or any of its components). Hidden
+    # files are data like any other; only bt-get's own state (a T3 sharing what it fetched) is not.
+    exclude: tuple[str, ...] = (".bt-get",)
+    # Serve a directory dataset only when every entry can be served (else the rest is served, and the
+    # repository lists this site's replica as partial).
+    require_whole: bool = False
     tracker: str = "http://127.0.0.1:6969"
     # Every tracker of the federation (they share one store): heartbeats go
     # to each, and the .torrents list each in announce-list (BEP 12, one
@@ -44,6 +51,8 @@ class ServerConfig:
         return tuple(self.trackers) or ((self.tracker,) if self.tracker else ())
 
     def __post_init__(self) -> None:
+        for key in ("listen", "peer_listen"):
+            check_hostport(self, key)
         for key in ("max_seeds",):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")

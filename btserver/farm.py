@@ -1,5 +1,8 @@
 """Symlink farms on disk: <state>/farm/<dataset>/<LFN> → the chosen PFN.
 
+A link the dataset itself carries (BEP 47) is in the farm as that link,
+relative, pointing at the farm's own entry for its target.
+
 A farm is built aside (`.<dataset>.new`) and moved into place by rename,
 so libtorrent never sees a half-built directory. An unchanged farm is left
 alone: rebuilding it under a running seed would only churn the disk.
@@ -39,7 +42,8 @@ def current_links(path: Path) -> dict[str, str]:
     """LFN → link target of an existing farm (anything else in it counts as a difference)."""
     out: dict[str, str] = {}
     for dirpath, dirnames, filenames in os.walk(path):
-        for fn in filenames:
+        # a link to a directory (one the dataset carries) is listed with the directories, never followed
+        for fn in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
             full = os.path.join(dirpath, fn)
             lfn = os.path.relpath(full, path).replace(os.sep, "/")
             try:
@@ -54,7 +58,7 @@ def apply(layout: DatasetLayout, farm_root: str | os.PathLike) -> tuple[Path, bo
     root = Path(farm_root)
     root.mkdir(parents=True, exist_ok=True)
     final = farm_path(root, layout.name)
-    wanted = {link.lfn: link.target for link in layout.links}
+    wanted = {link.lfn: link.text for link in layout.links}
     if final.is_dir() and not final.is_symlink() and current_links(final) == wanted:
         return final, False
     new = root / f".{layout.name}.new"
@@ -69,7 +73,7 @@ def apply(layout: DatasetLayout, farm_root: str | os.PathLike) -> tuple[Path, bo
         if parent not in made:
             parent.mkdir(parents=True, exist_ok=True)
             made.add(parent)
-        os.symlink(link.target, dest)
+        os.symlink(link.text, dest)
     # Two renames: a directory cannot be atomically replaced by another
     # non-empty one with os.rename; the gap is microseconds and only a
     # changed dataset (a new info-hash, hence a new seed) ever crosses it.

@@ -18,16 +18,17 @@ from typing import Callable
 
 from torrents import metainfo
 from torrents.build import FileSum
-from torrents.dataset import Dataset
+from torrents.dataset import Dataset, Problem
 from torrents.errors import BtswarmError
 
 from btserver import catalog, checksums, farm, layout
 from btserver.builder import BuildParams
-from btserver.catalog import Problem
 from btserver.config import ServerConfig
 from btserver.metacache import MetaCache
 
 log = logging.getLogger("btswarm.server.inventory")
+
+MAX_LEFT_OUT = 1000  # entries of a record's left_out list (its count says how many there were)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Prepared:
     meta: metainfo.Metainfo
     built: bool
     sums: dict[str, FileSum] = field(default_factory=dict)  # LFN → what the replica held when hashed
+    left_out: tuple[tuple[str, str], ...] = ()  # (path, why): excluded on purpose, or refused
 
     @property
     def name(self) -> str:
@@ -52,6 +54,9 @@ class Prepared:
             have = self.sums.get(f["lfn"])
             if have is not None:
                 f["xxh3"] = have.xxh3
+        if self.left_out:
+            doc["left_out"] = [{"path": p, "why": why} for p, why in self.left_out[:MAX_LEFT_OUT]]
+            doc["left_out_count"] = len(self.left_out)
         return doc
 
 
@@ -60,6 +65,7 @@ class Report:
     prepared: list[Prepared] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     gone: list[Prepared] = field(default_factory=list)  # ready before this scan, absent from it
+    excluded: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # dataset → (LFN, why)
 
 
 def build_params(config: ServerConfig) -> BuildParams:
@@ -76,9 +82,9 @@ class Inventory:
         self.cache = cache or MetaCache(self.state / "torrents")
         self.params = build_params(config)
         self._lock = threading.Lock()
-        self._by_hash: dict[str, Prepared] = {}
         self._by_name: dict[str, Prepared] = {}
         self.problems: list[Problem] = []
+        self.excluded: dict[str, tuple[tuple[str, str], ...]] = {}
         self.done = threading.Event()
 
     def allowed_roots(self) -> list[str]:
@@ -88,8 +94,10 @@ class Inventory:
                 stop: threading.Event | None = None) -> Report:
         """Scan and prepare every dataset; `on_ready(new, replaced)` for each one that is ready."""
         report = Report()
-        cat = catalog.scan(self.config.roots, self.config.manifests)
+        cat = catalog.scan(self.config.roots, self.config.manifests, exclude=self.config.exclude,
+                           allowed_roots=self.allowed_roots(), require_whole=self.config.require_whole)
         report.problems.extend(cat.problems)
+        report.excluded = cat.excluded
         layouts = layout.plan(cat.datasets, self.allowed_roots(), farm.probe)
         for lay in layouts:
             report.problems.extend(lay.problems)
@@ -101,8 +109,10 @@ class Inventory:
                 break
             if not lay.ok:
                 continue
+            left_out = cat.excluded.get(lay.name, ()) + tuple(
+                (p.subject, p.problem) for p in report.problems if p.dataset == lay.name)
             try:
-                prepared = self._prepare_one(lay)
+                prepared = self._prepare_one(lay, left_out)
             except (BtswarmError, OSError) as exc:
                 prepared = [Problem(lay.name, getattr(exc, "subject", lay.name),
                                     getattr(exc, "problem", None) or str(exc))]
@@ -113,10 +123,7 @@ class Inventory:
                 continue
             with self._lock:
                 replaced = self._by_name.get(prepared.name)
-                if replaced is not None:
-                    self._by_hash.pop(replaced.info_hash, None)
                 self._by_name[prepared.name] = prepared
-                self._by_hash[prepared.info_hash] = prepared
             report.prepared.append(prepared)
             if on_ready is not None:
                 on_ready(prepared, replaced if replaced is not None and replaced.info_hash != prepared.info_hash
@@ -125,28 +132,25 @@ class Inventory:
             keep = {p.name for p in report.prepared}
             with self._lock:
                 for name in [n for n in self._by_name if n not in keep]:
-                    old = self._by_name.pop(name)
-                    self._by_hash.pop(old.info_hash, None)
-                    report.gone.append(old)
+                    report.gone.append(self._by_name.pop(name))
         self.problems = report.problems
+        self.excluded = report.excluded
         self.done.set()
         return report
 
-    def _prepare_one(self, lay: layout.DatasetLayout) -> Prepared | list[Problem]:
+    def _prepare_one(self, lay: layout.DatasetLayout, left_out: tuple[tuple[str, str], ...] = ()
+                     ) -> Prepared | list[Problem]:
         """The prepared dataset, or the problems that keep it from being published."""
         farm_dir, _ = farm.apply(lay, self.farm_root)
-        entries = [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links]
+        entries = [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links if not link.symlink]
+        links = {link.lfn: link.target for link in lay.links if link.symlink}
         params = dataclasses.replace(self.params, adler32=checksums.wants_adler32(lay.dataset))
-        cached = self.cache.ensure(lay.name, entries, params)
+        cached = self.cache.ensure(lay.name, entries, params, links)
         bad = checksums.mismatches(lay.dataset, cached.sums)
         if bad:
             return bad
         return Prepared(lay.dataset, cached.info_hash, cached.torrent_path, farm_dir, cached.meta, cached.built,
-                        cached.sums)
-
-    def by_hash(self, info_hash: str) -> Prepared | None:
-        with self._lock:
-            return self._by_hash.get(info_hash)
+                        cached.sums, left_out)
 
     def by_name(self, name: str) -> Prepared | None:
         with self._lock:

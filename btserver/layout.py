@@ -15,9 +15,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from torrents.dataset import Dataset
+from torrents.dataset import Dataset, Problem
 
-from btserver.catalog import Problem
 
 
 @dataclass(frozen=True)
@@ -35,8 +34,16 @@ Probe = Callable[[str], Target | None]
 @dataclass(frozen=True)
 class Link:
     lfn: str
-    target: str  # the resolved real path that was checked
+    target: str  # the resolved real path that was checked; for a symlink of the dataset, its target LFN
     size: int
+    symlink: bool = False  # a link the dataset carries (BEP 47), to `target` inside the dataset
+
+    @property
+    def text(self) -> str:
+        """What the farm's link holds: the real path, or the dataset's link relative to its directory."""
+        if not self.symlink:
+            return self.target
+        return posixpath.relpath(self.target, posixpath.dirname(self.lfn) or ".")
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,9 @@ def plan_dataset(ds: Dataset, allowed_roots: Sequence[str] | None, probe: Probe)
     missing = 0
     for f in ds.files:
         where = f"{ds.name}/{f.lfn}"
+        if f.symlink is not None:
+            links.append(Link(f.lfn, f.symlink, 0, symlink=True))
+            continue
         reasons: list[str] = []
         chosen: Link | None = None
         for pfn in f.pfns:

@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from torrents import metainfo
 from torrents.build import FileSum
@@ -46,16 +46,18 @@ class MetaCache:
     def paths(self, name: str) -> tuple[Path, Path]:
         return self.directory / f"{name}.torrent", self.directory / f"{name}.json"
 
-    def ensure(self, name: str, entries: Sequence[tuple[str, str]], params: BuildParams) -> Cached:
-        """The .torrent for (LFN, farm path) entries: reused if the fingerprint matches, else built."""
+    def ensure(self, name: str, entries: Sequence[tuple[str, str]], params: BuildParams,
+               links: Mapping[str, str] | None = None) -> Cached:
+        """The .torrent for (LFN, farm path) entries and the dataset's links (LFN → target LFN):
+        reused if the fingerprint matches, else built."""
         self.directory.mkdir(parents=True, exist_ok=True)
         torrent_path, json_path = self.paths(name)
-        fp = fingerprint(entries, extra=params.key())
+        fp = fingerprint(entries, extra=params.key(), links=links or {})
         reused = self._load(name, fp, params)
         if reused is not None:
             return reused
         started = time.monotonic()
-        built = make(name, entries, params)
+        built = make(name, entries, params, links)
         meta = built.meta
         _write_atomic(torrent_path, built.torrent)
         record = {"name": name, "info_hash": meta.info_hash, "fingerprint": fp, "params": params.key(),

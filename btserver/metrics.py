@@ -17,6 +17,8 @@ class Metrics:
                                        registry=r)
         self.hash_failures = Counter("btserver_hash_failures", "Pieces that failed their SHA1 check when sent",
                                      registry=r)
+        self.read_errors = Counter("btserver_read_errors", "Files of a seeded replica that could not be read",
+                                   registry=r)
         self.seed_requests = Counter("btserver_seed_requests", "POST /api/seeds answers", ["result"], registry=r)
         self.publishes = Counter("btserver_publish_attempts", "PUTs to the repository", ["result"], registry=r)
         self.heartbeats = Counter("btserver_heartbeats", "Heartbeats to the tracker", ["result"], registry=r)

@@ -21,8 +21,9 @@ from typing import Callable
 
 import libtorrent as lt
 
-from torrents.servicekit import ltsession
+from torrents import metainfo
 from torrents.errors import BtswarmError, NotFound
+from torrents.servicekit import ltsession
 
 from btserver import policy
 from btserver.metrics import Metrics
@@ -52,6 +53,7 @@ class Seedable:
     name: str
     torrent: bytes
     save_path: str  # the directory holding <name>/<LFN> (the farm root)
+    meta: metainfo.Metainfo | None = None  # parsed already (the names libtorrent must keep); else parsed here
 
 
 @dataclass
@@ -79,13 +81,14 @@ class Seed:
 class _Entry:
     seedable: Seedable
     info: object  # lt.torrent_info, parsed once
+    own_names: dict[int, str]  # case twins, given back their names
 
 
 @dataclass
 class Counters:
     hash_failures: int = 0
+    read_errors: int = 0
     uploaded_total: int = 0
-    by_dataset: dict[str, int] = field(default_factory=dict)
 
 
 class Seeder:
@@ -166,8 +169,9 @@ class Seeder:
     def register(self, seedable: Seedable) -> None:
         """Make a dataset seedable; parsing the torrent here keeps starts fast."""
         info = lt.torrent_info(lt.bdecode(seedable.torrent))
+        meta = seedable.meta or metainfo.parse(seedable.torrent, subject=seedable.name)
         with self._lock:
-            self._entries[seedable.info_hash] = _Entry(seedable, info)
+            self._entries[seedable.info_hash] = _Entry(seedable, info, metainfo.own_names(meta))
             self.damaged.pop(seedable.info_hash, None)
 
     def unregister(self, info_hash: str) -> None:
@@ -180,9 +184,10 @@ class Seeder:
         with self._lock:
             return sorted(self._entries)
 
-    def knows(self, info_hash: str) -> bool:
+    def problems(self) -> list[str]:
+        """Why replicas are not seeded (damaged ones), read under the lock."""
         with self._lock:
-            return info_hash in self._entries
+            return sorted(self.damaged.values())
 
     # -- seeds --------------------------------------------------------------
     def start(self, info_hash: str) -> Seed:
@@ -202,23 +207,21 @@ class Seeder:
                 if victim is None:
                     raise AtCapacity(self.max_seeds)
                 self._remove(victim, "evicted for a new seed (least recently active)")
-            atp = lt.add_torrent_params()
-            atp.ti = entry.info
-            atp.save_path = entry.seedable.save_path
+            atp = ltsession.torrent_params(entry.info, entry.seedable.save_path, entry.own_names)
             # Not auto-managed and not paused: the queue must never hold a seed back.
             # Upload mode: a site never downloads, so a replica that fails its
             # check is never "repaired" by writing peers' bytes into storage.
-            atp.flags = lt.torrent_flags.seed_mode | lt.torrent_flags.update_subscribe | lt.torrent_flags.upload_mode
+            # No file check at start: the scan has just seen every file, a seed
+            # mode check stats each one again (0.2 s for 10,000 files) and counts
+            # the dataset's links as files of the wrong size; a file that went
+            # missing since is a read error on its first piece (see _handle).
+            atp.flags = (lt.torrent_flags.seed_mode | lt.torrent_flags.update_subscribe | lt.torrent_flags.upload_mode
+                         | lt.torrent_flags.no_verify_files)
             if self.upload_slots:
                 # Spare the site: it serves `upload_slots` peers of a swarm at a
                 # time (at full speed), the other T3s take the pieces from them.
-                # Measured (scripts/bench_egress.py --quick, 137 MB, 2 sites,
-                # median of 3; site bytes uploaded / dataset, time to all done):
-                # no limit (every loopback client unchoked) 1 / 2 / 8 clients
-                # 1.00x 0.61 s / 1.77x 0.80 s / 4.63x 3.16 s; 1 slot 1.00x 0.51 s
-                # / 1.00x 0.83 s / 1.04x 3.23 s. 2 slots: 2.00x at 8 clients;
-                # super-seeding 1.2-1.4x but 62-184 s for 2 clients; upload caps
-                # scaled by leechers 2.8x in 4.7 s. set_max_uploads refuses
+                # The figures (egress by client count, the alternatives tried)
+                # are in docs/benchmarks.md, "egress". set_max_uploads refuses
                 # fewer than 2; this field does not.
                 atp.max_uploads = self.upload_slots
             handle = self._ses.add_torrent(atp)
@@ -305,7 +308,6 @@ class Seeder:
                         seed.last_active = now
                     if delta > 0:
                         self.counters.uploaded_total += delta
-                        self.counters.by_dataset[seed.name] = self.counters.by_dataset.get(seed.name, 0) + delta
                         if self.metrics:
                             self.metrics.uploaded.labels(dataset=seed.name).inc(delta)
         elif isinstance(alert, lt.torrent_checked_alert):
@@ -323,23 +325,40 @@ class Seeder:
             self.counters.hash_failures += 1
             if self.metrics:
                 self.metrics.hash_failures.inc()
-            ih = str(alert.handle.info_hashes().v1)
             log.warning("seed %s: piece %d failed its hash check (data on disk differs from the torrent)",
-                        ih, alert.piece_index)
+                        alert.handle.info_hashes().v1, alert.piece_index)
             # Seed mode hashes a piece before its first send, so the bad bytes
-            # never left; but the replica is damaged: stop seeding it (else
-            # libtorrent re-checks it and, no longer a seed, keeps peers such
-            # as other sites connected for ever) until a rescan or restart.
-            with self._lock:
-                entry = self._entries.pop(ih, None)
-                if entry is not None:
-                    self.damaged[ih] = (f"{entry.seedable.name}: piece {alert.piece_index} of the replica differs "
-                                        "from the torrent; not seeded until a rescan (SIGHUP) or a restart")
-                if ih in self._seeds:
-                    self._remove(ih, "replica failed its hash check")
-            self.on_change()
-        elif isinstance(alert, (lt.listen_failed_alert, lt.file_error_alert, lt.torrent_error_alert)):
+            # never left; but the replica is damaged.
+            self._damaged(alert.handle, f"piece {alert.piece_index} of the replica differs from the torrent",
+                          "replica failed its hash check")
+        elif isinstance(alert, lt.file_error_alert):
+            # A file the scan saw cannot be read now (gone, permissions, an I/O
+            # error): its pieces cannot be sent, and a peer waiting for them
+            # would wait for ever. Stop offering the dataset, so the tracker
+            # asks another site, and say which file.
+            self.counters.read_errors += 1
+            if self.metrics:
+                self.metrics.read_errors.inc()
+            name = _filename(alert)
+            log.warning("seed %s: %s", alert.handle.info_hashes().v1, alert.message())
+            self._damaged(alert.handle, f"cannot read {name or 'a file'} ({alert.error.message()})",
+                          "a file of the replica cannot be read")
+        elif isinstance(alert, (lt.listen_failed_alert, lt.torrent_error_alert)):
             log.warning("libtorrent: %s", alert.message())
+
+    def _damaged(self, handle: object, problem: str, why: str) -> None:
+        """Stop seeding a replica that cannot be served as it is (else libtorrent re-checks it and,
+        no longer a seed, keeps peers such as other sites connected for ever), until a rescan or
+        restart; the heartbeat that follows tells the tracker this site no longer holds it."""
+        ih = str(handle.info_hashes().v1)  # type: ignore[attr-defined]
+        with self._lock:
+            entry = self._entries.pop(ih, None)
+            if entry is not None:
+                self.damaged[ih] = (f"{entry.seedable.name}: {problem}; not seeded until a rescan (SIGHUP) "
+                                    "or a restart")
+            if ih in self._seeds:
+                self._remove(ih, why)
+        self.on_change()
 
     def _reap(self) -> None:
         with self._lock:
@@ -348,3 +367,9 @@ class Seeder:
                 self._remove(ih, f"idle for {self.idle_ttl:g} s with no peer")
         if expired:
             self.on_change()
+
+
+def _filename(alert: object) -> str:
+    # A method in libtorrent 2.x bindings, an attribute in older ones.
+    name = getattr(alert, "filename", "")
+    return str(name() if callable(name) else name)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +9,13 @@ from pathlib import Path
 import click
 
 from btswarm import demo as demo_mod
+from btswarm import run as run_mod
+from btswarm import shaping
 from btswarm import up as up_mod
 from torrents import log as logsetup
+from torrents.cli import command_settings, run_main
 from torrents.errors import BtswarmError
+from torrents.exitstatus import ExitStatus
 from torrents.units import parse_duration, parse_size
 
 
@@ -20,13 +23,19 @@ def _say(message: str) -> None:
     click.echo(message, err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="btswarm")
-def main() -> None:
-    """btswarm: BitTorrent for Tier-3 sites. `btswarm up` runs a whole federation on this host."""
+@click.group(context_settings=command_settings)
+@click.version_option(package_name="btswarm", prog_name="btswarm")
+def cli() -> None:
+    """btswarm: BitTorrent for Tier-3 sites. `btswarm up` runs a whole federation on this host,
+    `btswarm run -- CMD` runs a client of it."""
 
 
-@main.command()
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point (the shared contract: torrents.cli)."""
+    return run_main(cli, "btswarm", argv)
+
+
+@cli.command()
 @click.option("--state", type=click.Path(path_type=Path), default=None,
               help="State directory (configs, logs, farms, catalog). Default: ~/.cache/btswarm/up")
 @click.option("--data", type=click.Path(path_type=Path, file_okay=False), multiple=True,
@@ -43,34 +52,56 @@ def main() -> None:
 @click.option("--ready-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write endpoints and dataset names as JSON here once everything is up and published.")
 @click.option("--timeout", default="5m", show_default=True, help="Give up if not up and published by then.")
+@click.option("--site-link", multiple=True, metavar="[SITE=]RATE",
+              help="Shape each site's uplink to RATE (100mbit, 1gbit); SITE=RATE for one site (site3=10mbit). "
+                   "Runs the federation in a private network namespace (root). Repeatable.")
+@click.option("--client-link", metavar="RATE", default=None,
+              help="Shape the uplink of each client address (127.0.0.101 and up; `btswarm run` hands them out).")
+@click.option("--client-addresses", type=click.IntRange(1, 150), default=32, show_default=True,
+              help="How many client addresses --client-link shapes.")
 @click.option("--redis", "redis", is_flag=True,
               help="Keep the tracker's state in a redis-server of its own (loopback, under --state).")
 @click.option("--redis-url", default="", help="Keep the tracker's state in this Redis instead (redis://HOST:PORT/DB).")
 @click.option("--trackers", type=click.IntRange(1, 8), default=1, show_default=True,
               help="Tracker processes on their own ports, sharing the Redis; the .torrents list every one.")
 @click.option("-v", "--verbose", count=True)
-def up(state, data, sites, base_port, sample_files, sample_size, idle_ttl, heartbeat, ready_file, timeout, redis,
-       redis_url, trackers, verbose):
+def up(**params):
     """Run tracker, repository and SITES storage sites on loopback until Ctrl-C."""
-    logsetup.setup(verbose, "btswarm")
+    logsetup.setup(params["verbose"], "btswarm")
     try:
-        opts = up_mod.UpOptions(
-            state=(state or up_mod.default_state_dir()).resolve(), data=data[0] if len(data) == 1 else None,
-            site_data=tuple(data) if len(data) > 1 else (), sites=sites, base_port=base_port,
-            sample_files=sample_files, sample_size=parse_size(sample_size), idle_ttl=parse_duration(idle_ttl),
-            heartbeat_interval=parse_duration(heartbeat), ready_file=ready_file.resolve() if ready_file else None,
-            timeout=parse_duration(timeout), redis=redis or bool(redis_url), redis_url=redis_url, trackers=trackers)
-        code = asyncio.run(up_mod.run_up(opts, report=_say))
+        return up_mod.run(_up_options(params), report=_say)
     except up_mod.Interrupted:
         _say("btswarm: interrupted; federation stopped")
-        code = 130
-    except BtswarmError as exc:
-        _say(f"btswarm: error: {exc}")
-        code = 1
-    sys.exit(code)
+        return int(ExitStatus.INTERRUPTED)
 
 
-@main.command()
+def _up_options(p: dict) -> up_mod.UpOptions:
+    """The command line of `btswarm up` as UpOptions (a new option: one decorator above, one line here)."""
+    data = p["data"]
+    return up_mod.UpOptions(
+        state=(p["state"] or up_mod.default_state_dir()).resolve(),
+        data=data[0] if len(data) == 1 else None, site_data=tuple(data) if len(data) > 1 else (),
+        sites=p["sites"], base_port=p["base_port"],
+        sample_files=p["sample_files"], sample_size=parse_size(p["sample_size"]),
+        idle_ttl=parse_duration(p["idle_ttl"]), heartbeat_interval=parse_duration(p["heartbeat"]),
+        ready_file=p["ready_file"].resolve() if p["ready_file"] else None, timeout=parse_duration(p["timeout"]),
+        links=shaping.LinkOptions.parse(p["site_link"], p["client_link"], p["client_addresses"]),
+        redis=p["redis"] or bool(p["redis_url"]), redis_url=p["redis_url"], trackers=p["trackers"])
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--state", type=click.Path(path_type=Path), default=None,
+              help="The state directory of the `btswarm up` to use. Default: ~/.cache/btswarm/up")
+@click.option("--address", metavar="IP", default=None,
+              help="Client address to use (default: the next shaped client address in turn).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(state, address, command):
+    """Run COMMAND as a client of the running federation: inside its network namespace (shaped links),
+    with BTSWARM_GET_REPO and BTSWARM_GET_LISTEN set. Example: btswarm run -- bt-get NAME -o /tmp/x"""
+    run_mod.exec_client((state or up_mod.default_state_dir()).resolve(), command, address)
+
+
+@cli.command()
 @click.option("--state", type=click.Path(path_type=Path), default=None, help="Default: ~/.cache/btswarm/demo")
 @click.option("-o", "--output", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Where bt-get writes the dataset. Default: STATE/downloads")
@@ -81,21 +112,14 @@ def up(state, data, sites, base_port, sample_files, sample_size, idle_ttl, heart
 def demo(state, output, sites, sample_size, workers, keep):
     """A federation, a real bt-get of the sample dataset with progress, verified against the source."""
     state = (state or up_mod.default_state_dir().with_name("demo")).resolve()
-    try:
-        code = demo_mod.run_demo(state, (output or state / "downloads").resolve(), sites=sites, keep=keep,
-                                 report=_say, sample_size=parse_size(sample_size), workers=workers)
-    except BtswarmError as exc:
-        _say(f"btswarm: error: {exc}")
-        code = 1
-    except KeyboardInterrupt:
-        code = 130
-    sys.exit(code)
+    return demo_mod.run_demo(state, (output or state / "downloads").resolve(), sites=sites, keep=keep,
+                             report=_say, sample_size=parse_size(sample_size), workers=workers)
 
 
-BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "scale"]
+BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "scale"]
 
 
-@main.command()
+@cli.command()
 @click.option("--quick", is_flag=True, help="Smaller datasets and fewer runs: the whole suite in under 10 minutes.")
 @click.option("--only", multiple=True, type=click.Choice(BENCHES), help="Run only these benchmarks.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("bench-results"),
@@ -104,8 +128,7 @@ def bench(quick, only, out):
     """Run the benchmarks (scripts/bench_*.py) against their baselines; JSON and plots in OUT."""
     scripts = Path(__file__).resolve().parent.parent / "scripts"
     if not scripts.is_dir():
-        _say("btswarm: error: bench: runs from a source checkout (scripts/ not found)")
-        sys.exit(1)
+        raise BtswarmError("bench", "runs from a source checkout (scripts/ not found)")
     failed = []
     for name in only or BENCHES:
         script = scripts / f"bench_{name}.py"
@@ -121,5 +144,4 @@ def bench(quick, only, out):
     if plot.exists():
         subprocess.call([sys.executable, str(plot), "--out", str(out)])
     if failed:
-        _say(f"btswarm: bench: failed: {', '.join(failed)}")
-        sys.exit(1)
+        raise BtswarmError("bench", f"failed: {', '.join(failed)}")

@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from btswarm import netns, shaping
+from torrents import urls
 from torrents.errors import BtswarmError
 
 T = TypeVar("T")
@@ -177,11 +179,42 @@ class Federation:
         names = {s["name"] for s in self.sites}
         return {label: pid for label, pid in self.pids().items() if label in names}
 
+    # -- shaped links (btswarm up --site-link/--client-link) ------------------------------------
+    @property
+    def netns(self) -> str | None:
+        """The private network namespace the federation runs in, or None (unshaped, on the host)."""
+        return self.ready.get("netns")
+
+    @property
+    def links(self) -> list[dict[str, Any]]:
+        return self.ready.get("links", [])
+
+    def link_rate(self, address: str) -> int | None:
+        """The uplink rate (bit/s) of `address`, None when unshaped."""
+        return next((link["rate"] for link in self.links if link["address"] == address), None)
+
+    def inside(self) -> contextlib.AbstractContextManager[None]:
+        """The calling thread in the federation's namespace for a `with` block (no-op when unshaped).
+
+        Its addresses exist only there: HTTP calls and processes started in
+        the block (bt-get, curl, nginx) reach the federation, and what those
+        processes send is shaped by their source address.
+        """
+        return netns.entered(self.netns)
+
+    def link_bytes(self) -> dict[str, int]:
+        """Bytes each shaped address has sent since the federation started (tc class counters)."""
+        if self.netns is None:
+            return {}
+        ids = shaping.link_class_ids([shaping.Link(x["address"], x["rate"], x["label"]) for x in self.links])
+        sent = shaping.class_bytes(netns.tc_stats(self.netns))
+        return {address: sent.get(cid, 0) for address, cid in ids.items()}
+
     def torrent(self, name: str) -> bytes:
-        return get_bytes(f"{self.repo}/datasets/{name}.torrent")
+        return get_bytes(f"{self.repo}{urls.dataset_torrent(name)}")
 
     def info_hash(self, name: str) -> str:
-        return get_json(f"{self.repo}/api/datasets/{name}")["info_hash"]
+        return get_json(f"{self.repo}{urls.dataset_api(name)}")["info_hash"]
 
 
 # --- starting and stopping -------------------------------------------------------------------------

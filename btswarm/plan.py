@@ -98,6 +98,21 @@ def site_name(index: int) -> str:
     return f"site{index + 1}"
 
 
+READY_COPY = "ready.json"  # STATE/ready.json: the ready document, also without --ready-file (btswarm run)
+
+# Clients (bt-get, curl, aria2c in tests and benchmarks, `btswarm run`) each on
+# their own address, so that a shaped federation can give each its own uplink.
+CLIENT_BASE = 101
+BASELINE_IP = "127.0.0.60"  # the benchmarks' nginx: shaped like a site when links are
+
+
+def client_ip(k: int) -> str:
+    """Client k (0-based) on 127.0.0.(101+k): sites use 127.0.0.2 and up, the services 127.0.0.1."""
+    if not 0 <= k < 255 - CLIENT_BASE:
+        raise ValueError(f"client index {k} out of range")
+    return f"127.0.0.{CLIENT_BASE + k}"
+
+
 def _toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -184,8 +199,12 @@ def services(fed: Federation, bin_dir: Path) -> list[Service]:
     return out
 
 
-def ready_document(fed: Federation, datasets: list[str]) -> dict:
+def ready_document(fed: Federation, datasets: list[str], *, netns: str | None = None,
+                   links: tuple = ()) -> dict:
+    """What `btswarm up --ready-file` writes; `netns` and `links` (shaping.Link) when links are shaped."""
     return {
+        "netns": netns,
+        "links": [link.as_dict() for link in links],
         "tracker": fed.announce_url,
         "tracker_url": fed.tracker_url,
         "trackers": [f"{u}/announce" for u in fed.tracker_urls],

@@ -18,9 +18,10 @@ from urllib.parse import quote
 
 import aiohttp
 
-from btswarm import plan, redisserver
+from btswarm import netns, plan, redisserver, shaping
 from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
+from torrents import urls
 from torrents.errors import BtswarmError
 
 log = logging.getLogger("btswarm.up")
@@ -39,9 +40,15 @@ class UpOptions:
     heartbeat_interval: float = 5.0
     ready_file: Path | None = None
     timeout: float = 300.0
+    links: shaping.LinkOptions = shaping.LinkOptions()  # shaped: the federation runs in a namespace of its own
     redis: bool = False  # the trackers keep their state in a Redis: our own, or redis_url
     redis_url: str = ""
     trackers: int = 1  # tracker processes on their own ports, sharing the Redis
+
+    def link_plan(self) -> tuple[shaping.Link, ...]:
+        sites = [(plan.site_name(i), plan.site_ip(i)) for i in range(self.sites)]
+        clients = [plan.client_ip(k) for k in range(self.links.client_addresses)]
+        return shaping.plan(self.links, sites, clients, plan.BASELINE_IP)
 
 
 def default_state_dir() -> Path:
@@ -158,6 +165,9 @@ def readiness(names: list[str], site_status: dict[str, dict], records: dict[str,
         if not status.get("ready"):
             waiting.append(f"{site}: still preparing datasets")
             continue
+        if status.get("error"):
+            failures.append(f"{site}: {status['error']}")
+            continue
         if site not in up:
             waiting.append(f"{site}: no heartbeat at the tracker yet")
         hashes = {d.get("name"): d.get("info_hash") for d in status.get("datasets", [])}
@@ -203,7 +213,7 @@ async def wait_published(fed: plan.Federation, names: list[str], timeout: float,
         while True:
             try:
                 status = {s.name: await get(http, f"{s.control_url}/api/status") for s in fed.sites}
-                records = {n: await get(http, f"{fed.repo_url}/api/datasets/{quote(n, safe='')}") for n in names}
+                records = {n: await get(http, f"{fed.repo_url}{urls.dataset_api(n)}") for n in names}
                 state = readiness(names, status, records, await get(http, f"{fed.tracker_url}/api/sites"),
                                   fed.announce_url)
                 for warning in state.warnings:
@@ -221,8 +231,67 @@ async def wait_published(fed: plan.Federation, names: list[str], timeout: float,
             await asyncio.sleep(0.2)
 
 
+NETNS_FILE = "netns.json"  # STATE/netns.json: the namespace of a shaped run and the PID that owns it
+
+
+def run(opts: UpOptions, *, report: Callable[[str], None]) -> int:
+    """`btswarm up`: run_up, inside a private, shaped network namespace when links are asked for.
+
+    The namespace is made and entered before the event loop starts, so
+    that every thread and every process started afterwards is inside;
+    it is deleted when the federation has stopped, whatever the reason.
+    """
+    if not opts.links.shaped:
+        return asyncio.run(run_up(opts, report=report))
+    netns.require("--site-link")
+    links = opts.link_plan()
+    opts.state.mkdir(parents=True, exist_ok=True)
+    _remove_stale_netns(opts.state / NETNS_FILE, report)
+    name = netns.unique_name()
+    netns.create(name, shaping.tc_commands(links))
+    record = opts.state / NETNS_FILE
+    try:
+        record.write_text(json.dumps({"name": name, "pid": os.getpid()}))
+        netns.enter(name)
+        report(f"network namespace {name}: " + ", ".join(f"{link.label} {shaping.format_rate(link.rate)}"
+                                                         for link in _summary(links)))
+        return asyncio.run(run_up(opts, report=report, netns_name=name, links=links))
+    finally:
+        netns.delete(name)
+        record.unlink(missing_ok=True)
+
+
+def _summary(links: tuple[shaping.Link, ...]) -> list[shaping.Link]:
+    """The links to name at start-up: the sites and the baseline one by one, the clients once."""
+    clients = [link for link in links if link.label.startswith("client ")]
+    out = [link for link in links if not link.label.startswith("client ")]
+    if clients:
+        out.append(shaping.Link(clients[0].address, clients[0].rate,
+                                f"clients {clients[0].address}-{clients[-1].address.rsplit('.', 1)[1]}"))
+    return out
+
+
+def _remove_stale_netns(record: Path, report: Callable[[str], None]) -> None:
+    """A namespace left by a killed `btswarm up` on this state directory (its PID gone) is deleted."""
+    try:
+        old = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return
+    try:
+        os.kill(int(old["pid"]), 0)
+        raise BtswarmError(record.parent, f"a shaped btswarm up (PID {old['pid']}) is running on this state "
+                                          "directory")
+    except ProcessLookupError:
+        pass
+    if netns.exists(old["name"]):
+        report(f"deleting network namespace {old['name']} left by a btswarm up that was killed")
+        netns.delete(old["name"])
+    record.unlink(missing_ok=True)
+
+
 async def run_up(opts: UpOptions, *, report: Callable[[str], None], bin_dir: Path | None = None,
-                 stop: asyncio.Event | None = None) -> int:
+                 stop: asyncio.Event | None = None, netns_name: str | None = None,
+                 links: tuple[shaping.Link, ...] = ()) -> int:
     """Start everything, print how to use it, run until SIGINT/SIGTERM (or `stop`), then stop all."""
     bin_dir = bin_dir or Path(sys.executable).parent
     fed, names = await asyncio.get_running_loop().run_in_executor(None, prepare, opts, report)
@@ -235,16 +304,19 @@ async def run_up(opts: UpOptions, *, report: Callable[[str], None], bin_dir: Pat
             await _or_stop(sup.start(service), stop)
             report(f"started {service.label}: {service.health_url.rsplit('/', 1)[0]}")
         await _or_stop(wait_published(fed, names, opts.timeout, report), stop)
-        doc = plan.ready_document(fed, names)
-        if opts.ready_file:
-            tmp = opts.ready_file.with_name(opts.ready_file.name + ".tmp")
+        doc = plan.ready_document(fed, names, netns=netns_name, links=links)
+        ready_files = [opts.state / plan.READY_COPY] + ([opts.ready_file] if opts.ready_file else [])
+        for path in ready_files:
+            tmp = path.with_name(path.name + ".tmp")
             tmp.write_text(json.dumps(doc, indent=2))
-            os.replace(tmp, opts.ready_file)
-        report(banner(fed, names))
-        await sup.watch(stop.wait())
+            os.replace(tmp, path)
+        report(banner(fed, names, netns_name, links))
+        try:
+            await sup.watch(stop.wait())
+        finally:
+            for path in ready_files:
+                path.unlink(missing_ok=True)
         report("stopping the federation")
-    if opts.ready_file:
-        opts.ready_file.unlink(missing_ok=True)
     return 0
 
 
@@ -264,7 +336,8 @@ async def _or_stop(work, stop: asyncio.Event):
     raise Interrupted()
 
 
-def banner(fed: plan.Federation, names: list[str]) -> str:
+def banner(fed: plan.Federation, names: list[str], netns_name: str | None = None,
+           links: tuple[shaping.Link, ...] = ()) -> str:
     lines = [
         "btswarm federation is up:",
         f"  repository  {fed.repo_url}/",
@@ -273,5 +346,12 @@ def banner(fed: plan.Federation, names: list[str]) -> str:
     ]
     lines += [f"  {s.name:<10}  control {s.control_url}  peers {s.peer}" for s in fed.sites]
     lines += ["datasets:"] + [f"  {n}" for n in names]
-    lines += ["try:", f"  bt-get {names[0]} --repo {fed.repo_url} -o /tmp/btswarm-get", "Ctrl-C stops it."]
+    if netns_name is None:
+        lines += ["try:", f"  bt-get {names[0]} --repo {fed.repo_url} -o /tmp/btswarm-get", "Ctrl-C stops it."]
+        return "\n".join(lines)
+    lines += [f"links (uplinks, in network namespace {netns_name}):"]
+    lines += [f"  {link.label:<22}  {link.address:<15}  {shaping.format_rate(link.rate)}" for link in _summary(links)]
+    state = "" if fed.state == default_state_dir() else f" --state {fed.state}"
+    lines += ["try (each `btswarm run` is a client on the next shaped client address):",
+              f"  btswarm run{state} -- bt-get {names[0]} -o /tmp/btswarm-get", "Ctrl-C stops it."]
     return "\n".join(lines)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from btswarm import federation as fedlib
+from btswarm import plan
 from btswarm.federation import Federation, children, free_port, get_json  # noqa: F401  (for the scripts)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,21 +222,31 @@ def tree_cpu_seconds(pids: Sequence[int]) -> float:
 
 # --- the federation ------------------------------------------------------------------------------
 @contextlib.contextmanager
-def federation(work: Path, data: Path, *, sites: int, idle_ttl: str = "10m", heartbeat: str = "1s",
-               timeout: float = 600) -> Iterator[Federation]:
-    """`btswarm up --sites N --data DIR` through btswarm.federation.launch; stopped by its PID at the end."""
+def federation(work: Path, data: Path | Sequence[Path], *, sites: int, idle_ttl: str = "10m", heartbeat: str = "1s",
+               timeout: float = 600, args: Sequence[str] = (), env: dict[str, str] | None = None
+               ) -> Iterator[Federation]:
+    """`btswarm up --sites N --data DIR [ARGS]` through btswarm.federation.launch; stopped by its PID at the end.
+
+    With shaped links (`args` holding --site-link/--client-link) the benchmark
+    process is inside the federation's network namespace for the block: its
+    HTTP calls and every process it starts (clients, nginx) are on the
+    shaped loopback.
+    """
     work.mkdir(parents=True, exist_ok=True)
     log_path = work / "up.log"
     t = time.monotonic()
+    datas = [data] if isinstance(data, Path) else list(data)
     try:
-        proc, fed = fedlib.launch(work / "state", ["--data", str(data), "--sites", str(sites), "--idle-ttl", idle_ttl,
-                                                   "--heartbeat", heartbeat, "--timeout", f"{int(timeout)}s"],
-                                  ready_file=work / "ready.json", log_path=log_path, timeout=timeout)
+        proc, fed = fedlib.launch(work / "state", [*(a for d in datas for a in ("--data", str(d))), "--sites",
+                                                   str(sites), "--idle-ttl", idle_ttl, "--heartbeat", heartbeat,
+                                                   "--timeout", f"{int(timeout)}s", *args],
+                                  ready_file=work / "ready.json", log_path=log_path, timeout=timeout, env=env)
     except fedlib.LaunchError as e:
         raise SystemExit(str(e)) from None
-    log(f"federation up in {time.monotonic() - t:.1f} s ({sites} sites)")
+    log(f"federation up in {time.monotonic() - t:.1f} s ({sites} sites{', shaped' if fed.netns else ''})")
     try:
-        yield fed
+        with fed.inside():
+            yield fed
     finally:
         if fedlib.stop(proc, timeout=60) not in (0, None):
             log(f"btswarm up exited {proc.returncode}; see {log_path}")
@@ -277,11 +288,7 @@ def start_seeds(fed: Federation, info_hash: str) -> None:
 
 
 # --- clients ---------------------------------------------------------------------------------------
-def client_ip(k: int) -> str:
-    """Client k (0-based) on 127.0.0.(101+k): sites use 127.0.0.2 and up, the services 127.0.0.1."""
-    if not 0 <= k < 150:
-        raise ValueError(k)
-    return f"127.0.0.{101 + k}"
+client_ip = plan.client_ip  # client k (0-based) on 127.0.0.(101+k)
 
 
 def bt_get_cmd(fed: Federation, name: str, out: Path, ip: str, *extra: str) -> list[str]:
@@ -307,7 +314,7 @@ class Nginx:
 
 
 @contextlib.contextmanager
-def nginx(work: Path, root: Path, ip: str = "127.0.0.60", workers: int = 1) -> Iterator[Nginx]:
+def nginx(work: Path, root: Path, ip: str = plan.BASELINE_IP, workers: int = 1) -> Iterator[Nginx]:
     """nginx serving `root`, as a child process (daemon off) with its own config and prefix; stopped by PID."""
     prefix = fresh_dir(work / "nginx")
     (prefix / "logs").mkdir()

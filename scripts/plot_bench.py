@@ -3,7 +3,8 @@
     .venv/bin/python scripts/plot_bench.py [--out DIR] [--img DIR2]
 
 One PNG per benchmark found: egress.png (T2 egress and time against the
-number of clients), and a bar chart of each other benchmark against its
+number of clients), wan.png (fractions of the physical bound; N T3s against
+the Kumar-Ross bound and curl), and a bar chart of each other benchmark against its
 baseline or target (get, coldstart, smallfiles, build, tracker, seed_start),
 with the target drawn as a red dashed line; scale.png (tracker memory and
 latency against swarms and peers per swarm). Small (about 700x380
@@ -261,8 +262,60 @@ def plot_scale(doc: dict, out: Path) -> Path | None:
     return _save(fig, out, "scale", doc)
 
 
+def plot_wan(doc: dict, out: Path) -> Path:
+    """Left: each scenario's fraction of its bound, target marked. Right: N T3s at once against the bound and curl."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.0, 3.8), gridspec_kw={"width_ratios": [1.2, 1]})
+    bars: list[tuple[str, float, float]] = []  # label, fraction of bound, target
+    if "single" in doc:
+        bars.append(("1 T3 <- 3", doc["single"]["fraction"], 0.9))
+    sw = doc.get("swarm", {}).get("median", {})
+    for n, target in (("8", 0.8), ("16", 0.7)):
+        if n in sw:
+            bars.append((f"{n} T3s", sw[n]["fraction"], target))
+    if "batch" in doc:
+        bars.append(("4 shards", 1 / doc["batch"]["x_bound"], 1 / 1.2))
+    if "hetero" in doc:
+        bars.append(("R/10 site", doc["hetero"]["fraction"], 0.85))
+    for fault in ("sigstop", "fuse"):
+        if fault in doc.get("hung", {}).get("median", {}):
+            bars.append((f"hung {fault}", doc["hung"]["median"][fault]["fraction"], 0.7))
+    if "smallfiles" in doc:
+        bars.append(("small files", doc["smallfiles"]["fraction"], float("nan")))
+    labels = [b[0] for b in bars]
+    _bars(a1, labels, [b[1] for b in bars], [True] * len(bars), fmt="{:.2f}")
+    for i, (_, _, target) in enumerate(bars):
+        if target == target:
+            _target_line(a1, i, target, "target" if i == 0 else None)
+    a1.axhline(1.0, color="#666666", lw=0.8)
+    a1.set_ylabel("bound / measured time (median)")
+    a1.set_title("fraction of the physical bound", fontsize=10)
+    a1.tick_params(axis="x", labelrotation=35, labelsize=8)
+    a1.legend(fontsize=8, loc="lower left")
+    if sw:
+        ns = [int(n) for n in sw]
+        a2.plot(ns, [sw[str(n)]["seconds"] for n in ns], marker="o", color=OURS, label="bt-get, last done")
+        a2.plot(ns, [sw[str(n)]["bound_s"] for n in ns], ls="--", color=TARGET, label="Kumar-Ross bound")
+        a2.plot(ns, [sw[str(n)]["curl_s"] for n in ns], marker="s", color=BASE, label="N curls <- nginx (R)")
+        a2.set_yscale("log")
+        a2.set_xscale("log", base=2)
+        a2.set_xticks(ns, [str(n) for n in ns])
+        a2.set_xlabel("T3s at once")
+        a2.set_ylabel("seconds (median)")
+        ax3 = a2.twinx()
+        ax3.plot(ns, [sw[str(n)]["egress_x"] for n in ns], marker="^", color="#2ca02c", lw=0.8, label="T2 egress")
+        ax3.set_ylabel("T2 egress (x dataset)", color="#2ca02c", fontsize=8)
+        ax3.set_ylim(0, max(3.0, max(sw[str(n)]["egress_x"] for n in ns) * 1.2))
+        a2.legend(fontsize=7, loc="upper left")
+        a2.grid(alpha=0.3)
+        a2.set_title("N T3s at once", fontsize=10)
+    fig.suptitle(f"shaped links: R {doc['rate'] / 1e6:g} Mbit/s per site, C {doc['client_rate'] / 1e6:g} Mbit/s "
+                 f"per T3, {doc['dataset']['bytes'] / 1e6:.0f} MB", fontsize=10)
+    return _save(fig, out, "wan", doc)
+
+
 PLOTS = {"get": plot_get, "egress": plot_egress, "coldstart": plot_coldstart, "smallfiles": plot_smallfiles,
-         "build": plot_build, "tracker": plot_tracker, "seed_start": plot_seed_start, "scale": plot_scale}
+         "build": plot_build, "tracker": plot_tracker, "seed_start": plot_seed_start, "wan": plot_wan,
+         "scale": plot_scale}
 
 
 def main() -> int:

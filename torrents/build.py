@@ -32,7 +32,7 @@ import threading
 import zlib
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import xxhash
 
@@ -385,15 +385,17 @@ def build_torrent(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
 def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *, announce: str | None = None,
                   private: bool = True, piece_length: int | None = None, threads: int = 0,
                   progress: Progress | None = None, url_list: Sequence[str] = (),
-                  hybrid: bool = False, adler32: bool = False) -> Built:
+                  hybrid: bool = False, adler32: bool = False, links: Mapping[str, str] | None = None) -> Built:
     """Hash `entries` (LFN, path) in LFN order → the .torrent, its Metainfo and each file's sums.
 
     v1 by default, deterministic: the same files give the same info-hash on
     any host. `hybrid=True` makes a v1+v2 torrent with libtorrent (its own
     hashing thread; `threads` does not apply; the sums take a pass of their
     own); its v1 info-hash differs from the plain v1 one because v2 pads
-    every file to a piece boundary. `adler32=True` sums adler32 too.
+    every file to a piece boundary. `adler32=True` sums adler32 too. `links`
+    (LFN → target LFN inside the dataset) are carried as BEP 47 symlinks.
     """
+    links = dict(links or {})
     ordered = sorted(entries, key=lambda e: e[0])
     sized = []
     for lfn, path in ordered:
@@ -402,9 +404,12 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
         except OSError as exc:
             raise DatasetError(path, f"cannot read ({exc.strerror})") from None
     # The dataset model refuses unsafe or clashing names before any hashing.
-    dataset = Dataset(name, tuple(DatasetFile(lfn, size) for lfn, _, size in sized))
+    dataset = Dataset(name, tuple(DatasetFile(lfn, size) for lfn, _, size in sized)
+                      + tuple(DatasetFile(lfn, 0, symlink=target) for lfn, target in links.items()))
     if dataset.total_size == 0:
         raise DatasetError(name, "dataset has no data (every file is empty)")
+    if hybrid and links:
+        raise DatasetError(name, "no hybrid torrent for a dataset with links; build v1 only")
     plen = piece_length or metainfo.piece_length_for(dataset.total_size)
     pieces, sums = hash_files([(p, s) for _, p, s in sized], plen, threads=threads, progress=progress,
                               adler32=adler32)
@@ -412,7 +417,7 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
     if hybrid:
         data = _hybrid_torrent(name, sized, plen, private, progress, announce, url_list)
         return Built(data, metainfo.parse(data, subject=name), by_lfn)
-    info = metainfo.info_dict(name, [(lfn, s) for lfn, _, s in sized], plen, pieces, private)
+    info = metainfo.info_dict(name, [(lfn, s) for lfn, _, s in sized], plen, pieces, private, links)
     data = metainfo.dump(info, announce, url_list)
     # Described from what was just built rather than re-parsed: on 20,000
     # files metainfo.parse costs as much as hashing them (0.3 s); finding
@@ -420,9 +425,12 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
     span = bencoding.dict_value_span(data, b"info")
     assert span is not None  # dump always writes an info dict
     info_bytes = data[span[0]:span[1]]
+    files = [metainfo.FileEntry(tuple(lfn.split("/")), s) for lfn, _, s in sized]
+    files += [metainfo.FileEntry(tuple(lfn.split("/")), 0, symlink=tuple(target.split("/")))
+              for lfn, target in links.items()]
     meta = metainfo.Metainfo(
         name=name,
-        files=tuple(metainfo.FileEntry(tuple(lfn.split("/")), s) for lfn, _, s in sized),
+        files=tuple(sorted(files, key=lambda f: f.lfn)),
         piece_length=plen,
         pieces=pieces,
         private=private,

@@ -20,14 +20,17 @@ namespace path last.
 from __future__ import annotations
 
 import csv
+import fnmatch
 import io
 import json
 import os
+import posixpath
 import re
+import stat
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from torrents.errors import DatasetError
 
@@ -89,9 +92,17 @@ class DatasetFile:
     size: int
     adler32: str | None = None
     pfns: tuple[str, ...] = ()
+    symlink: str | None = None  # a link inside the dataset: its target, relative to the dataset's root
 
     def __post_init__(self) -> None:
         validate_lfn(self.lfn)
+        if self.symlink is not None:
+            if not isinstance(self.symlink, str):
+                raise DatasetError(self.lfn, f"bad symlink target {self.symlink!r}")
+            with _context(self.lfn):
+                validate_lfn(self.symlink)
+            if self.size != 0 or self.pfns:
+                raise DatasetError(self.lfn, "a symlink has no bytes and no PFN")
         if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 0:
             raise DatasetError(self.lfn, f"bad size {self.size!r}")
         if not isinstance(self.pfns, (list, tuple)) or not all(isinstance(p, str) and p for p in self.pfns):
@@ -104,7 +115,10 @@ class DatasetFile:
 
     def record(self) -> dict:
         """The public part (no PFNs: they are the site's own business)."""
-        return {"lfn": self.lfn, "size": self.size, "adler32": self.adler32}
+        doc = {"lfn": self.lfn, "size": self.size, "adler32": self.adler32}
+        if self.symlink is not None:
+            doc["symlink"] = self.symlink
+        return doc
 
 
 @dataclass(frozen=True)
@@ -145,27 +159,177 @@ class Dataset:
         }
 
 
-def from_directory(path: str | os.PathLike, name: str | None = None) -> Dataset:
-    """A directory as a dataset: every regular file below it, symlinks followed."""
+@dataclass(frozen=True)
+class Problem:
+    """Something a scan refused or could not read; `dataset` is '' when it is not known."""
+
+    dataset: str
+    subject: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.problem}"
+
+
+@dataclass(frozen=True)
+class DirectoryScan:
+    """What a dataset directory holds: the dataset (None when nothing can be served), what was
+    refused (problems) and what was left out on purpose (excluded: path, why)."""
+
+    dataset: Dataset | None
+    problems: tuple[Problem, ...] = ()
+    excluded: tuple[tuple[str, str], ...] = ()
+
+
+def excluded_by(lfn: str, patterns: Iterable[str]) -> str | None:
+    """The first pattern matching the LFN or one of its components (fnmatch, case-sensitive), or None."""
+    parts = lfn.split("/")
+    for pattern in patterns:
+        if fnmatch.fnmatchcase(lfn, pattern) or any(fnmatch.fnmatchcase(p, pattern) for p in parts):
+            return pattern
+    return None
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def scan_directory(path: str | os.PathLike, name: str | None = None, *, exclude: Sequence[str] = (),
+                   allowed_roots: Sequence[str] | None = None, require_whole: bool = False) -> DirectoryScan:
+    """A directory as a dataset, every entry below it accounted for.
+
+    Regular files, hidden ones too, are the dataset's files (unless a pattern
+    of `exclude` matches the LFN or a component). A link whose target stays
+    inside the dataset is kept as a link (served as BEP 47 symlink). A link
+    to a regular file elsewhere inside `allowed_roots` (None: anywhere) is
+    served as that file: this is how sites point LFNs at pool replicas. Any
+    other link (leaving the roots, a directory link leaving the dataset,
+    dangling outside it), an unreadable entry, or something that is not a
+    file is a problem; the rest of the dataset is served, unless
+    `require_whole`. Empty directories cannot be carried by a torrent and
+    are listed as excluded.
+    """
     root = Path(path)
+    dataset_name = name or root.name
+    problems: list[Problem] = []
+    excluded: list[tuple[str, str]] = []
     if not root.is_dir():
-        raise DatasetError(root, "not a directory")
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for fn in sorted(filenames):
-            if fn.startswith("."):
+        return DirectoryScan(None, (Problem(dataset_name, str(root), "not a directory"),))
+    real_root = os.path.realpath(root)
+    roots = None if allowed_roots is None else [os.path.realpath(r) for r in allowed_roots]
+    files: list[DatasetFile] = []
+
+    def refuse(full: Path, problem: str) -> None:
+        problems.append(Problem(dataset_name, str(full), problem))
+
+    def walk_error(exc: OSError) -> None:
+        refuse(Path(exc.filename or root), f"cannot read ({exc.strerror})")
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=walk_error):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(root).as_posix()
+        entries = [(n, True) for n in dirnames] + [(n, False) for n in filenames]
+        keep_dirs = []
+        for entry, is_dir in sorted(entries):
+            full = here / entry
+            lfn = entry if rel_dir == "." else f"{rel_dir}/{entry}"
+            pattern = excluded_by(lfn, exclude)
+            if pattern is not None:
+                excluded.append((lfn, f"excluded by {pattern!r}"))
                 continue
-            full = Path(dirpath) / fn
             try:
-                st = full.stat()
-            except OSError as exc:
-                raise DatasetError(full, f"cannot read ({exc.strerror})") from None
-            if not full.is_file():
+                validate_lfn(lfn)
+                st = full.lstat()
+            except DatasetError as exc:
+                refuse(full, exc.problem)
                 continue
-            lfn = full.relative_to(root).as_posix()
-            files.append(DatasetFile(lfn, st.st_size, None, (str(full),)))
-    return Dataset(name or root.name, tuple(files), source=str(root))
+            except OSError as exc:
+                refuse(full, f"cannot read ({exc.strerror})")
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                found = _link(full, lfn, real_root, roots)
+                if isinstance(found, str):
+                    refuse(full, found)
+                else:
+                    files.append(found)
+            elif stat.S_ISDIR(st.st_mode):
+                if not any(os.scandir(full)):
+                    excluded.append((lfn, "empty directory (a torrent cannot carry one)"))
+                keep_dirs.append(entry)
+            elif stat.S_ISREG(st.st_mode):
+                if not os.access(full, os.R_OK):
+                    refuse(full, "cannot read (Permission denied)")
+                    continue
+                files.append(DatasetFile(lfn, st.st_size, None, (str(full),)))
+            else:
+                refuse(full, "not a regular file, a directory or a link; refused")
+        dirnames[:] = keep_dirs
+    files = _carried_links(files, problems, root, dataset_name)
+    if problems and require_whole:
+        problems.append(Problem(dataset_name, str(root), f"{len(problems)} entries refused and the dataset must "
+                                                         "be whole (require_whole); not served"))
+        return DirectoryScan(None, tuple(problems), tuple(excluded))
+    if not files:
+        problems.append(Problem(dataset_name, dataset_name, "dataset has no files"))
+        return DirectoryScan(None, tuple(problems), tuple(excluded))
+    try:
+        ds = Dataset(dataset_name, tuple(files), source=str(root))
+    except DatasetError as exc:
+        problems.append(Problem(dataset_name, exc.subject, exc.problem))
+        return DirectoryScan(None, tuple(problems), tuple(excluded))
+    return DirectoryScan(ds, tuple(problems), tuple(excluded))
+
+
+def _carried_links(files: list[DatasetFile], problems: list[Problem], root: Path, name: str) -> list[DatasetFile]:
+    """Keep the links whose target the dataset carries (a file, a link, or a directory holding some);
+    refuse the others: libtorrent turns a link to nothing into a link to itself."""
+    lfns = {f.lfn for f in files}
+    dirs = {"/".join(parts[:i]) for f in files if f.symlink is None for parts in [f.lfn.split("/")]
+            for i in range(1, len(parts))}
+    kept = []
+    for f in files:
+        if f.symlink is not None and f.symlink not in lfns and f.symlink not in dirs:
+            problems.append(Problem(name, str(root / f.lfn), f"link to {f.symlink}, which the dataset does not "
+                                                              "carry (missing, excluded or refused); refused"))
+            continue
+        kept.append(f)
+    return kept
+
+
+def _link(full: Path, lfn: str, real_root: str, roots: Sequence[str] | None) -> DatasetFile | str:
+    """A link as a dataset file (a link kept, or the file it points at), or why it is refused."""
+    text = os.readlink(full)
+    lexical = posixpath.normpath(posixpath.join(posixpath.dirname(lfn), text)) if not text.startswith("/") else None
+    resolved = os.path.realpath(full)
+    exists = os.path.exists(resolved)
+    if lexical is not None and not lexical.startswith("../") and lexical not in ("..", ".") and (
+            not exists or _inside(resolved, real_root)):
+        # Stays inside the dataset: a link it carries (its target, relative to the dataset's root).
+        return DatasetFile(lfn, 0, symlink=lexical)
+    if text.startswith("/") and exists and _inside(resolved, real_root) and resolved != real_root:
+        return DatasetFile(lfn, 0, symlink=os.path.relpath(resolved, real_root).replace(os.sep, "/"))
+    if not exists:
+        return f"link to {text} leads nowhere outside the dataset; refused"
+    if os.path.isdir(resolved):
+        return f"directory link to {resolved} leaves the dataset; not followed"
+    if roots is not None and not any(_inside(resolved, r) for r in roots):
+        return f"link to {resolved} leaves the storage roots; refused"
+    try:
+        st = os.stat(resolved)
+    except OSError as exc:
+        return f"cannot read ({exc.strerror})"
+    if not stat.S_ISREG(st.st_mode) or not os.access(resolved, os.R_OK):
+        return f"link to {resolved}: not a readable regular file; refused"
+    return DatasetFile(lfn, st.st_size, None, (str(full),))
+
+
+def from_directory(path: str | os.PathLike, name: str | None = None) -> Dataset:
+    """A directory as a dataset (see scan_directory); DatasetError at the first problem."""
+    scan = scan_directory(path, name)
+    if scan.problems or scan.dataset is None:
+        first = scan.problems[0]
+        raise DatasetError(first.subject, first.problem)
+    return scan.dataset
 
 
 def read_manifest(path: str | os.PathLike, dataset: str | None = None) -> list[Dataset]:

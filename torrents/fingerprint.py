@@ -10,19 +10,23 @@ copy gets a new inode; neither can be set back by the copying tool.
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import xxhash
 
 
-def fingerprint(entries: Iterable[tuple[str, str | os.PathLike]], extra: str = "") -> str:
-    """Fingerprint of (LFN, path) pairs; the path is resolved and stat'ed.
+def fingerprint(entries: Iterable[tuple[str, str | os.PathLike]], extra: str = "",
+                links: Mapping[str, str] | None = None) -> str:
+    """Fingerprint of (LFN, path) pairs, the path resolved and stat'ed, and of a dataset's links
+    (LFN → target LFN, as they are: no bytes of their own).
 
     `extra` folds in build parameters (piece length, private flag, format)
     so that a change of build options also counts as a change.
     """
     h = xxhash.xxh3_128()
     h.update(extra.encode() + b"\0\n")  # a separator: extra "ab" + LFN "c" must differ from "a" + "bc"
+    for lfn, target in sorted((links or {}).items()):
+        h.update(b"\0".join([b"link", lfn.encode(), target.encode()]) + b"\n")
     for lfn, path in sorted(entries, key=lambda e: e[0]):
         target = os.path.realpath(path)
         st = os.stat(target)

@@ -4,8 +4,10 @@ Building: `piece_length_for(total)` is a function of the total size alone,
 and `info_dict` lists files in LFN order with no creation date or creator,
 so two sites that hold the same files compute the same info-hash on their
 own. Reading: `parse` refuses anything unsafe to write to disk (absolute,
-`..`, empty or control-character path components, symlink attributes,
-duplicate paths) or absurd in size, with a `subject: problem` error.
+`..`, empty or control-character path components, symlinks whose target
+is not a safe path inside the torrent, duplicate paths) or absurd in size,
+with a `subject: problem` error. Symlinks (BEP 47 `attr` "l" with a
+`symlink path` relative to the torrent's root) carry no bytes.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 from urllib.parse import quote
 
 from torrents import bencoding
@@ -56,10 +58,16 @@ class FileEntry:
     path: tuple[str, ...]
     length: int
     pad: bool = False  # BEP 47 padding in hybrid torrents: never written
+    symlink: tuple[str, ...] | None = None  # BEP 47: the target, relative to the torrent's root
 
     @property
     def lfn(self) -> str:
         return "/".join(self.path)
+
+    @property
+    def target(self) -> str | None:
+        """A symlink's target as a path inside the dataset, else None."""
+        return "/".join(self.symlink) if self.symlink is not None else None
 
 
 @dataclass(frozen=True)
@@ -104,12 +112,38 @@ class Metainfo:
         return "magnet:?" + "&".join(parts)
 
 
+def case_twins(meta: "Metainfo") -> list[int]:
+    """Indices of the files whose path equals another's but for case (`xt_TCPMSS.c`, `xt_tcpmss.c`).
+
+    libtorrent renames such twins when it loads a torrent (`xt_tcpmss.1.c`), on a
+    seed as on a client, so the seed cannot read them and the client writes
+    them under other names; the caller gives them back their own names.
+    """
+    seen: dict[str, list[int]] = {}
+    for i, f in enumerate(meta.files):
+        if not f.pad:
+            seen.setdefault(f.lfn.casefold(), []).append(i)
+    return sorted(i for group in seen.values() if len(group) > 1 for i in group)
+
+
+def own_names(meta: "Metainfo") -> dict[int, str]:
+    """File index → its path as libtorrent spells paths (under the torrent's name), for the case twins."""
+    prefix = "" if meta.single_file else meta.name + "/"
+    return {i: prefix + meta.files[i].lfn for i in case_twins(meta)}
+
+
 def info_dict(name: str, files: Sequence[tuple[str, int]], piece_length: int, pieces: bytes,
-              private: bool = True) -> dict:
-    """The v1 info dict for `files` (LFN, size), sorted by LFN for determinism."""
-    ordered = sorted(files)
+              private: bool = True, links: Mapping[str, str] | None = None) -> dict:
+    """The v1 info dict for `files` (LFN, size) and `links` (LFN → target inside the dataset),
+    sorted by LFN for determinism. Links are BEP 47 symlinks: attr "l" only (an executable
+    bit, "x", is a site's local state and would split one dataset into two info-hashes)."""
+    entries: list[tuple[str, dict]] = [
+        (lfn, {b"length": size, b"path": [p.encode() for p in lfn.split("/")]}) for lfn, size in files]
+    entries += [(lfn, {b"attr": b"l", b"length": 0, b"path": [p.encode() for p in lfn.split("/")],
+                       b"symlink path": [p.encode() for p in target.split("/")]})
+                for lfn, target in (links or {}).items()]
     info: dict = {
-        b"files": [{b"length": size, b"path": [p.encode() for p in lfn.split("/")]} for lfn, size in ordered],
+        b"files": [entry for _, entry in sorted(entries, key=lambda e: e[0])],
         b"name": name.encode(),
         b"piece length": piece_length,
         b"pieces": pieces,
@@ -244,8 +278,7 @@ def _files(info: dict, name: str, subject: str, limits: ReadLimits) -> tuple[Fil
         attr = f.get(b"attr", b"")
         attr = attr if isinstance(attr, bytes) else b""
         pad = b"p" in attr
-        if b"l" in attr or b"symlink path" in f:
-            raise MetainfoError(subject, f"{'/'.join(path)}: symlinks are not allowed")
+        symlink = _symlink(f, attr, path, length, subject)
         if not pad:
             for part in path:
                 try:
@@ -256,11 +289,35 @@ def _files(info: dict, name: str, subject: str, limits: ReadLimits) -> tuple[Fil
                 raise MetainfoError(subject, f"duplicate path {'/'.join(path)!r}")
             seen.add(path)
             dirs.update(path[:k] for k in range(1, len(path)))
-        out.append(FileEntry(path, length, pad))
+        out.append(FileEntry(path, length, pad, symlink))
     clash = seen & dirs
     if clash:
         raise MetainfoError(subject, f"{'/'.join(min(clash))!r} is both a file and a directory")
     return tuple(out)
+
+
+def _symlink(f: dict, attr: bytes, path: tuple[str, ...], length: int, subject: str) -> tuple[str, ...] | None:
+    """A BEP 47 symlink's target, checked: a safe path inside the torrent, no bytes of its own."""
+    lfn = "/".join(path)
+    if b"l" not in attr:
+        if b"symlink path" in f:
+            raise MetainfoError(subject, f"{lfn}: a symlink path without the 'l' attribute")
+        return None
+    raw = f.get(b"symlink path")
+    if not isinstance(raw, list) or not raw:
+        raise MetainfoError(subject, f"{lfn}: a symlink with no symlink path")
+    target = tuple(_text(p, subject, f"{lfn}: symlink path") for p in raw)
+    for part in target:
+        try:
+            check_component(lfn, part)
+        except DatasetError as exc:
+            raise MetainfoError(subject, f"{lfn}: unsafe symlink target {'/'.join(target)!r} ({exc.problem})") \
+                from None
+    if target == path:
+        raise MetainfoError(subject, f"{lfn}: a symlink to itself")
+    if length != 0:
+        raise MetainfoError(subject, f"{lfn}: a symlink with {length} bytes")
+    return target
 
 
 def _is_int(value: object) -> bool:

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from torrents.config import Seconds, load_section
 from torrents.errors import ConfigError
+from torrents.hostport import check_hostport
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class TrackerConfig:
     processes: int = 1  # bt-tracker run --processes: several processes on one port (SO_REUSEPORT); needs redis
 
     def __post_init__(self) -> None:
+        check_hostport(self, "listen")
         for key in ("interval", "leechers_per_seed", "max_seeds_per_swarm", "default_numwant"):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")
@@ -50,9 +52,6 @@ class TrackerConfig:
             raise ConfigError("store", f"must be \"memory\" or \"redis\", got {self.store!r}")
         if not 1 <= self.processes <= 64:
             raise ConfigError("processes", f"must be 1-64, got {self.processes!r}")
-        if self.processes > 1 and self.store != "redis":
-            raise ConfigError("processes", f"{self.processes} processes need store = \"redis\" "
-                                           "(each process would keep swarms of its own)")
         if self.redis_timeout <= 0 or self.start_timeout <= 0:
             raise ConfigError("redis_timeout" if self.redis_timeout <= 0 else "start_timeout", "must be more than 0")
 

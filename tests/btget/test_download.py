@@ -12,7 +12,7 @@ from torrents import build
 
 pytestmark = pytest.mark.slow
 
-KEYS = {"dataset", "info_hash", "directory", "files", "bytes_total", "bytes_downloaded", "seconds", "rate",
+KEYS = {"dataset", "info_hash", "directory", "files", "bytes_total", "bytes_downloaded", "bytes_redundant", "seconds", "rate",
         "first_byte_at", "sources", "hash_failures", "workers", "exit_status", "exit_code"}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import dataclasses
 import os
 from pathlib import Path
 
@@ -54,13 +55,18 @@ def test_symlink_escaping_the_roots_is_refused_and_reported(tmp_path):
     os.symlink(outside / "elsewhere.ds", root / "linked.ds")
     cfg = ServerConfig(state=str(tmp_path / "state"), roots=(str(root),))
     report = Inventory(cfg).prepare()
-    assert [p.name for p in report.prepared] == ["good.ds"]
+    # the escaping link is refused, as a problem of its own; the rest of the dataset is served
+    assert [(p.name, [f.lfn for f in p.dataset.files]) for p in report.prepared] == [("bad.ds", ["f1"]),
+                                                                                   ("good.ds", ["f1"])]
     messages = [str(p) for p in report.problems]
-    assert (f"bad.ds/f2: {root}/bad.ds/f2 resolves to {secret}, outside the storage roots; refused"
-            in messages)
-    assert "bad.ds: 1 of 2 files have no usable replica; not served" in messages
+    assert f"{root}/bad.ds/f2: link to {secret} leaves the storage roots; refused" in messages
     assert f"{root}/linked.ds: dataset directory is a symlink; refused" in messages
-    assert sorted(os.listdir(tmp_path / "state" / "farm")) == ["good.ds"]
+    assert sorted(os.listdir(tmp_path / "state" / "farm")) == ["bad.ds", "good.ds"]
+    assert not (tmp_path / "state" / "farm" / "bad.ds" / "f2").exists()
+    # ...unless the site says its datasets must be whole
+    whole = Inventory(dataclasses.replace(cfg, require_whole=True)).prepare()
+    assert [p.name for p in whole.prepared] == ["good.ds"]
+    assert any("must be whole" in str(p) for p in whole.problems)
 
 
 def test_manifest_pfn_outside_the_storage_roots_is_refused(tmp_path):

@@ -160,14 +160,16 @@ def test_scan_refuses_links_outside_roots_and_unsafe_names(tmp_path):
                        roots=[str(root)], manifests=manifests, tracker="", repo="")
     result = subprocess.run([command("bt-server"), "scan", "--json", "--config", str(cfg)], capture_output=True,
                             text=True, timeout=60)
-    assert result.returncode == 3, result.stderr  # PROBLEMS
+    assert result.returncode == 8, result.stderr  # PROBLEMS
     doc = json.loads(result.stdout)
-    assert [d["name"] for d in doc["datasets"]] == ["good.dataset"]
+    # Each link leaving the roots is refused on its own; what is left of its dataset is served.
+    assert [d["name"] for d in doc["datasets"]] == ["dirlink.dataset", "good.dataset"]
     problems = "\n".join(doc["problems"])
     expected = [
-        "dirlink.dataset/sub: directory symlink inside a dataset; refused",
+        f"dirlink.dataset/sub: directory link to {outside / 'elsewhere'} leaves the dataset; not followed",
         "linked.dataset: dataset directory is a symlink; refused",
-        "filelink.dataset/b.root: " + f"{root}/filelink.dataset/b.root resolves to {secret_file}, outside the storage roots",
+        f"filelink.dataset/b.root: link to {secret_file} leaves the storage roots; refused",
+        "filelink.dataset: dataset has no files",
         f"manifest.outside/p.root: {secret_file} resolves to {secret_file}, outside the storage roots",
         "dataset name contains '/'",
         "'..'",
@@ -177,4 +179,5 @@ def test_scan_refuses_links_outside_roots_and_unsafe_names(tmp_path):
         assert text in problems, f"{text!r} not in:\n{problems}"
     # Nothing from outside made it into a farm.
     farm = tmp_path / "state" / "farm"
-    assert sorted(p.name for p in farm.iterdir()) == ["good.dataset"]
+    assert sorted(p.name for p in farm.iterdir()) == ["dirlink.dataset", "good.dataset"]
+    assert sorted(p.name for p in (farm / "dirlink.dataset").iterdir()) == ["a.root"]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from torrents.dataset import (Dataset, DatasetFile, from_directory, parse_manifest, read_manifest, validate_lfn,
-                              validate_name)
+from torrents.dataset import (Dataset, DatasetFile, from_directory, parse_manifest, read_manifest, scan_directory,
+                              validate_lfn, validate_name)
 from torrents.errors import DatasetError
 
 NAME = "data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051203"
@@ -158,20 +159,53 @@ def write(path, data: bytes = b"x") -> None:
     path.write_bytes(data)
 
 
-def test_from_directory_walks_nested_dirs_and_skips_hidden(tmp_path):
+def test_from_directory_walks_nested_dirs_and_keeps_hidden_files(tmp_path):
     root = tmp_path / NAME
     write(root / LFN5, b"5" * 5)
     write(root / LFN1, b"1")
     write(root / "log" / "deep" / "job.log", b"log")
-    write(root / ".hidden", b"no")
-    write(root / ".git" / "config", b"no")
-    write(root / "log" / ".part", b"no")
+    write(root / ".hidden", b"hi")
+    write(root / ".git" / "config", b"cfg")
     (root / "empty_dir").mkdir()
     ds = from_directory(root)
     assert ds.name == NAME
-    assert [(f.lfn, f.size) for f in ds.files] == [(LFN1, 1), (LFN5, 5), ("log/deep/job.log", 3)]
-    assert ds.files[0].pfns == (str(root / LFN1),)
+    assert [(f.lfn, f.size) for f in ds.files] == [(".git/config", 3), (".hidden", 2), (LFN1, 1), (LFN5, 5),
+                                                    ("log/deep/job.log", 3)]
+    assert ds.files[2].pfns == (str(root / LFN1),)
     assert ds.source == str(root)
+    scan = scan_directory(root, exclude=[".*"])
+    assert [f.lfn for f in scan.dataset.files] == [LFN1, LFN5, "log/deep/job.log"]
+    assert scan.excluded == ((".git", "excluded by '.*'"), (".hidden", "excluded by '.*'"),
+                             ("empty_dir", "empty directory (a torrent cannot carry one)"))
+    assert scan.problems == ()
+
+
+def test_links_inside_the_dataset_are_kept_and_links_out_are_followed_or_refused(tmp_path):
+    root = tmp_path / "data" / NAME
+    write(root / "net" / "xt_TCPMSS.c", b"upper")
+    write(root / "net" / "xt_tcpmss.c", b"lower")
+    os.makedirs(root / "arch" / "arm64")
+    os.symlink("../../net", root / "arch" / "arm64" / "net")  # a directory link inside
+    os.symlink("xt_TCPMSS.c", root / "net" / "alias.c")  # a file link inside
+    os.symlink("missing.c", root / "net" / "dangling.c")  # dangling, but inside: a link like any other
+    write(tmp_path / "data" / "pool" / "replica", b"pool bytes")
+    os.symlink(tmp_path / "data" / "pool" / "replica", root / "from_pool")  # a replica elsewhere in the roots
+    write(tmp_path / "elsewhere" / "secret", b"no")
+    os.symlink(tmp_path / "elsewhere" / "secret", root / "escape")
+    os.symlink(tmp_path / "elsewhere", root / "outdir")
+    os.mkfifo(root / "fifo")
+    scan = scan_directory(root, allowed_roots=[str(tmp_path / "data")])
+    got = {f.lfn: (f.size, f.symlink) for f in scan.dataset.files}
+    assert got == {"arch/arm64/net": (0, "net"), "net/alias.c": (0, "net/xt_TCPMSS.c"),
+                   "from_pool": (10, None), "net/xt_TCPMSS.c": (5, None), "net/xt_tcpmss.c": (5, None)}
+    assert {(Path(p.subject).name, p.problem) for p in scan.problems} == {
+        ("dangling.c", "link to net/missing.c, which the dataset does not carry (missing, excluded or refused); "
+                       "refused"),
+        ("escape", f"link to {tmp_path / 'elsewhere' / 'secret'} leaves the storage roots; refused"),
+        ("outdir", f"directory link to {tmp_path / 'elsewhere'} leaves the dataset; not followed"),
+        ("fifo", "not a regular file, a directory or a link; refused")}
+    whole = scan_directory(root, allowed_roots=[str(tmp_path / "data")], require_whole=True)
+    assert whole.dataset is None and "must be whole" in whole.problems[-1].problem
 
 
 def test_from_directory_follows_file_symlinks_and_takes_a_name(tmp_path):
@@ -198,7 +232,8 @@ def test_from_directory_errors(tmp_path):
     os.symlink(tmp_path / "nowhere", root / "dangling")
     with pytest.raises(DatasetError) as info:
         from_directory(root)
-    assert message(info) == f"{root / 'dangling'}: cannot read (No such file or directory)"
+    assert message(info) == f"{root / 'dangling'}: link to {tmp_path / 'nowhere'} leads nowhere outside the " \
+                            "dataset; refused"
 
 
 # manifests

@@ -10,9 +10,17 @@ a session.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import os
+from typing import Any, Mapping
 
 import libtorrent as lt
+
+from torrents.errors import ConfigError
+
+# Extra settings from the environment, for measuring a setting without a release
+# (scripts/bench_wan.py): a JSON object, seeds and clients apart.
+ENV_SEED, ENV_GET = "BTSWARM_LT_SEED_SETTINGS", "BTSWARM_LT_GET_SETTINGS"
 
 ALERTS = (lt.alert.category_t.error_notification | lt.alert.category_t.status_notification
           | lt.alert.category_t.storage_notification | lt.alert.category_t.tracker_notification
@@ -84,12 +92,38 @@ def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: A
             "close_file_interval": 30,
         })
     pack.update(extra)
+    pack.update(_from_env(ENV_SEED if seeding else ENV_GET))
     return pack
+
+
+def _from_env(name: str) -> dict[str, Any]:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(name, f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(name, "not a JSON object of libtorrent settings")
+    return value
 
 
 def session(listen_ip: str, port: int = 0, **kw: Any) -> "lt.session":
     return lt.session(settings(listen_ip, port, **kw))
 
 
-def listen_port(ses: "lt.session") -> int:
-    return ses.listen_port()
+def torrent_params(info: "lt.torrent_info", save_path: str, own_names: Mapping[int, str],
+                   atp: "lt.add_torrent_params | None" = None) -> "lt.add_torrent_params":
+    """add_torrent_params for a torrent whose every file keeps the name its info dict gives.
+
+    libtorrent renames files whose paths differ only in case (`xt_tcpmss.1.c`);
+    renamed_files (applied to the torrent's own copy of its file list, not by
+    moving files) gives them their names back, on seeds and clients alike.
+    `own_names` is torrents.metainfo.own_names of the torrent.
+    """
+    atp = atp or lt.add_torrent_params()
+    atp.ti = info
+    atp.save_path = save_path
+    atp.renamed_files = dict(own_names)
+    return atp

@@ -1,0 +1,61 @@
+"""Giving up on a peer that stops sending: which peers to shut out, and for how long. Pure.
+
+A site that hangs (its bt-server stopped, its storage reads blocked) keeps
+its TCP connection and the blocks we asked it for. libtorrent frees those
+only slowly: a request timeout snubs the peer and takes back one block at a
+time, and in end-game every other peer is asked for a busy block one at a
+time, so a few seconds of requests queued at the hung site (request queue
+depth = rate x request_queue_time) trickle in at a few hundred KB/s. The
+worker instead shuts out, by its address (libtorrent's IP filter, which
+disconnects it and returns its blocks to the picker at once), a peer that
+holds requests of ours, is not choking us and has sent nothing for
+`after` seconds; after `ban` seconds it may be connected again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+STALL_AFTER = 3.0  # s without a byte while holding our requests (a live peer at 100 kbit/s sends a block per 1.3 s)
+BAN_FOR = 30.0  # s before a shut-out address may be connected again
+
+
+@dataclass(frozen=True)
+class PeerSample:
+    ip: str
+    port: int
+    downloaded: int  # payload bytes received from it on this connection
+    queued: int  # our requests it holds
+    choked: bool  # it chokes us (then it holds no requests that count)
+
+
+@dataclass
+class StallWatch:
+    after: float = STALL_AFTER
+    ban: float = BAN_FOR
+    never: frozenset[str] = frozenset()  # addresses never shut out (our own: sibling workers)
+    _last: dict[tuple[str, int], tuple[int, float]] = field(default_factory=dict)  # peer → (bytes, since)
+    banned: dict[str, float] = field(default_factory=dict)  # address → until
+
+    def step(self, now: float, peers: Iterable[PeerSample]) -> list[str]:
+        """Addresses to shut out now (each once), from this sample of the connected peers."""
+        seen, out = {}, []
+        for p in peers:
+            key = (p.ip, p.port)
+            bytes_then, since = self._last.get(key, (-1, now))
+            if p.downloaded != bytes_then or p.queued == 0 or p.choked:
+                since = now  # moving, or nothing asked of it: not stalled
+            seen[key] = (p.downloaded, since)
+            if now - since >= self.after and p.ip not in self.never and p.ip not in self.banned:
+                self.banned[p.ip] = now + self.ban
+                out.append(p.ip)
+        self._last = seen
+        return out
+
+    def expire(self, now: float) -> list[str]:
+        """Addresses whose time out is over (to be let in again)."""
+        done = [ip for ip, until in self.banned.items() if now >= until]
+        for ip in done:
+            del self.banned[ip]
+        return done

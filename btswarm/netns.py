@@ -1,0 +1,113 @@
+"""Private network namespaces for a shaped federation: create and shape, enter, delete (root only).
+
+The thin I/O side of btswarm.shaping: `ip netns` and `tc` run as
+commands, and a thread enters a namespace with setns(2) (Python 3.11 has
+no os.setns), so that everything it starts afterwards — threads and
+processes — lives on the namespace's own loopback. Names are unique per
+process (`btswarm-PID-RANDOM`): other people's namespaces on the same
+host are never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+
+from torrents.errors import BtswarmError
+
+CLONE_NEWNET = 0x40000000
+NETNS_DIR = "/run/netns"  # where `ip netns add` bind-mounts a namespace by name
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class NetnsError(BtswarmError):
+    """A namespace or tc command failed, or is not allowed here."""
+
+
+def require(subject: str) -> None:
+    """One clear line when shaping cannot work here: not root, or no `ip`/`tc`."""
+    if os.geteuid() != 0:
+        raise NetnsError(subject, "needs root (a private network namespace and tc shaping); "
+                                  "run as root, or without --site-link/--client-link")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise NetnsError(subject, f"needs the `{tool}` command (Debian: iproute2)")
+
+
+def unique_name(prefix: str = "btswarm") -> str:
+    return f"{prefix}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def _run(argv: Sequence[str]) -> str:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        raise NetnsError(" ".join(argv[:4]), (proc.stderr or proc.stdout).strip() or f"exit {proc.returncode}")
+    return proc.stdout
+
+
+def exists(name: str) -> bool:
+    return os.path.exists(os.path.join(NETNS_DIR, name))
+
+
+def create(name: str, tc_commands: Sequence[Sequence[str]] = ()) -> None:
+    """A namespace with its loopback up and shaped by `tc_commands` (argv lists starting with 'tc')."""
+    _run(["ip", "netns", "add", name])
+    try:
+        _run(["ip", "-n", name, "link", "set", "lo", "up"])
+        for cmd in tc_commands:
+            _run([cmd[0], "-n", name, *cmd[1:]])
+    except BaseException:
+        delete(name)
+        raise
+
+
+def delete(name: str) -> None:
+    """Remove the name; the namespace itself goes when its last process has left. Idempotent."""
+    if exists(name):
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+
+
+def tc_stats(name: str) -> str:
+    """`tc -s class show dev lo` inside the namespace (for shaping.class_bytes)."""
+    return _run(["tc", "-n", name, "-s", "class", "show", "dev", "lo"])
+
+
+def _setns(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise NetnsError(path, f"cannot enter the network namespace ({os.strerror(err)})")
+    finally:
+        os.close(fd)
+
+
+def enter(name: str) -> None:
+    """Move the calling thread into namespace `name` for good (what it starts later follows it)."""
+    if not exists(name):
+        raise NetnsError(name, "no such network namespace (is the shaped federation still up?)")
+    _setns(os.path.join(NETNS_DIR, name))
+
+
+@contextlib.contextmanager
+def entered(name: str | None) -> Iterator[None]:
+    """The calling thread inside namespace `name` for the block, back in its own afterwards (None: no-op)."""
+    if name is None:
+        yield
+        return
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        enter(name)
+        try:
+            yield
+        finally:
+            if _libc.setns(own, CLONE_NEWNET) != 0:
+                raise NetnsError(name, f"cannot leave the network namespace ({os.strerror(ctypes.get_errno())})")
+    finally:
+        os.close(own)

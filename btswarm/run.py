@@ -1,0 +1,94 @@
+"""`btswarm run -- COMMAND`: a client of the running `btswarm up`, on its own (shaped) address.
+
+A shaped federation lives in a private network namespace; its addresses
+exist only there. `btswarm run` reads the ready document `btswarm up`
+keeps in its state directory, enters that namespace and executes COMMAND
+(so its PID is COMMAND's, and signals reach it directly) with
+BTSWARM_GET_REPO and BTSWARM_GET_LISTEN set: a plain `bt-get NAME` then
+asks this federation's repository and sends from a client address with
+its own uplink. Each run takes the next client address in turn (a counter
+in the state directory, under a lock), unless --address names one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import ipaddress
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from btswarm import netns, plan
+from torrents.errors import BtswarmError
+
+COUNTER_FILE = "run-counter"
+
+
+def client_addresses(ready: dict) -> list[str]:
+    """The shaped client addresses of a ready document, or the default client range when none is shaped."""
+    shaped = [link["address"] for link in ready.get("links", []) if link["label"].startswith("client ")]
+    return shaped or [plan.client_ip(k) for k in range(32)]
+
+
+def next_address(addresses: Sequence[str], counter: int) -> str:
+    return addresses[counter % len(addresses)]
+
+
+def read_ready(state: Path) -> dict:
+    path = state / plan.READY_COPY
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BtswarmError(state, "no federation is up on this state directory (start `btswarm up` first, "
+                                  "or pass its --state)") from None
+    except ValueError as exc:
+        raise BtswarmError(path, f"unreadable ready document ({exc})") from None
+
+
+def take_address(state: Path, addresses: Sequence[str]) -> str:
+    """The next address in turn; the counter survives across runs, updated under an exclusive lock."""
+    with open(state / COUNTER_FILE, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        text = f.read().strip()
+        counter = int(text) if text.isdigit() else 0
+        f.seek(0)
+        f.truncate()
+        f.write(f"{counter + 1}\n")
+    return next_address(addresses, counter)
+
+
+def client_env(ready: dict, address: str, environ: dict[str, str]) -> dict[str, str]:
+    """The environment for the client: this federation's repository and the client address (set ones win)."""
+    env = dict(environ)
+    env.setdefault("BTSWARM_GET_REPO", ready["repo"])
+    env.setdefault("BTSWARM_GET_LISTEN", address)
+    env["BTSWARM_CLIENT_ADDRESS"] = env["BTSWARM_GET_LISTEN"]  # for commands that are not bt-get (curl --interface)
+    # This install's bt-get first, also when its venv is not activated.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
+    return env
+
+
+def exec_client(state: Path, argv: Sequence[str], address: str | None = None) -> NoReturn:
+    if not argv:
+        raise BtswarmError("btswarm run", "no command given (btswarm run -- bt-get NAME ...)")
+    ready = read_ready(state)
+    if address is not None:
+        try:
+            if not ipaddress.ip_address(address).is_loopback:
+                raise ValueError
+        except ValueError:
+            raise BtswarmError("--address", f"{address!r} is not a loopback address") from None
+    else:
+        address = take_address(state, client_addresses(ready))
+    env = client_env(ready, address, dict(os.environ))
+    if ready.get("netns"):
+        netns.require("btswarm run")
+        netns.enter(ready["netns"])
+    try:
+        os.execvpe(argv[0], list(argv), env)
+    except OSError as exc:
+        raise BtswarmError(argv[0], f"cannot run it ({exc.strerror})") from None

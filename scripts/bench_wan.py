@@ -1,0 +1,543 @@
+"""Benchmark wan: btswarm on shaped links (htb uplinks in a private network namespace) against the bound.
+
+    .venv/bin/python scripts/bench_wan.py [--out DIR] [--quick] [--keep] [--runs N]
+        [--rate 100mbit] [--client-rate 100mbit] [--size 200M] [--small-files 20000]
+        [--only single swarm batch hetero smallfiles hung]
+
+Every site's uplink is R (--rate), every client's C (--client-rate), the
+nginx baseline's R (`btswarm up --site-link R --client-link C`, see
+btswarm/shaping.py); downlinks are free, no latency is added. S is the
+dataset (torrents.sample, 29 files; --quick 100 MB). Scenarios, each with
+its baseline and its bound measured or computed in the same run:
+
+  single      one T3 <- 3 sites: bt-get vs curl from nginx behind one R vs
+              aria2c from the same 3 seeds; bound S/(3R).
+  swarm       N T3s at once (N = 1, 2, 4, 8, 16), each keeps seeding until
+              the last is done: time to the last completion vs N curls from
+              one nginx behind R; Kumar-Ross bound max(S/3R, N.S/(3R+N.C));
+              T2 egress (sites' bytes uploaded / S).
+  batch       `bt-get --shard K/4` on 4 client addresses at once vs one
+              client fetching everything; bound S/(3R).
+  hetero      3 sites, site3 at R/10: bound of the two fast sites S/(2R).
+  smallfiles  20,000 files of 1-50 KB (--quick 5,000): files/s vs curl from
+              nginx behind R (one connection, files in sequence); bound S/(3R).
+  hung        2 sites (separate replicas, site2's read through a bindfs FUSE
+              mount): a third of the way in, site2's bt-server is SIGSTOPped,
+              or (separately) its bindfs is SIGSTOPped so that its storage
+              reads block while its control API and heartbeat go on; bound:
+              the whole dataset from site1 alone, S/R. Bytes compared.
+
+Wall time of each command, process start included. Medians of the runs;
+the curl baseline of the swarm (N x S/R by construction) is measured once per
+N, and in --quick only up to N = 4 (larger N: N x the N = 1 time, marked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import benchlib as bl
+
+from btswarm import shaping
+
+SCENARIOS = ("single", "swarm", "batch", "hetero", "smallfiles", "hung")
+TARGETS = {
+    "single_fraction": 0.9, "single_vs_curl": 2.7, "single_vs_aria2c": 1.5,
+    "swarm8_fraction": 0.8, "swarm8_egress_x": 1.5, "swarm16_fraction": 0.7,
+    "hetero_fraction": 0.85, "batch_x_bound": 1.2, "hung_fraction": 0.7,
+}
+SEED_TIME = "30m"  # swarm clients seed until all are done, then are stopped by PID
+CLIENTS = 24  # shaped client addresses (swarm 16 + the single contenders + batch)
+MEAN_SMALL = 25 * 1024 + 512  # with jitter 0.96: 1-50 KB files, as bench_smallfiles
+
+
+@contextlib.contextmanager
+def noted(doc: dict, key: str) -> Iterator[None]:
+    """Run one scenario; a failure is recorded (and printed) instead of losing the other scenarios."""
+    t = time.monotonic()
+    try:
+        yield
+    except (SystemExit, Exception) as e:  # noqa: BLE001  (SystemExit: benchlib's one-line failures)
+        if isinstance(e, SystemExit) and e.code in (0, None):
+            raise
+        doc.setdefault("failed", {})[key] = str(e)[-2000:]
+        bl.log(f"{key}: FAILED: {e}")
+    bl.log(f"{key}: {time.monotonic() - t:.0f} s")
+
+
+def shaped_args(rate: int, client_rate: int, overrides: dict[str, int] | None = None) -> list[str]:
+    args = ["--site-link", shaping.format_rate(rate)]
+    for name, r in (overrides or {}).items():
+        args += ["--site-link", f"{name}={shaping.format_rate(r)}"]
+    return args + ["--client-link", shaping.format_rate(client_rate), "--client-addresses", str(CLIENTS)]
+
+
+def curl_cmd(srv: bl.Nginx, name: str, lfns: list[str], out: Path, ip: str, config: Path | None = None) -> list[str]:
+    cmd = bl.curl_config_cmd(srv, name, lfns, out, config) if config else bl.curl_cmd(srv, name, lfns, out)
+    return [cmd[0], "--interface", ip, *cmd[1:]]
+
+
+def aria2c_cmd(torrent: Path, out: Path, ip: str) -> list[str]:
+    return ["aria2c", "-q", "--enable-dht=false", "--enable-dht6=false", "--bt-enable-lpd=false",
+            "--enable-peer-exchange=false", "--seed-time=0", "--file-allocation=none", "--check-integrity=false",
+            "--disable-ipv6=true", f"--interface={ip}", f"--listen-port={bl.free_port(ip)}",
+            "--summary-interval=0", "--console-log-level=warn", f"--dir={out}", str(torrent)]
+
+
+def seeds_everywhere(fed: bl.Federation, info_hash: str) -> None:
+    """Every site seeding `info_hash` and listed so at the tracker (all contenders get the same seeds)."""
+    bl.start_seeds(fed, info_hash)
+    n = len(fed.sites)
+    bl.wait_for(lambda: len(bl.get_json(f"{fed.tracker_url}/api/swarms/{info_hash}")["sites"]) >= n, 30,
+                f"all {n} sites seeding at the tracker", interval=0.2)
+
+
+def check_complete(label: str, directory: Path, size: int) -> None:
+    got = bl.dataset_size(directory) if directory.is_dir() else 0
+    if got != size:
+        raise SystemExit(f"{label}: {got} of {size} bytes arrived in {directory}")
+
+
+# --- one command at a time ------------------------------------------------------------------------
+def timed_contenders(contenders: dict, runs: int, dest_of, size: int, name: str, tag: str) -> dict[str, list[float]]:
+    seconds: dict[str, list[float]] = {k: [] for k in contenders}
+    for run_no in range(runs):
+        for label, make in contenders.items():
+            dest = bl.fresh_dir(dest_of(label))
+            t = bl.timed(make(dest), 1800)
+            check_complete(label, dest / name, size)
+            seconds[label].append(t.seconds)
+            bl.log(f"{tag} run {run_no + 1} {label:10s} {t.seconds:6.2f} s")
+            bl.fresh_dir(dest)
+    return seconds
+
+
+def single(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, rate: int) -> dict:
+    name, size = ds["name"], ds["bytes"]
+    torrent = work / f"{name}.torrent"
+    torrent.write_bytes(fed.torrent(name))
+    seeds_everywhere(fed, fed.info_hash(name))
+    contenders = {
+        "bt-get": lambda o: bl.bt_get_cmd(fed, name, o, bl.client_ip(0)),
+        "curl<-nginx": lambda o: curl_cmd(srv, name, ds["lfns"], o / name, bl.client_ip(1)),
+        "aria2c": lambda o: aria2c_cmd(torrent, o, bl.client_ip(2)),
+    }
+    seconds = timed_contenders(contenders, runs, lambda label: work / "out", size, name, "single")
+    med = {k: bl.median(v) for k, v in seconds.items()}
+    bound = size * 8 / (3 * rate)
+    return {"bound_s": bound, "median_s": med, "runs_s": seconds,
+            "fraction": bound / med["bt-get"], "vs_curl": med["curl<-nginx"] / med["bt-get"],
+            "vs_aria2c": med["aria2c"] / med["bt-get"], "curl_fraction_of_its_bound": size * 8 / rate / med["curl<-nginx"]}
+
+
+# --- many at once ---------------------------------------------------------------------------------------
+def _completion_times(logs: list[Path], procs: list[subprocess.Popen], t0: float, timeout: float, seeding: bool
+                      ) -> list[float]:
+    """Seconds from t0 until each bt-get logged its completion (seeding: it then seeds on) or exited 0."""
+    done: dict[int, float] = {}
+    deadline = time.monotonic() + timeout
+    while len(done) < len(logs):
+        for k, path in enumerate(logs):
+            if k in done:
+                continue
+            code = procs[k].poll()
+            if seeding and " complete in " in path.read_text(errors="replace") or code == 0:
+                done[k] = time.monotonic() - t0
+            elif code is not None:
+                raise SystemExit(f"client {k} exited {code} before completing; see {path}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{len(logs) - len(done)} of {len(logs)} clients not complete after {timeout:.0f} s")
+        time.sleep(0.05)
+    return [done[k] for k in range(len(logs))]
+
+
+def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]], seed: bool, sizes: list[int]
+                ) -> dict:
+    """len(extra) bt-gets at once (client k: client_ip(k) with extra[k]); times to completion; T2 egress."""
+    name = ds["name"]
+    n = len(extra)
+    before = bl.settled_uploaded_total(fed)
+    outs = [bl.fresh_dir(work / f"client{k}") for k in range(n)]
+    logs = [work / f"client{k}.log" for k in range(n)]
+    for p in logs:
+        p.write_text("")
+    seeding = ["--seed-time", SEED_TIME] if seed else []
+    with bl.Procs() as procs:
+        t0 = time.monotonic()
+        clients = [procs.start(bl.bt_get_cmd(fed, name, outs[k], bl.client_ip(k), "-v", *seeding, *extra[k]), logs[k],
+                               stdout=open(work / f"client{k}.json", "wb")) for k in range(n)]
+        times = _completion_times(logs, clients, t0, 900, seed)
+        codes = [procs.stop(c) for c in clients]
+    if any(codes):
+        raise SystemExit(f"bt-get clients exited {codes}; see {work}/client*.log")
+    from_sites = 0
+    for k in range(n):
+        check_complete(f"client {k}", outs[k] / name, sizes[k])
+        bl.fresh_dir(outs[k])
+        sources = json.loads((work / f"client{k}.json").read_text()).get("sources", {})
+        from_sites += sum(v for src, v in sources.items() if src.startswith("site"))
+    uploaded = bl.settled_uploaded_total(fed) - before
+    return {"seconds": max(times), "each_s": times, "egress_x": uploaded / ds["bytes"],
+            "from_sites_x": from_sites / ds["bytes"]}
+
+
+def curl_many(srv: bl.Nginx, work: Path, ds: dict, n: int) -> float:
+    outs = [bl.fresh_dir(work / f"curl{k}") for k in range(n)]
+    with bl.Procs() as procs:
+        t0 = time.monotonic()
+        clients = [procs.start(curl_cmd(srv, ds["name"], ds["lfns"], outs[k], bl.client_ip(k)), work / f"curl{k}.log")
+                   for k in range(n)]
+        for c in clients:
+            c.wait(max(1.0, t0 + 1800 - time.monotonic()))
+        seconds = time.monotonic() - t0
+    if any(c.returncode for c in clients):
+        raise SystemExit(f"curl exited {[c.returncode for c in clients]}; see {work}/curl*.log")
+    for o in outs:
+        check_complete("curl", o, ds["bytes"])
+        bl.fresh_dir(o)
+    return seconds
+
+
+def kumar_ross(size: int, n: int, site_rates: list[int], client_rate: int) -> float:
+    """Minimum time to deliver `size` bytes to n peers: max(S/ΣR, n·S/(ΣR + n·C)) (free downlinks)."""
+    bits, total = size * 8, sum(site_rates)
+    return max(bits / total, n * bits / (total + n * client_rate))
+
+
+def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, counts: list[int], rate: int,
+          client_rate: int, curl_upto: int) -> dict:
+    seeds_everywhere(fed, fed.info_hash(ds["name"]))
+    detail: dict[int, list[dict]] = {n: [] for n in counts}
+    for run_no in range(runs):
+        for n in counts:
+            r = bt_get_many(fed, work, ds, [["--workers", "1"]] * n, True, [ds["bytes"]] * n)
+            detail[n].append(r)
+            bl.log(f"swarm run {run_no + 1} {n:2d} bt-get: last done {r['seconds']:6.2f} s, "
+                   f"T2 egress {r['egress_x']:.2f}x")
+    curl: dict[int, dict] = {}
+    for n in counts:
+        if n <= curl_upto or n == 1:
+            curl[n] = {"seconds": curl_many(srv, work, ds, n), "measured": True}
+        else:
+            curl[n] = {"seconds": n * curl[1]["seconds"], "measured": False}
+        bl.log(f"swarm {n:2d} curl: {curl[n]['seconds']:6.2f} s{'' if curl[n]['measured'] else ' (N x the N=1 time)'}")
+    rows = {}
+    for n in counts:
+        t = bl.median([r["seconds"] for r in detail[n]])
+        bound = kumar_ross(ds["bytes"], n, [rate] * len(fed.sites), client_rate)
+        rows[str(n)] = {"seconds": t, "bound_s": bound, "fraction": bound / t,
+                        "egress_x": bl.median([r["egress_x"] for r in detail[n]]),
+                        "curl_s": curl[n]["seconds"], "curl_measured": curl[n]["measured"],
+                        "vs_curl": curl[n]["seconds"] / t}
+    return {"clients": counts, "median": rows,
+            "runs_detail": {str(n): rs for n, rs in detail.items()}}
+
+
+def batch(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int) -> dict:
+    seeds_everywhere(fed, fed.info_hash(ds["name"]))
+    shard_sizes = shard_bytes(ds, 4)
+    shards, whole = [], []
+    for run_no in range(runs):
+        r = bt_get_many(fed, work, ds, [["--shard", f"{k + 1}/4"] for k in range(4)], False, shard_sizes)
+        shards.append(r["seconds"])
+        w = bt_get_many(fed, work, ds, [[]], False, [ds["bytes"]])
+        whole.append(w["seconds"])
+        bl.log(f"batch run {run_no + 1}: 4 shards, last done {r['seconds']:6.2f} s; one client, all {w['seconds']:6.2f} s")
+    bound = ds["bytes"] * 8 / (3 * rate)
+    t = bl.median(shards)
+    return {"bound_s": bound, "shards_s": t, "whole_s": bl.median(whole), "x_bound": t / bound,
+            "shard_bytes": shard_sizes, "runs_s": {"shards": shards, "whole": whole}}
+
+
+def shard_bytes(ds: dict, n: int) -> list[int]:
+    """What each `--shard K/n` fetches, by bt-get's own split (btget.plan)."""
+    from btget import plan as getplan
+
+    files = [getplan.PlanFile(i, lfn, size) for i, (lfn, size) in enumerate(zip(ds["lfns"], ds["sizes"]))]
+    return [sum(f.size for f in getplan.shard(files, k, n)) for k in range(1, n + 1)]
+
+
+def single_only(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, bound: float, tag: str,
+                config: Path | None = None) -> dict:
+    """bt-get vs curl<-nginx on one dataset (seeds at every site): seconds, fraction of `bound`."""
+    name, size = ds["name"], ds["bytes"]
+    seeds_everywhere(fed, fed.info_hash(name))
+    contenders = {
+        "bt-get": lambda o: bl.bt_get_cmd(fed, name, o, bl.client_ip(0)),
+        "curl<-nginx": lambda o: curl_cmd(srv, name, ds["lfns"], o / name, bl.client_ip(1), config),
+    }
+    seconds = timed_contenders(contenders, runs, lambda label: work / "out", size, name, tag)
+    med = {k: bl.median(v) for k, v in seconds.items()}
+    return {"bound_s": bound, "median_s": med, "runs_s": seconds, "fraction": bound / med["bt-get"],
+            "vs_curl": med["curl<-nginx"] / med["bt-get"]}
+
+
+# --- a site that hangs ------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def bindfs(src: Path, mnt: Path, work: Path) -> Iterator[int]:
+    """`bindfs -f SRC MNT` (a FUSE pass-through); its PID: SIGSTOP it and every read below MNT blocks."""
+    mnt.mkdir(parents=True, exist_ok=True)
+    procs = bl.Procs()
+    proc = procs.start(["bindfs", "-f", "--no-allow-other", str(src), str(mnt)], work / "bindfs.log")
+    try:
+        bl.wait_for(lambda: os.path.ismount(mnt) or proc.poll() is not None, 20, "bindfs to mount")
+        if proc.poll() is not None:
+            raise SystemExit(f"bindfs exited {proc.returncode}: {(work / 'bindfs.log').read_text()[-500:]}")
+        yield proc.pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, timeout=30)
+        procs.stop_all()
+
+
+def drop_cached(directory: Path) -> None:
+    """Evict the files' pages (POSIX_FADV_DONTNEED on each), so reads go to the FUSE daemon again."""
+    for p in directory.rglob("*"):
+        if p.is_file():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def restart_seed(fed: bl.Federation, site: str, info_hash: str) -> None:
+    """Stop and start `site`'s seed (it closes and reopens its files: nothing of them stays mapped)."""
+    from torrents import auth
+    import urllib.request
+
+    s = fed.site(site)
+    path = f"/api/seeds/{info_hash}"
+    headers = auth.sign(bl.site_secret(fed, site), site, "DELETE", path, b"")
+    req = urllib.request.Request(s["control_url"] + path, headers=headers, method="DELETE")
+    with contextlib.suppress(urllib.error.HTTPError), urllib.request.urlopen(req, timeout=10) as resp:
+        resp.read()
+    bl.wait_for(lambda: info_hash not in [x["info_hash"] for x in fed.site_status(site)["seeds"]], 20,
+                f"{site} to stop its seed")
+
+
+def hung_run(fed: bl.Federation, work: Path, ds: dict, k: int, fault: str, site_pid: int, fuse_pid: int) -> dict:
+    """One bt-get from both sites; `fault` (none, sigstop, fuse) hits site2 once a third has arrived."""
+    from btswarm.demo import compare_trees
+
+    name, size = ds["name"], ds["bytes"]
+    out = bl.fresh_dir(work / "hung-out")
+    start = fed.link_bytes()
+    site_ips = [s["control_url"].split("//")[1].rsplit(":", 1)[0] for s in fed.sites]
+    target = {"sigstop": site_pid, "fuse": fuse_pid}.get(fault)
+    with bl.Procs() as procs:
+        t0 = time.monotonic()
+        proc = procs.start(bl.bt_get_cmd(fed, name, out, bl.client_ip(k), "--json"), work / "hung.log",
+                           stdout=open(work / "hung.json", "wb"))
+        try:
+            if target is not None:
+                bl.wait_for(lambda: sum(fed.link_bytes()[ip] - start[ip] for ip in site_ips) >= size / 3
+                            or proc.poll() is not None, 300, "a third of the dataset to arrive", interval=0.05)
+                os.kill(target, signal.SIGSTOP)
+                fault_at = time.monotonic() - t0
+            else:
+                fault_at = None
+            code = proc.wait(900)
+            seconds = time.monotonic() - t0
+        finally:
+            if target is not None:
+                os.kill(target, signal.SIGCONT)
+    if code != 0:
+        raise SystemExit(f"hung {fault}: bt-get exited {code}; see {work}/hung.log")
+    doc = json.loads((work / "hung.json").read_text())
+    bad = compare_trees(ds["root"], out / name)
+    return {"seconds": seconds, "fault_at_s": fault_at, "identical": not bad, "differing": bad[:5],
+            "sources": doc.get("sources", {})}
+
+
+def hung(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int, fuse_pid: int, fuse_mount: Path) -> dict:
+    info_hash = fed.info_hash(ds["name"])
+    detail: dict[str, list[dict]] = {"none": [], "sigstop": [], "fuse": []}
+    k = 0
+    for run_no in range(runs):
+        for fault in detail:
+            site_pid = fed.site_pids()["site2"]
+            if fault == "fuse":
+                restart_seed(fed, "site2", info_hash)
+                drop_cached(fuse_mount)
+            seeds_everywhere(fed, info_hash)
+            r = hung_run(fed, work, ds, k % CLIENTS, fault, site_pid, fuse_pid)
+            k += 1
+            detail[fault].append(r)
+            bl.log(f"hung run {run_no + 1} {fault:8s} {r['seconds']:6.2f} s (fault at {r['fault_at_s']}), "
+                   f"identical {r['identical']}, sources {r['sources']}")
+            # site2 back to normal before the next run: its heartbeat seen again by the tracker
+            bl.wait_for(lambda: any(s.get("name") == "site2" and s.get("up")
+                                    for s in bl.get_json(f"{fed.tracker_url}/api/sites").get("sites", [])),
+                        60, "site2 up again at the tracker", interval=0.2)
+    bound = ds["bytes"] * 8 / rate
+    rows = {}
+    for fault, rs in detail.items():
+        t = bl.median([r["seconds"] for r in rs])
+        rows[fault] = {"seconds": t, "fraction": bound / t, "identical": all(r["identical"] for r in rs)}
+    return {"bound_s": bound, "median": rows, "runs_detail": detail}
+
+
+# --- the whole benchmark ---------------------------------------------------------------------------------
+def dataset(data: Path, name: str, files: int, size: int, jitter: float = 0.3) -> dict:
+    from torrents import sample
+
+    root = sample.generate(data, name=name, files=files, total_size=size, jitter=jitter)
+    lfns = sorted(p.name for p in root.iterdir())
+    return {"name": name, "root": root, "lfns": lfns, "sizes": [(root / f).stat().st_size for f in lfns],
+            "bytes": bl.dataset_size(root), "files": len(lfns)}
+
+
+def public(ds: dict) -> dict:
+    return {"name": ds["name"], "bytes": ds["bytes"], "files": ds["files"]}
+
+
+def run(work: Path, args, only: list[str], runs: int) -> dict:
+    rate, client_rate = shaping.parse_rate(args.rate), shaping.parse_rate(args.client_rate)
+    from torrents.units import parse_size
+
+    size = parse_size(args.size or ("100M" if args.quick else "200M"))
+    small_files = args.small_files or (5000 if args.quick else 20000)
+    counts = args.clients
+    doc: dict = {"rate": rate, "client_rate": client_rate, "runs": runs, "scenarios": only}
+    data = work / "data"
+    big = dataset(data, "bench.wan.dataset", 29, size)
+    small = dataset(data, "bench.wan.smallfiles", small_files, small_files * MEAN_SMALL, 0.96) \
+        if "smallfiles" in only else None
+    doc["dataset"] = public(big)
+    bl.log(f"dataset {big['name']}: {big['bytes'] / 1e6:.0f} MB in {big['files']} files; R {args.rate}, C "
+           f"{args.client_rate}")
+    if {"single", "swarm", "batch", "smallfiles"} & set(only):
+        with bl.federation(work / "fed3", data, sites=3, args=shaped_args(rate, client_rate)) as fed, \
+                bl.nginx(work / "fed3", data) as srv:
+            # A warm-up fetch: seeds started, page cache warm
+            bl.timed(bl.bt_get_cmd(fed, big["name"], bl.fresh_dir(work / "warm"), bl.client_ip(CLIENTS - 1)), 900)
+            bl.fresh_dir(work / "warm")
+            if "single" in only:
+                with noted(doc, "single"):
+                    doc["single"] = single(fed, srv, work, big, runs, rate)
+            if "swarm" in only:
+                with noted(doc, "swarm"):
+                    doc["swarm"] = swarm(fed, srv, work, big, runs, counts, rate, client_rate,
+                                         4 if args.quick else max(counts))
+            if "batch" in only:
+                with noted(doc, "batch"):
+                    doc["batch"] = batch(fed, work, big, runs, rate)
+            if small is not None:
+                with noted(doc, "smallfiles"):
+                    bl.timed(bl.bt_get_cmd(fed, small["name"], bl.fresh_dir(work / "warm"),
+                                           bl.client_ip(CLIENTS - 1)), 900)
+                    bl.fresh_dir(work / "warm")
+                    r = single_only(fed, srv, work, small, runs, small["bytes"] * 8 / (3 * rate), "smallfiles",
+                                    config=work / "curl-small.cfg")
+                    r["files_per_s"] = {k: small["files"] / v for k, v in r["median_s"].items()}
+                    r["dataset"] = public(small)
+                    doc["smallfiles"] = r
+    if "hetero" in only:
+        with noted(doc, "hetero"), \
+                bl.federation(work / "fedh", data, sites=3, args=shaped_args(rate, client_rate,
+                                                                            {"site3": rate // 10})) as fed, \
+                bl.nginx(work / "fedh", data) as srv:
+            bl.timed(bl.bt_get_cmd(fed, big["name"], bl.fresh_dir(work / "warm"), bl.client_ip(CLIENTS - 1)), 900)
+            r = single_only(fed, srv, work, big, runs, big["bytes"] * 8 / (2 * rate), "hetero")
+            r["strict_bound_s"] = big["bytes"] * 8 / (2.1 * rate)
+            doc["hetero"] = r
+    if "hung" in only:
+        with noted(doc, "hung"):
+            # Two replicas (hard links: no copy of the bytes); site2 reads its own through bindfs.
+            one, two, mount = work / "replica1", work / "replica2", work / "replica2-fuse"
+            for d in (one, two):
+                d.mkdir()
+                subprocess.run(["cp", "-al", str(big["root"]), str(d / big["name"])], check=True)
+            with bindfs(two, mount, work) as fuse_pid, \
+                    bl.federation(work / "fed2", [one, mount], sites=2,
+                                  args=shaped_args(rate, client_rate)) as fed:
+                doc["hung"] = hung(fed, work, big, runs, rate, fuse_pid, mount)
+    return doc
+
+
+def report(doc: dict) -> None:
+    def line(what: str, value: float, bound: str, target: str) -> str:
+        return f"  {what:58s} {value:7.2f}   {bound:28s} {target}"
+
+    print(f"wan: R {shaping.format_rate(doc['rate'])} per site, C {shaping.format_rate(doc['client_rate'])} per "
+          f"client, S {doc['dataset']['bytes'] / 1e6:.0f} MB in {doc['dataset']['files']} files, median of "
+          f"{doc['runs']}")
+    if "single" in doc:
+        s = doc["single"]
+        print("single: one T3 <- 3 sites")
+        print(bl.table(["contender", "s", "x bound S/3R"],
+                       [[k, v, s["bound_s"] / v] for k, v in s["median_s"].items()]))
+        print(line("bt-get: fraction of S/(3R)", s["fraction"], f"bound {s['bound_s']:.2f} s", ">= 0.9"))
+        print(line("bt-get vs curl<-nginx behind R", s["vs_curl"], "", ">= 2.7"))
+        print(line("bt-get vs aria2c", s["vs_aria2c"], "", ">= 1.5"))
+    if "swarm" in doc:
+        m = doc["swarm"]["median"]
+        print("swarm: N T3s at once")
+        print(bl.table(["N", "bt-get s", "KR bound s", "fraction", "T2 egress x", "curl s", "x curl"],
+                       [[n, r["seconds"], r["bound_s"], r["fraction"], r["egress_x"],
+                         f"{r['curl_s']:.1f}{'' if r['curl_measured'] else '*'}", r["vs_curl"]]
+                        for n, r in m.items()]))
+        if "8" in m:
+            print(line("8 T3s: fraction of the Kumar-Ross bound", m["8"]["fraction"], "", ">= 0.8"))
+            print(line("8 T3s: T2 egress (x dataset)", m["8"]["egress_x"], "", "<= 1.5"))
+        if "16" in m:
+            print(line("16 T3s: fraction of the Kumar-Ross bound", m["16"]["fraction"], "", ">= 0.7"))
+    if "batch" in doc:
+        b = doc["batch"]
+        print(line("batch: 4 shards at once, last done / S/(3R)", b["x_bound"],
+                   f"{b['shards_s']:.2f} s vs {b['bound_s']:.2f} s", f"<= 1.2 (one client: {b['whole_s']:.2f} s)"))
+    if "hetero" in doc:
+        h = doc["hetero"]
+        print(line("hetero: site3 at R/10: fraction of S/(2R)", h["fraction"], f"bound {h['bound_s']:.2f} s",
+                   f">= 0.85 (x curl {h['vs_curl']:.2f})"))
+    if "smallfiles" in doc:
+        s = doc["smallfiles"]
+        f = s["files_per_s"]
+        print(line(f"smallfiles ({s['dataset']['files']} files): bt-get files/s", f["bt-get"],
+                   f"curl {f['curl<-nginx']:.0f} files/s", f"x curl {s['vs_curl']:.2f}, "
+                                                             f"fraction of S/3R {s['fraction']:.2f}"))
+    if "hung" in doc:
+        h = doc["hung"]
+        for fault, r in h["median"].items():
+            print(line(f"hung site ({fault}): fraction of S/R (site1 alone)", r["fraction"],
+                       f"{r['seconds']:.2f} s vs {h['bound_s']:.2f} s",
+                       f">= 0.7, bytes identical: {r['identical']}" if fault != "none" else "(no fault)"))
+    for key, why in doc.get("failed", {}).items():
+        print(f"FAILED {key}: {why}")
+
+
+def main() -> int:
+    ap = bl.parser(__doc__)
+    ap.add_argument("--rate", default="100mbit", help="each site's uplink R (and the nginx baseline's)")
+    ap.add_argument("--client-rate", default="100mbit", help="each client's uplink C")
+    ap.add_argument("--size", default=None, help="dataset size (default 200M, --quick 100M)")
+    ap.add_argument("--small-files", type=int, default=None, help="files in the small-file dataset (20000; --quick 5000)")
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    args = ap.parse_args()
+    from btswarm import netns
+
+    try:
+        netns.require("bench_wan")
+    except netns.NetnsError as e:
+        raise SystemExit(f"bench_wan: {e}") from None
+    with bl.workdir("wan", args.keep) as work:
+        doc = run(work, args, args.only, args.runs or 3)
+    doc["targets"] = TARGETS
+    bl.write_json(args.out, "wan", doc)
+    report(doc)
+    return 1 if doc.get("failed") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Which peers bt-get gives up on (btget/stall.py, pure): holding our requests, unchoked, silent for `after` s."""
+
+from btget.stall import PeerSample, StallWatch
+
+
+def sample(downloaded: int, queued: int = 10, choked: bool = False, ip: str = "127.0.0.3") -> PeerSample:
+    return PeerSample(ip, 6881, downloaded, queued, choked)
+
+
+def test_a_silent_peer_holding_requests_is_shut_out_after_the_delay_then_let_in_again():
+    w = StallWatch(after=3, ban=30)
+    assert w.step(0, [sample(100)]) == []
+    assert w.step(1, [sample(200)]) == []  # moving
+    assert w.step(3.9, [sample(200)]) == []  # silent for 2.9 s
+    assert w.step(4.0, [sample(200)]) == ["127.0.0.3"]
+    assert w.step(5, [sample(200)]) == []  # once
+    assert w.expire(33.9) == [] and w.expire(34.0) == ["127.0.0.3"]
+
+
+def test_a_peer_that_holds_nothing_of_ours_or_chokes_us_is_not_stalled():
+    w = StallWatch(after=3)
+    for t in range(10):
+        assert w.step(t, [sample(5, queued=0), sample(7, choked=True, ip="127.0.0.4")]) == []
+
+
+def test_our_own_address_is_never_shut_out_and_a_new_connection_starts_afresh():
+    w = StallWatch(after=3, never=frozenset({"127.0.0.101"}))
+    assert all(w.step(t, [sample(0, ip="127.0.0.101")]) == [] for t in range(10))
+    w.step(0, [sample(50)])
+    assert w.step(2.5, []) == []  # disconnected: forgotten
+    assert w.step(5, [sample(50)]) == []  # reconnected: its clock starts again
+    assert w.step(8, [sample(50)]) == ["127.0.0.3"]

@@ -1,0 +1,130 @@
+"""A shaped federation (`btswarm up --site-link/--client-link`): real htb links in a private network namespace.
+
+What a user would check: the bytes, that a site's link really is the
+configured rate, and that a fetch survives a site that hangs (SIGSTOP)
+mid-way. Figures (how close to the bound) are benchmarks, in
+scripts/bench_wan.py; these only assert correctness and a ±25% rate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from btswarm import plan
+from btswarm.demo import compare_trees
+from tests.e2e.conftest import start_federation
+from tests.support import command, wait_for
+from torrents import sample
+
+pytestmark = pytest.mark.slow
+
+SITE1, SITE2 = 40_000_000, 16_000_000  # bit/s: site2 slower, so an override is what is measured
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a private network namespace and tc shaping")
+
+
+@pytest.fixture(scope="module")
+def shaped(tmp_path_factory):
+    _need_root()
+    tmp = tmp_path_factory.mktemp("wan")
+    sample.generate(tmp / "data", files=8, total_size=32 * 2**20)
+    fed = start_federation(tmp, "--sites", "2", "--data", str(tmp / "data"), "--heartbeat", "1s",
+                           "--site-link", "40mbit", "--site-link", "site2=16mbit", "--client-link", "100mbit",
+                           "--client-addresses", "4")
+    yield fed
+    name = fed.netns
+    assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
+    assert not os.path.exists(f"/run/netns/{name}"), "the namespace outlived btswarm up"
+
+
+def test_bt_get_through_btswarm_run_on_shaped_links_gets_identical_bytes(shaped, tmp_path):
+    assert shaped.netns and shaped.link_rate("127.0.0.3") == SITE2 and shaped.link_rate("127.0.0.101") == 10**8
+    before = shaped.link_bytes()
+
+    result = subprocess.run([command("btswarm"), "run", "--state", str(shaped.state), "--", "bt-get", shaped.dataset,
+                             "-o", str(tmp_path), "--json"], capture_output=True, text=True, timeout=120)
+
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["exit_code"] == 0
+    assert compare_trees(shaped.source, tmp_path / shaped.dataset) == []
+    sent = {a: n - before.get(a, 0) for a, n in shaped.link_bytes().items()}
+    # Both sites sent their part through their own link; the client sent (its requests and ACKs)
+    # from a shaped client address, the one `btswarm run` gave it.
+    assert sent["127.0.0.2"] > 0 and sent["127.0.0.3"] > 0, sent
+    assert sum(sent[plan.client_ip(k)] for k in range(4)) > 0, sent
+
+
+def test_site_link_limits_each_site_to_its_rate(shaped, tmp_path):
+    """Each site's bytes through its htb class over the transfer: within 25% of its configured rate."""
+    with shaped.inside():  # the federation's addresses exist only in its namespace
+        proc = subprocess.Popen([command("bt-get"), shaped.dataset, "--repo", shaped.repo, "-o", str(tmp_path),
+                                 "--listen", plan.client_ip(3)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    samples = []
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            samples.append((time.monotonic(), shaped.link_bytes()))
+            time.sleep(0.2)
+        assert proc.wait(10) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert compare_trees(shaped.source, tmp_path / shaped.dataset) == []
+    for address, rate in (("127.0.0.2", SITE1), ("127.0.0.3", SITE2)):
+        points = [(t, b[address]) for t, b in samples]
+        moving = [i for i in range(1, len(points)) if points[i][1] > points[i - 1][1]]
+        # From the end of the first sample that saw bytes to the start of the last one: whole intervals only.
+        first, last = moving[0], moving[-1] - 1
+        assert last > first, f"{address}: too few samples while sending ({points})"
+        (t0, b0), (t1, b1) = points[first], points[last]
+        observed = (b1 - b0) * 8 / (t1 - t0)
+        assert t1 - t0 >= 1.5, f"{address}: sent for only {t1 - t0:.1f} s"
+        assert 0.75 * rate <= observed <= 1.25 * rate, f"{address}: {observed / 1e6:.1f} Mbit/s, configured {rate / 1e6:g}"
+
+
+def test_fetch_completes_with_identical_bytes_when_one_of_two_sites_hangs(tmp_path):
+    """site2's bt-server is stopped (SIGSTOP: alive, connected, silent) a third of the way in."""
+    _need_root()
+    sample.generate(tmp_path / "data", files=8, total_size=24 * 2**20)
+    fed = start_federation(tmp_path, "--sites", "2", "--data", str(tmp_path / "data"), "--heartbeat", "1s",
+                           "--site-link", "24mbit", "--client-link", "100mbit", "--client-addresses", "2")
+    out = tmp_path / "out"
+    stopped = None
+    try:
+        size = sum(p.stat().st_size for p in fed.source.iterdir())
+        with fed.inside():
+            proc = subprocess.Popen([command("bt-get"), fed.dataset, "--repo", fed.repo, "-o", str(out), "--json",
+                                     "--listen", plan.client_ip(0)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, start_new_session=True)
+        try:
+            # Both links are equal, so site2 has sent a sixth of the dataset when a third has arrived.
+            wait_for(lambda: fed.link_bytes()["127.0.0.3"] >= size / 6 or proc.poll() is not None, timeout=60,
+                     interval=0.05, what="site2 to send a sixth of the dataset")
+            assert proc.poll() is None, proc.stderr.read()
+            stopped = fed.site_pids()["site2"]
+            os.kill(stopped, signal.SIGSTOP)
+            stdout, stderr = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        assert proc.returncode == 0, stderr
+        doc = json.loads(stdout)
+        assert compare_trees(fed.source, out / fed.dataset) == []
+        assert doc["sources"].get("site2", 0) > 0 and doc["sources"].get("site1", 0) > size / 2, doc["sources"]
+    finally:
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
+        assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
