@@ -301,7 +301,7 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
         else:
             resolved = await resolve_magnet(client, target, cfg, peers)
         meta = metainfo.parse(resolved.torrent, subject=target.value)
-        sites = await client.site_names(meta.announce) if meta.announce else {}
+        sites = await client.site_names(meta.trackers())
         return resolved, meta, sites
 
 

@@ -79,7 +79,7 @@ class FastPathProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._ip = ""
         self._buf = b""
-        self._waiting: asyncio.Task[bytes] | None = None  # an announce that waits for seed starts
+        self._waiting: asyncio.Future[bytes] | None = None  # an answer not decided yet (Redis, seed starts)
         self._eof = False
         self.idle_since = 0.0
 
@@ -155,7 +155,9 @@ class FastPathProtocol(asyncio.Protocol):
             except Exception:
                 answer = _internal_error(path, query)
             if not isinstance(answer, bytes):
-                self._waiting = asyncio.get_running_loop().create_task(answer)
+                # A Future (the store's reply) is waited on as it is; a coroutine needs a task.
+                self._waiting = answer if isinstance(answer, asyncio.Future) else \
+                    asyncio.get_running_loop().create_task(answer)
                 self._waiting.add_done_callback(functools.partial(self._answered, keep=keep, http10=http10))
                 break
             self._send(answer, keep, http10)
@@ -197,7 +199,7 @@ class FastPathProtocol(asyncio.Protocol):
         else:
             self.idle_since = asyncio.get_running_loop().time()
 
-    def _answered(self, task: asyncio.Task[bytes], keep: bool, http10: bool) -> None:
+    def _answered(self, task: asyncio.Future[bytes], keep: bool, http10: bool) -> None:
         self._waiting = None
         if task.cancelled():
             return
@@ -281,13 +283,16 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def run(app: web.Application, host: str, port: int, *, name: str) -> None:
-    """Serve `app` behind the fast path until SIGINT/SIGTERM, then shut down cleanly."""
+def run(app: web.Application, host: str, port: int, *, name: str, reuse_port: bool = False) -> None:
+    """Serve `app` behind the fast path until SIGINT/SIGTERM, then shut down cleanly.
+
+    `reuse_port`: bind with SO_REUSEPORT, beside other processes on the same port (tracker.prefork).
+    """
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(_serve(app, host, port, name))
+        runner.run(_serve(app, host, port, name, reuse_port))
 
 
-async def _serve(app: web.Application, host: str, port: int, name: str) -> None:
+async def _serve(app: web.Application, host: str, port: int, name: str, reuse_port: bool = False) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -296,7 +301,7 @@ async def _serve(app: web.Application, host: str, port: int, name: str) -> None:
     await runner.setup()
     try:
         log.info("%s listening on http://%s:%d", name, host, port)
-        await FastPathSite(runner, host, port).start()
+        await FastPathSite(runner, host, port, reuse_port=reuse_port or None).start()
         await stop.wait()
     finally:
         await runner.cleanup()

@@ -4,6 +4,11 @@ A site is up while its heartbeats keep coming; after three missed beats it
 is down and no seed is asked of it (its info-hashes stay known: the data
 did not go away). `holders` indexes which sites can seed which info-hash,
 rebuilt per heartbeat, so an announce looks it up in O(1).
+
+SiteRegistry keeps the sites in this process; RedisSiteRegistry
+(tracker/redisstore.py) keeps the same view, written through to Redis and
+refreshed from it, so that a heartbeat to any tracker process counts for all.
+`beat` and `refresh` are maybe-async, like the peer store's methods.
 """
 
 from __future__ import annotations
@@ -107,6 +112,19 @@ class SiteRegistry:
     def beat(self, site: Site) -> None:
         self._sites[site.name] = site
         self._reindex()
+
+    def refresh(self) -> None:
+        """Bring the view up to date with the shared registry (nothing to do here: this is the registry)."""
+
+    def load(self, sites: list[Site]) -> None:
+        """Replace the view with `sites`; the indexes are rebuilt only if what they hold changed."""
+        def index_key(ss: dict[str, Site]) -> dict[str, tuple]:
+            return {n: (s.can_seed, s.seeding, s.peers) for n, s in ss.items()}
+        new = {s.name: s for s in sites}
+        changed = index_key(new) != index_key(self._sites)
+        self._sites = new
+        if changed:
+            self._reindex()
 
     def _reindex(self) -> None:
         holders: dict[bytes, list[str]] = {}

@@ -51,8 +51,8 @@ class FastPathTestServer(TestServer):
 
 
 @pytest.fixture
-async def make_client():
-    async for make in client_factory(FastPathTestServer):
+async def make_client(store_kind, redis_url):
+    async for make in client_factory(FastPathTestServer, store=store_kind, redis_url=redis_url):
         yield make
 
 
