@@ -20,6 +20,7 @@ import random
 import time
 from typing import Any, Awaitable, Coroutine, Iterable
 
+from torrents.hostport import parse_hostport
 from tracker import protocol
 from tracker.config import TrackerConfig
 from tracker.metrics import SAMPLE_EVERY, TrackerMetrics
@@ -222,8 +223,8 @@ class Announcer:
             return
         for info_hash in before.seeding - site.seeding:
             for endpoint in site.peers:
-                host, _, port = endpoint.rpartition(":")
-                await resolve(self.store.remove(info_hash, host.strip("[]"), int(port)))
+                host, port = parse_hostport(endpoint)
+                await resolve(self.store.remove(info_hash, host, port))
 
     async def seeding_sites(self, info_hash: bytes) -> list[str]:
         """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm."""

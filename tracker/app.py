@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from typing import AsyncIterator, Callable
 
@@ -18,11 +17,12 @@ import aiohttp
 from aiohttp import web
 
 from torrents import auth
-from tracker.config import TrackerConfig
 from torrents.errors import AuthError, NotFound
+from torrents.infohash import is_info_hash
 from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 from tracker import protocol
 from tracker.announcer import Announcer
+from tracker.config import TrackerConfig
 from tracker.metrics import TrackerMetrics
 from tracker.peerstore import LocalPeerStore, PeerStore, resolve
 from tracker.resp import RedisClient, StoreUnavailable
@@ -36,7 +36,6 @@ ANNOUNCER = web.AppKey("announcer", Announcer)
 VERIFIER = web.AppKey("verifier", auth.Verifier)
 MAX_HEARTBEAT = 16 * 1024 * 1024  # 200,000 hex info-hashes fit
 REPO_TIMEOUT = 10.0
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 BENCODED = "text/plain"  # BEP 3 names none; what opentracker sends, and what clients accept
 
 
@@ -148,7 +147,7 @@ async def swarms(request: web.Request) -> web.Response:
 async def swarm(request: web.Request) -> web.Response:
     announcer = request.app[ANNOUNCER]
     hex_hash = request.match_info["info_hash"].lower()
-    if not _HEX40.match(hex_hash):
+    if not is_info_hash(hex_hash):
         raise NotFound(hex_hash[:60], "not an info-hash (40 hex characters)")
     h = bytes.fromhex(hex_hash)
     if not announcer.known(h) and not await resolve(announcer.store.has(h)):
@@ -237,7 +236,7 @@ async def fetch_published(session: aiohttp.ClientSession, repo: str) -> list[byt
     values = data.get("info_hashes") if isinstance(data, dict) else None
     if not isinstance(values, list):
         raise ValueError(f"{url}: no info_hashes list")
-    return [bytes.fromhex(v) for v in values if isinstance(v, str) and _HEX40.match(v)]
+    return [bytes.fromhex(v.lower()) for v in values if is_info_hash(v)]
 
 
 async def _repo_poll(app: web.Application) -> AsyncIterator[None]:

@@ -32,7 +32,7 @@ import functools
 import logging
 import re
 import signal
-from typing import Any, Callable
+from typing import Callable
 
 from aiohttp import web
 
@@ -231,33 +231,46 @@ class FastPathProtocol(asyncio.Protocol):
         handler.data_received(data)
 
 
-class FastPathSite(web.TCPSite):
-    """A TCPSite whose connections meet FastPathProtocol first (see the module docstring)."""
+class FastPathServer:
+    """The listening socket whose connections meet FastPathProtocol first (see the module docstring).
 
-    def __init__(self, runner: web.AppRunner, host: str | None = None, port: int | None = None,
-                 **kwargs: Any) -> None:
-        super().__init__(runner, host, port, **kwargs)
+    Beside an AppRunner, of which only the public `server` (the protocol factory for
+    the app) is used: what the fast path does not answer goes there. Not a `web.BaseSite`:
+    a site would bind aiohttp's own factory, and making one bind ours takes aiohttp's
+    private parts; so this server is stopped by its owner, before the runner's cleanup.
+    """
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, *, reuse_port: bool = False) -> None:
+        self.runner = runner
+        self.host, self.port = host, port
+        self.reuse_port = reuse_port
         self._live: dict[FastPathProtocol, None] = {}
+        self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        await web.BaseSite.start(self)  # registers with the runner; TCPSite.start would bind aiohttp's factory
-        runner = self._runner
-        assert isinstance(runner, web.AppRunner) and runner.server is not None
+    async def start(self) -> int:
+        """Listen; the port bound (a free one when asked for 0)."""
+        runner = self.runner
+        if runner.server is None:
+            raise RuntimeError("AppRunner.setup() first")
         announcer, delegate, live = runner.app[ANNOUNCER], runner.server, self._live
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: FastPathProtocol(announcer, delegate, live),
-                                                self._host, self._port, backlog=self._backlog,
-                                                reuse_address=self._reuse_address, reuse_port=self._reuse_port)
-        self._bound_port = self._server.sockets[0].getsockname()[1]
+                                                self.host, self.port, reuse_address=True,
+                                                reuse_port=self.reuse_port or None)
+        self.port = self._server.sockets[0].getsockname()[1]
         self._sweeper = loop.create_task(self._sweep())
+        return self.port
 
     async def stop(self) -> None:
-        await super().stop()
+        if self._server is not None:
+            self._server.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
         for conn in list(self._live):
             conn.close()
+        if self._server is not None:
+            await self._server.wait_closed()
 
     async def _sweep(self) -> None:
         # One timer for all connections, not one per connection: the usual
@@ -299,11 +312,13 @@ async def _serve(app: web.Application, host: str, port: int, name: str, reuse_po
         loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
+    server = FastPathServer(runner, host, port, reuse_port=reuse_port)
     try:
-        log.info("%s listening on http://%s:%d", name, host, port)
-        await FastPathSite(runner, host, port, reuse_port=reuse_port or None).start()
+        await server.start()
+        log.info("%s listening on http://%s:%d", name, host, server.port)
         await stop.wait()
     finally:
+        await server.stop()
         await runner.cleanup()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

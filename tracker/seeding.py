@@ -28,6 +28,8 @@ from typing import Callable, Protocol, Sequence
 import aiohttp
 
 from tracker.config import TrackerConfig
+from torrents.errors import ConfigError
+from torrents.hostport import parse_hostport
 from torrents.servicekit.web import signed_request
 from tracker.peerstore import PeerStore, SwarmCounts, resolve
 from tracker.startstate import LocalStartState, StartState
@@ -86,9 +88,12 @@ def parse_endpoints(data: object) -> tuple[tuple[str, int], ...]:
     for text in data["peers"][:MAX_ENDPOINTS]:
         if not isinstance(text, str):
             continue
-        host, _, port = text.rpartition(":")
-        if host and port.isdigit() and 1 <= int(port) <= 65535:
-            out.append((host.strip("[]"), int(port)))
+        try:
+            host, port = parse_hostport(text)
+        except ConfigError:
+            continue
+        if 1 <= port <= 65535:
+            out.append((host, port))
     return tuple(out)
 
 
