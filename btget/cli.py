@@ -229,7 +229,7 @@ def get(opts: Options) -> int:
     status = status_for(error) if error is not None else ExitStatus.OK
     raw_sources: dict[str, int] = {}
     for w in outcome.workers:
-        for ep, n in w.get("sources", {}).items():
+        for ep, n in (w.last.sources if w.last else {}).items():
             raw_sources[ep] = raw_sources.get(ep, 0) + n
     doc = report.document(meta, str(job.root), {f.index for f in selected}, outcome.files,
                           outcome.verify_results, outcome.workers,
@@ -282,6 +282,13 @@ def choose_files(meta: metainfo.Metainfo, opts: Options) -> list[plan.PlanFile]:
     return chosen
 
 
+def repo_hint(cfg: GetConfig) -> str:
+    """How to name another repository, said when the default one is not there."""
+    if cfg.repo != GetConfig().repo:
+        return ""
+    return " (no repository was named: set one with --repo URL, $BTSWARM_REPO or [get] repo in the config file)"
+
+
 def checksums(record: dict[str, Any] | None) -> dict[str, str]:
     if not record:
         return {}
@@ -293,7 +300,7 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
                   info_hash: str | None = None) -> tuple[Resolved, metainfo.Metainfo, dict[str, str]]:
     """TARGET → the .torrent bytes (and the repository record), parsed, plus site names for the summary."""
     async with aiohttp.ClientSession() as session:
-        client = Client(cfg.repo, session)
+        client = Client(cfg.repo, session, hint=repo_hint(cfg))
         if target.kind == "file":
             try:
                 resolved = Resolved(Path(target.value).read_bytes(), None)
@@ -306,7 +313,7 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
         else:
             resolved = await resolve_magnet(client, target, cfg, peers)
         meta = metainfo.parse(resolved.torrent, subject=target.value)
-        sites = await client.site_names(meta.announce) if meta.announce else {}
+        sites = await client.site_names(meta.trackers())
         return resolved, meta, sites
 
 

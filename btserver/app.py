@@ -252,9 +252,9 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
     if threading.current_thread() is threading.main_thread():
         # SIGHUP: rescan roots and manifests, and Rucio (new, changed and removed datasets).
         loop.add_signal_handler(signal.SIGHUP, rescan)
-    if d.config.tracker:
-        d.spawn(heartbeat.beat_forever(d.http, d.config.tracker, d.config.site, d.config.secret,
-                                       d.heartbeat_body, d.changed, d.config.heartbeat_interval, d.metrics))
+    if d.config.tracker_urls():
+        d.spawn(heartbeat.beat_all(d.http, d.config.tracker_urls(), d.config.site, d.config.secret,
+                                   d.heartbeat_body, d.changed, d.config.heartbeat_interval, d.metrics))
     try:
         yield
     finally:

@@ -94,6 +94,10 @@ class ServerConfig:
     # repository lists this site's replica as partial).
     require_whole: bool = False
     tracker: str = "http://127.0.0.1:6969"
+    # Every tracker of the federation (they share one store): heartbeats go
+    # to each, and the .torrents list each in announce-list (BEP 12, one
+    # tier) so clients fail over. Empty: `tracker` alone.
+    trackers: tuple[str, ...] = ()
     repo: str = "http://127.0.0.1:8080"
     heartbeat_interval: Seconds = Seconds(10.0)
     idle_ttl: Seconds = Seconds(600.0)
@@ -107,6 +111,10 @@ class ServerConfig:
     hybrid: bool = False
     hash_threads: int = 0  # 0: one per core
     rucio: RucioConfig = field(default_factory=RucioConfig)  # the [server.rucio] table
+
+    def tracker_urls(self) -> tuple[str, ...]:
+        """The trackers' base URLs: `trackers`, else `tracker` (none when both are empty)."""
+        return tuple(self.trackers) or ((self.tracker,) if self.tracker else ())
 
     def __post_init__(self) -> None:
         for key in ("listen", "peer_listen"):

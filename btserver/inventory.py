@@ -69,9 +69,9 @@ class Report:
 
 
 def build_params(config: ServerConfig) -> BuildParams:
-    announce = f"{config.tracker.rstrip('/')}/announce" if config.tracker else None
-    return BuildParams(announce=announce, private=config.private, hybrid=config.hybrid,
-                       threads=config.hash_threads)
+    urls = [f"{t.rstrip('/')}/announce" for t in config.tracker_urls()]
+    return BuildParams(announce=urls[0] if urls else None, private=config.private, hybrid=config.hybrid,
+                       threads=config.hash_threads, announce_list=tuple(urls) if len(urls) > 1 else ())
 
 
 class Inventory:

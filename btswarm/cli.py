@@ -59,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
               help="Shape the uplink of each client address (127.0.0.101 and up; `btswarm run` hands them out).")
 @click.option("--client-addresses", type=click.IntRange(1, 150), default=32, show_default=True,
               help="How many client addresses --client-link shapes.")
+@click.option("--redis", "redis", is_flag=True,
+              help="Keep the tracker's state in a redis-server of its own (loopback, under --state).")
+@click.option("--redis-url", default="", help="Keep the tracker's state in this Redis instead (redis://HOST:PORT/DB).")
+@click.option("--trackers", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="Tracker processes on their own ports, sharing the Redis; the .torrents list every one.")
 @click.option("--rucio", is_flag=True,
               help="Register the data in a local Rucio server (one RSE per site); the sites read it from there.")
 @click.option("--rucio-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
@@ -87,6 +92,7 @@ def _up_options(p: dict) -> up_mod.UpOptions:
         idle_ttl=parse_duration(p["idle_ttl"]), heartbeat_interval=parse_duration(p["heartbeat"]),
         ready_file=p["ready_file"].resolve() if p["ready_file"] else None, timeout=parse_duration(p["timeout"]),
         links=shaping.LinkOptions.parse(p["site_link"], p["client_link"], p["client_addresses"]),
+        redis=p["redis"] or bool(p["redis_url"]), redis_url=p["redis_url"], trackers=p["trackers"],
         rucio=p["rucio"] or p["rucio_dir"] is not None, rucio_dir=p["rucio_dir"].resolve() if p["rucio_dir"] else None,
         rucio_scope=p["rucio_scope"], rucio_refresh=parse_duration(p["rucio_refresh"]))
 
@@ -118,7 +124,8 @@ def demo(state, output, sites, sample_size, workers, keep):
                              report=_say, sample_size=parse_size(sample_size), workers=workers)
 
 
-BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "rucio"]
+BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "scale",
+           "rucio"]
 
 
 @cli.command()

@@ -165,7 +165,10 @@ class Federation:
         conf = self.state / "config"
         out = {}
         for pid in children(self.up_pid):
-            for arg in cmdline(pid):
+            argv = cmdline(pid)
+            if argv and Path(argv[0].split(" ")[0]).name == "redis-server":  # it rewrites its title
+                out["redis"] = pid  # ours (--redis): no config file, its directory under the state
+            for arg in argv:
                 path = Path(arg)
                 if path.suffix == ".toml" and path.parent == conf:
                     out[path.stem] = pid

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from btswarm import netns, plan, ruciofed, shaping
+from btswarm import netns, plan, redisserver, ruciofed, shaping, statelock
 from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
 from torrents import urls
@@ -42,6 +42,9 @@ class UpOptions:
     ready_file: Path | None = None
     timeout: float = 300.0
     links: shaping.LinkOptions = shaping.LinkOptions()  # shaped: the federation runs in a namespace of its own
+    redis: bool = False  # the trackers keep their state in a Redis: our own, or redis_url
+    redis_url: str = ""
+    trackers: int = 1  # tracker processes on their own ports, sharing the Redis
     # --rucio: the sites read their datasets from a local Rucio (btswarm/ruciofed.py)
     rucio: bool = False
     rucio_dir: Path | None = None  # default STATE/rucio; one already running there is used
@@ -77,10 +80,19 @@ def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> pla
         else:
             cport, pport = free_port(ip), free_port(ip)
         sites.append(plan.Site(plan.site_name(i), ip, cport, pport, secrets.token_hex(16)))
+    if not 1 <= opts.trackers <= 8:
+        raise BtswarmError("--trackers", f"{opts.trackers} is out of range (1-8)")
+    if opts.trackers > 1 and not (opts.redis or opts.redis_url):
+        raise BtswarmError("--trackers", "several trackers share their state in Redis: add --redis (or --redis-url)")
     tport = opts.base_port or free_port("127.0.0.1")
     rport = opts.base_port + 1 if opts.base_port else free_port("127.0.0.1")
+    # With --base-port: more trackers on P+2..P+8, our Redis on P+9.
+    more = tuple(opts.base_port + 1 + k if opts.base_port else free_port("127.0.0.1") for k in range(1, opts.trackers))
+    own_redis = opts.redis and not opts.redis_url
+    redis_port = (opts.base_port + 9 if opts.base_port else free_port("127.0.0.1")) if own_redis else 0
     return plan.Federation(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
-                           idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data)
+                           idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data,
+                           more_tracker_ports=more, redis_port=redis_port, redis_url=opts.redis_url)
 
 
 def prepare(opts: UpOptions, report: Callable[[str], None],
@@ -120,6 +132,9 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
                                   opts.rucio_refresh, report)
         fed = dataclasses.replace(fed, rucio=rplan)
         names = [f"{opts.rucio_scope}:{n}" for n in names]
+    if fed.redis_port and not fed.redis_url:
+        redisserver.binary()  # a clear error now rather than a supervisor failure later
+        (opts.state / "redis").mkdir(exist_ok=True)
     conf_dir = opts.state / "config"
     conf_dir.mkdir(parents=True, exist_ok=True)
     for label, sections in plan.configs(fed).items():
@@ -240,9 +255,16 @@ def run(opts: UpOptions, *, report: Callable[[str], None]) -> int:
     that every thread and every process started afterwards is inside;
     it is deleted when the federation has stopped, whatever the reason.
     """
+    if opts.links.shaped:
+        netns.require("--site-link")
+    with statelock.held(opts.state):
+        statelock.stop_leftovers(opts.state, report)
+        return _run_locked(opts, report)
+
+
+def _run_locked(opts: UpOptions, report: Callable[[str], None]) -> int:
     if not opts.links.shaped:
         return asyncio.run(run_up(opts, report=report))
-    netns.require("--site-link")
     links = opts.link_plan()
     opts.state.mkdir(parents=True, exist_ok=True)
     _remove_stale_netns(opts.state / NETNS_FILE, report)
@@ -315,7 +337,7 @@ async def _run_up(opts: UpOptions, report: Callable[[str], None], bin_dir: Path,
                   rucio: "ruciofed.Opened | None", netns_name: str | None, links: tuple[shaping.Link, ...]) -> int:
     loop = asyncio.get_running_loop()
     fed, names = await loop.run_in_executor(None, prepare, opts, report, rucio)
-    async with Supervisor(opts.state / "logs", report=report) as sup:
+    async with Supervisor(opts.state / "logs", report=report, state=opts.state) as sup:
         for service in plan.services(fed, bin_dir):
             await _or_stop(sup.start(service), stop)
             report(f"started {service.label}: {service.health_url.rsplit('/', 1)[0]}")
@@ -357,7 +379,8 @@ def banner(fed: plan.Federation, names: list[str], netns_name: str | None = None
     lines = [
         "btswarm federation is up:",
         f"  repository  {fed.repo_url}/",
-        f"  tracker     {fed.announce_url}",
+        *(f"  tracker     {u}/announce" for u in fed.tracker_urls),
+        *([f"  redis       {fed.store_url}"] if fed.store_url else []),
     ]
     lines += [f"  {s.name:<10}  control {s.control_url}  peers {s.peer}" for s in fed.sites]
     if fed.rucio is not None:

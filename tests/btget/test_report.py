@@ -7,7 +7,7 @@ import pytest
 from torrents.errors import BtswarmError, ConfigError, NotFound, UsageError
 
 from btget import client, errors, report
-from btget.download import stop_seeding
+from btget.runstate import stop_seeding
 from torrents.exitstatus import ExitStatus, status_for
 
 
