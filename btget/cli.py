@@ -255,10 +255,11 @@ def get(opts: Options) -> int:
     for w in outcome.workers:
         for ep, n in w.get("sources", {}).items():
             raw_sources[ep] = raw_sources.get(ep, 0) + n
+    failures, banned = report.bad_sources(outcome.workers, sites, outcome.endpoints)
     doc = report.document(meta, str(directory / meta.name), {f.index for f in selected}, outcome.files,
                           outcome.verify_results, outcome.workers,
-                          report.name_sources(raw_sources, sites, outcome.endpoints, cfg.listen),
-                          outcome.seconds, status)
+                          report.name_sources(raw_sources, sites, outcome.endpoints),
+                          outcome.seconds, status, hash_failures_by_source=failures, banned=banned)
     if opts.json_output:
         # Indented for a person at a terminal; compact for a pipe, where the C
         # encoder writes a 10,000-file document in milliseconds, not seconds.

@@ -13,6 +13,7 @@ import concurrent.futures
 import logging
 import multiprocessing
 import multiprocessing.connection
+import secrets
 import signal
 import sys
 import time
@@ -75,7 +76,7 @@ class Outcome:
     workers: list[dict]  # last event of each worker
     files: dict[int, int]  # file index → verified bytes on disk
     verify_results: dict[str, bool]  # LFN → adler32 matched
-    endpoints: dict[str, int]  # "ip:port" of each worker → worker number
+    endpoints: dict[str, int]  # "ip:port" of each worker, and of connections from one → worker number
 
 
 class Display(Protocol):
@@ -115,6 +116,15 @@ def check_case(directory: Path, meta: Metainfo) -> None:
                                               f"and the dataset holds both; download elsewhere (-o DIR)")
 
 
+def sibling_prefix() -> str:
+    """A peer-id prefix for one run's workers (each adds its 2-digit index; libtorrent fills the rest).
+
+    A worker's incoming connection from a sibling comes from an ephemeral port on the shared
+    address, as does one from any other client on this host: the peer id tells them apart.
+    """
+    return f"-BW0100-{secrets.token_hex(3)}"
+
+
 def state_dir(job: Job) -> Path:
     return job.directory / job.meta.name / STATE_DIR
 
@@ -137,6 +147,7 @@ def run(job: Job, display: Display) -> Outcome:
     verifier: concurrent.futures.Future | None = None
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify")
     previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    prefix = sibling_prefix() if len(job.shares) > 1 else ""
     try:
         for k, share in enumerate(job.shares, 1):
             spec = WorkerSpec(index=k, torrent=job.torrent, save_path=str(job.directory), state_dir=str(sdir),
@@ -144,7 +155,7 @@ def run(job: Job, display: Display) -> Outcome:
                               listen_ip=job.listen_ip, peers=job.peers, web_seeds=job.web_seeds,
                               own_names=metainfo.own_names(job.meta),
                               recheck=job.recheck, max_connections=job.max_connections,
-                              settings=job.worker_settings)
+                              settings=job.worker_settings, peer_prefix=prefix)
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()
@@ -249,11 +260,14 @@ def run(job: Job, display: Display) -> Outcome:
                                        f"unable to read them, see their /api/status): {_few(stuck)}")
         error.files = stuck  # type: ignore[attr-defined]
     end = completed_at if completed_at is not None else time.monotonic()
+    endpoints = {f"{w.endpoint[0]}:{w.endpoint[1]}": w.spec.index for w in workers if w.endpoint}
+    for w in workers:
+        endpoints.update(w.last.get("siblings", {}))
     return Outcome(complete=completed_at is not None, error=error, seconds=end - started,
                    workers=[{**w.last, "worker": w.spec.index, "files_count": len(w.spec.wanted),
                              "bytes": sum(f.size for f in job.shares[w.spec.index - 1])} for w in workers],
                    files=files, verify_results=results,
-                   endpoints={f"{w.endpoint[0]}:{w.endpoint[1]}": w.spec.index for w in workers if w.endpoint})
+                   endpoints=endpoints)
 
 
 def _apply(w: WorkerState, event: dict) -> None:

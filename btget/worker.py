@@ -17,7 +17,9 @@ EVENT TYPES
   progress   {"worker", "done", "wanted", "rate", "up_rate", "peers", "seeds",
               "downloaded", "uploaded", "redundant", "hash_failures", "sources", "state", "finished",
               "first_byte_at" (epoch seconds of the first payload byte, or None),
-              "connected" (some peer connected at some point)}
+              "connected" (some peer connected at some point),
+              "siblings" ({endpoint: worker index} of connections from this bt-get's other workers),
+              "peer_hash_failures" ({endpoint: failed pieces it took part in}), "banned" ([endpoint])}
   finished   progress fields + {"files": {index: verified bytes}}
   error      {"worker", "kind": "disk_full" | "file" | "listen" | "torrent", "subject", "problem"}
   tracker    {"worker", "ok", "url", "message"}  (each announce's outcome)
@@ -31,6 +33,7 @@ import logging
 import os
 import signal
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -63,6 +66,13 @@ class WorkerSpec:
     # then costs at most this long of transfer on the rerun.
     resume_interval: float = 0.5
     settings: dict[str, Any] = field(default_factory=dict)  # extra libtorrent settings
+    # This run's peer-id prefix (sibling_prefix); the worker's peer id is it plus its index.
+    # A connection whose peer id starts with it is a sibling worker, whatever its address.
+    peer_prefix: str = ""
+
+    @property
+    def peer_fingerprint(self) -> str:
+        return f"{self.peer_prefix}{self.index:02d}" if self.peer_prefix else ""
 
     @property
     def resume_path(self) -> str:
@@ -105,6 +115,10 @@ class Worker:
         self.stop = stop
         self.hash_failures = 0
         self.sources: dict[str, int] = {}  # peer endpoint → payload bytes from it (all connections)
+        self.siblings: dict[str, int] = {}  # endpoint of a connection from another worker → its index
+        self.peer_hash_failures: dict[str, int] = {}  # endpoint → failed pieces it took part in
+        self.banned: list[str] = []  # endpoints libtorrent banned for sending corrupt pieces
+        self.banned_ips: set[str] = set()
         self._last_conn: dict[str, int] = {}
         self._seen: dict[str, int] = {}  # every peer seen connected (small transfers end between samples)
         self._recent: dict[str, int] = {}  # peer → bytes it sent in the last sample that saw any
@@ -127,12 +141,16 @@ class Worker:
         from btget import stall
 
         self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
+        self._prefix = spec.peer_prefix.encode()
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
                  "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
+                 **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {}),
                  **spec.settings}
         self.ses = ltsession.session(spec.listen_ip, 0, **extra)
-        self.handle = self.ses.add_torrent(self._params())
+        atp = self._params()
+        self._web_seed_endpoints = {_url_endpoint(u) for u in [*atp.url_seeds, *(w["url"] for w in atp.ti.web_seeds())]}
+        self.handle = self.ses.add_torrent(atp)
         self.send({"type": "listening", "ip": spec.listen_ip, "port": self.ses.listen_port()})
         for peer in spec.peers:
             self.handle.connect_peer(peer)
@@ -247,7 +265,9 @@ class Worker:
         elif isinstance(a, (lt.peer_connect_alert, lt.peer_disconnected_alert)):
             ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
             if ep:
-                self._seen.setdefault(f"{ep[0]}:{ep[1]}", 1)
+                key = f"{ep[0]}:{ep[1]}"
+                # The alert does not say what the peer is: an HTTP source keeps its name.
+                self._seen.setdefault(f"web seed {key}" if key in self._web_seed_endpoints else key, 1)
             if isinstance(a, lt.peer_connect_alert):
                 self.connected = True
             elif not self.finished:
@@ -256,6 +276,8 @@ class Worker:
                 self._seeds_gone(self.handle.status(0).num_seeds)
         elif isinstance(a, lt.hash_failed_alert):
             self.hash_failures += 1
+        elif isinstance(a, lt.peer_ban_alert):
+            self._banned(a.endpoint)
         elif isinstance(a, lt.tracker_error_alert):
             # A dead or refusing tracker is the usual reason for "0 seeds":
             # say so rather than let the user watch a still bar.
@@ -307,11 +329,28 @@ class Worker:
                        for p in peers if p.connection_type not in self._web_seed_types]
             changed |= bool(self.stall.step(now, samples))
         if changed:
-            # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
-            rules = self.lt.ip_filter()
-            for ip in self.stall.banned:
-                rules.add_rule(ip, ip, 1)
-            self.ses.set_ip_filter(rules)
+            self._set_ip_filter()
+
+    def _set_ip_filter(self) -> None:
+        # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
+        rules = self.lt.ip_filter()
+        for ip in set(self.stall.banned) | self.banned_ips:
+            rules.add_rule(ip, ip, 1)
+        self.ses.set_ip_filter(rules)
+
+    def _banned(self, endpoint: tuple[str, int]) -> None:
+        """libtorrent banned a peer for corrupt pieces (it alone sent a piece that failed, or took part
+        in too many). It bans the endpoint; a peer reconnecting from another port would be a new peer
+        to it (several connections per address are allowed, for loopback and NAT), so the address is
+        shut out for the rest of the run: unless it is our own, which our sibling workers share."""
+        key = f"{endpoint[0]}:{endpoint[1]}"
+        if key not in self.banned:
+            self.banned.append(key)
+            self.peer_hash_failures[key] = max(1, self.peer_hash_failures.get(key, 0))
+            log.warning("banned %s: it sent pieces that failed their hash check", key)
+        if endpoint[0] != self.spec.listen_ip and endpoint[0] not in self.banned_ips:
+            self.banned_ips.add(endpoint[0])
+            self._set_ip_filter()
 
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:
@@ -351,6 +390,12 @@ class Worker:
                 # An HTTP server (BEP 19), not a peer: named so that one on the
                 # workers' own address is not taken for a sibling worker.
                 key = f"web seed {key}"
+            if self._prefix and key not in self.siblings:
+                pid = p.pid.to_bytes()
+                if pid.startswith(self._prefix) and pid[len(self._prefix):len(self._prefix) + 2].isdigit():
+                    self.siblings[key] = int(pid[len(self._prefix):len(self._prefix) + 2])
+            if p.num_hashfails:
+                self.peer_hash_failures[key] = max(p.num_hashfails, self.peer_hash_failures.get(key, 0))
             total = p.total_download
             # Seeds weigh more than leechers when nothing was ever seen moving.
             self._seen[key] = 1000 if p.flags & self.lt.peer_info.seed else 1
@@ -400,6 +445,9 @@ class Worker:
             "finished": self.flushed,
             "first_byte_at": self.first_byte_at,
             "connected": self.connected,
+            "siblings": dict(self.siblings),
+            "peer_hash_failures": dict(self.peer_hash_failures),
+            "banned": list(self.banned),
         }
         if files:
             done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity)
@@ -462,6 +510,16 @@ def write_resume(path: str, data: bytes) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         log.warning("%s: cannot save resume state (%s)", path, exc.strerror)
+
+
+def _url_endpoint(url: str) -> str:
+    """host:port of an HTTP(S) URL, as libtorrent names the peer it connects to there."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return url
+    return f"{parts.hostname}:{port}"
 
 
 def _filename(alert: Any) -> str:
