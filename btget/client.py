@@ -14,16 +14,18 @@ import difflib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import aiohttp
 
+from torrents import urls
 from torrents.errors import NotFound
 
 from btget.errors import RepoError, ReplicaConflict
 
 TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)
+SITES_TIMEOUT = aiohttp.ClientTimeout(total=3, connect=2)  # site names are for the summary only
 MAX_TORRENT = 64 * 1024 * 1024
 MAX_JSON = 16 * 1024 * 1024
 MAX_SEARCHES = 4  # queries spent looking for close names
@@ -31,7 +33,6 @@ MAX_SEARCHES = 4  # queries spent looking for close names
 
 @dataclass(frozen=True)
 class Resolved:
-    name: str | None
     torrent: bytes
     record: dict[str, Any] | None  # the repository's dataset record, when there is one
 
@@ -69,7 +70,7 @@ class Client:
 
     async def dataset(self, name: str) -> dict[str, Any]:
         """GET /api/datasets/{name}; NotFound with suggestions on 404."""
-        status, doc = await self._json(f"{self.repo}/api/datasets/{quote(name, safe='')}")
+        status, doc = await self._json(f"{self.repo}{urls.dataset_api(name)}")
         if status == 404:
             raise NotFound(name, _not_found_text(self.repo, await self.close_names(name)))
         if status != 200 or not isinstance(doc, dict):
@@ -78,7 +79,7 @@ class Client:
 
     async def torrent(self, name: str, info_hash: str | None = None) -> bytes:
         """GET /datasets/{name}.torrent (the newest version, or `info_hash`'s)."""
-        url = f"{self.repo}/datasets/{quote(name, safe='')}.torrent"
+        url = f"{self.repo}{urls.dataset_torrent(name)}"
         if info_hash:
             url += f"?info_hash={info_hash}"
         status, body = await self._get(url, MAX_TORRENT, ".torrent")
@@ -87,7 +88,7 @@ class Client:
         if status == 409:
             raise ReplicaConflict(f"{name} {info_hash}" if info_hash else name,
                                   "the repository does not serve this version (its replicas disagree, or its bytes "
-                                  f"contradict the catalog); see {self.repo}/datasets/{quote(name, safe='')}")
+                                  f"contradict the catalog); see {self.repo}{urls.dataset_page(name)}")
         if status != 200:
             raise RepoError(self.repo, f"GET /datasets/{name}.torrent: HTTP {status}")
         return body
@@ -121,7 +122,7 @@ class Client:
             raise ReplicaConflict(name, _conflict_text(record))
         if isinstance(torrent, BaseException):
             raise torrent
-        return Resolved(name, torrent, record)
+        return Resolved(torrent, record)
 
     async def fetch(self, url: str) -> bytes:
         status, body = await self._get(url, MAX_TORRENT, ".torrent")
@@ -131,24 +132,51 @@ class Client:
             raise RepoError(url, f"HTTP {status}")
         return body
 
-    async def site_names(self, announce: str) -> dict[str, str]:
-        """Peer endpoint 'ip:port' → site name, from the tracker's GET /api/sites (best effort)."""
-        url = tracker_api(announce, "/api/sites")
-        if url is None:
-            return {}
+    async def site_names(self, announce: str | Sequence[str]) -> dict[str, str]:
+        """Peer endpoint 'ip:port' → site name, from a tracker's GET /api/sites (best effort).
+
+        Every tracker of the torrent is asked at once and the first answer
+        wins: one that hangs (a stopped host) costs nothing, and none costs
+        at most SITES_TIMEOUT before the download starts anyway.
+        """
+        urls = [u for u in (tracker_api(a, "/api/sites") for a in ([announce] if isinstance(announce, str)
+                                                                     else announce)) if u]
+        pending = {asyncio.ensure_future(self._sites_doc(u)) for u in dict.fromkeys(urls)}
         try:
-            status, doc = await self._json(url)
-        except RepoError:
+            deadline = asyncio.get_running_loop().time() + SITES_TIMEOUT.total
+            while pending:
+                done, pending = await asyncio.wait(pending, timeout=deadline - asyncio.get_running_loop().time(),
+                                                   return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    break
+                for task in done:
+                    doc = task.result()
+                    if doc is not None:
+                        return _names(doc)
             return {}
-        if status != 200 or not isinstance(doc, dict):
-            return {}
-        names: dict[str, str] = {}
-        for site in doc.get("sites", []):
-            if isinstance(site, dict) and isinstance(site.get("name"), str):
-                for peer in site.get("peers", []) or []:
-                    if isinstance(peer, str):
-                        names[peer] = site["name"]
-        return names
+        finally:
+            for task in pending:
+                task.cancel()
+
+    async def _sites_doc(self, url: str) -> dict | None:
+        try:
+            async with self.session.get(url, timeout=SITES_TIMEOUT) as resp:
+                if resp.status != 200:
+                    return None
+                doc = await resp.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+
+def _names(doc: dict) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for site in doc.get("sites", []):
+        if isinstance(site, dict) and isinstance(site.get("name"), str):
+            for peer in site.get("peers", []) or []:
+                if isinstance(peer, str):
+                    names[peer] = site["name"]
+    return names
 
 
 # --- pure helpers -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from btget.errors import UsageError
+from torrents.errors import UsageError
 
 
 @dataclass(frozen=True)

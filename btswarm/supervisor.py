@@ -37,6 +37,20 @@ class Child:
         return self.service.label
 
 
+async def _redis_ping(url: str) -> bool:
+    """Whether the Redis at redis://HOST:PORT answers PING (bounded: 2 s)."""
+    host, _, port = url.removeprefix("redis://").split("/", 1)[0].rpartition(":")
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 2)
+        try:
+            writer.write(b"*1\r\n$4\r\nPING\r\n")
+            return (await asyncio.wait_for(reader.readline(), 2)).startswith(b"+PONG")
+        finally:
+            writer.close()
+    except (OSError, asyncio.TimeoutError, ValueError):
+        return False
+
+
 class Supervisor:
     def __init__(self, log_dir: Path, *, report: Callable[[str], None] = print) -> None:
         self.log_dir = log_dir
@@ -75,6 +89,8 @@ class Supervisor:
 
     async def healthy(self, url: str) -> bool:
         assert self._http is not None
+        if url.startswith("redis://"):
+            return await _redis_ping(url)
         try:
             async with self._http.get(url) as resp:
                 return resp.status == 200

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System packages used by the tests and benchmarks: Chromium (browser tests),
-# transmission-show (a second .torrent reader), and the third-party baselines
+# transmission-show (a second .torrent reader), redis-server (the tracker's shared
+# store), and the third-party baselines
 # (mktorrent, opentracker, aria2c, nginx, wrk); iproute2 (ip, tc) for the shaped
 # federation, bindfs and fuse3 for bench_wan's frozen-storage site; the third-party BitTorrent
 # clients of tests/clients/ (qbittorrent-nox, rtorrent, ctorrent; aria2c above); and a real SLURM for
@@ -14,6 +15,7 @@ declare -A need=(
   [tc]=iproute2 [bindfs]=bindfs [fusermount3]=fuse3
   [qbittorrent-nox]=qbittorrent-nox [rtorrent]=rtorrent [ctorrent]=ctorrent
   [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-wlm [sacct]=slurm-wlm [munged]=munge
+  [redis-server]=redis-server
 )
 missing=()
 for cmd in "${!need[@]}"; do
