@@ -335,7 +335,6 @@ class Worker:
         key = f"{endpoint[0]}:{endpoint[1]}"
         if key not in self.banned:
             self.banned.append(key)
-            self.peer_hash_failures[key] = max(1, self.peer_hash_failures.get(key, 0))
         if endpoint[0] != self.spec.listen_ip and endpoint[0] not in self.banned_ips:
             self.banned_ips.add(endpoint[0])
             self._set_ip_filter()
@@ -408,6 +407,13 @@ class Worker:
         """
         total = self.status.total_payload_download if self.status else 0
         rest = total - sum(self.sources.values())
+        failures = self._failures_by_peer()
+        for key in self.banned:
+            if rest > 0 and key not in self.sources:
+                # Banned between two samples (it sent its bad pieces in a few milliseconds):
+                # it sent at least the pieces that failed.
+                self.sources[key] = min(rest, failures.get(key, 0) * self.piece_length)
+                rest -= self.sources[key]
         if rest <= 0:
             return
         weights = self._recent or self.sources or self._seen or {"unattributed": 1}
@@ -433,8 +439,19 @@ class Worker:
             files={i: done[i] for i in self.spec.wanted} if done is not None else None, **self._peers_named())
 
     def _peers_named(self) -> dict[str, Any]:
-        return {"siblings": dict(self.siblings), "peer_hash_failures": dict(self.peer_hash_failures),
+        return {"siblings": dict(self.siblings), "peer_hash_failures": self._failures_by_peer(),
                 "banned": tuple(self.banned)}
+
+    def _failures_by_peer(self) -> dict[str, int]:
+        """libtorrent's count per peer, as last sampled; the failures no sampled peer took part in
+        are those of peers banned between two samples, shared among the banned."""
+        out = dict(self.peer_hash_failures)
+        unexplained = self.hash_failures - sum(out.values())
+        if unexplained > 0 and self.banned:
+            share, extra = divmod(unexplained, len(self.banned))
+            for i, key in enumerate(self.banned):
+                out[key] = out.get(key, 0) + share + (1 if i < extra else 0)
+        return out
 
     def send(self, event: events.WorkerEvent) -> None:
         if self.parent_gone:
