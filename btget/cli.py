@@ -278,6 +278,13 @@ def choose_files(meta: metainfo.Metainfo, opts: Options) -> list[plan.PlanFile]:
     return chosen
 
 
+def repo_hint(cfg: GetConfig) -> str:
+    """How to name another repository, said when the default one is not there."""
+    if cfg.repo != GetConfig().repo:
+        return ""
+    return " (no repository was named: set one with --repo URL, $BTSWARM_REPO or [get] repo in the config file)"
+
+
 def checksums(record: dict[str, Any] | None) -> dict[str, str]:
     if not record:
         return {}
@@ -289,7 +296,7 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
                   info_hash: str | None = None) -> tuple[Resolved, metainfo.Metainfo, dict[str, str]]:
     """TARGET → the .torrent bytes (and the repository record), parsed, plus site names for the summary."""
     async with aiohttp.ClientSession() as session:
-        client = Client(cfg.repo, session)
+        client = Client(cfg.repo, session, hint=repo_hint(cfg))
         if target.kind == "file":
             try:
                 resolved = Resolved(Path(target.value).read_bytes(), None)

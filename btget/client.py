@@ -38,9 +38,10 @@ class Resolved:
 
 
 class Client:
-    def __init__(self, repo: str, session: aiohttp.ClientSession) -> None:
+    def __init__(self, repo: str, session: aiohttp.ClientSession, *, hint: str = "") -> None:
         self.repo = repo.rstrip("/")
         self.session = session
+        self.hint = hint  # said after a repository error: how to name another one
 
     async def _get(self, url: str, limit: int, what: str) -> tuple[int, bytes]:
         try:
@@ -56,10 +57,14 @@ class Client:
                 if len(body) > limit:
                     raise RepoError(url, f"{what} larger than {limit} bytes")
                 return resp.status, body
+        except aiohttp.ClientConnectorError as exc:
+            why = "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else \
+                (exc.os_error.strerror or str(exc.os_error)).lower()
+            raise RepoError(_base(url), f"{why}: is bt-repo running at this URL?{self.hint}") from None
         except aiohttp.ClientError as exc:
-            raise RepoError(_base(url), f"cannot reach ({exc.__class__.__name__}: {exc})") from None
+            raise RepoError(_base(url), f"cannot reach ({exc.__class__.__name__}: {exc}){self.hint}") from None
         except TimeoutError:
-            raise RepoError(_base(url), "no answer in time") from None
+            raise RepoError(_base(url), f"no answer in time{self.hint}") from None
 
     async def _json(self, url: str) -> tuple[int, Any]:
         status, body = await self._get(url, MAX_JSON, "answer")
@@ -70,8 +75,17 @@ class Client:
 
     async def dataset(self, name: str) -> dict[str, Any]:
         """GET /api/datasets/{name}; NotFound with suggestions on 404."""
-        status, doc = await self._json(f"{self.repo}{urls.dataset_api(name)}")
+        try:
+            status, doc = await self._json(f"{self.repo}{urls.dataset_api(name)}")
+        except RepoError as exc:
+            if "not JSON" in exc.problem:
+                raise RepoError(self.repo, f"not a btswarm repository (its answer is not the JSON API){self.hint}") \
+                    from None
+            raise
         if status == 404:
+            if not (isinstance(doc, dict) and str(doc.get("error", "")).endswith("no such dataset")):
+                raise RepoError(self.repo, f"not a btswarm repository (GET {urls.dataset_api(name)} answered 404 "
+                                           f"{_error_text(doc).strip() or 'without saying why'}){self.hint}")
             raise NotFound(name, _not_found_text(self.repo, await self.close_names(name)))
         if status != 200 or not isinstance(doc, dict):
             raise RepoError(self.repo, f"GET /api/datasets/{name}: HTTP {status}{_error_text(doc)}")

@@ -111,7 +111,10 @@ def policy_of(job: Job) -> Policy:
     return Policy(name=job.meta.name, workers=len(job.shares), size=sum(f.size for f in job.selected),
                   timeout=job.timeout, stall_timeout=job.stall_timeout, blocked_after=job.blocked_after,
                   seed_time=job.seed_time, seed_ratio=job.seed_ratio,
-                  verify=any(f.lfn in job.checksums for f in job.selected))
+                  verify=any(f.lfn in job.checksums for f in job.selected),
+                  # Given peers or web seeds may serve it whatever the trackers say.
+                  trackers=tuple(job.meta.trackers()) if not (job.peers or job.web_seeds or job.meta.url_list)
+                  else ())
 
 
 def sibling_prefix() -> str:
@@ -130,7 +133,13 @@ def run(job: Job, display: Display) -> Outcome:
     processes, their pipes, the display, the checksum thread.
     """
     sdir = state_dir(job)
-    sdir.mkdir(parents=True, exist_ok=True)
+    try:
+        sdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file where a directory belongs, a read-only or full file system
+        where = next((p for p in sdir.parents if p.exists()), job.directory)  # what refused us
+        problem = "not a directory" if isinstance(exc, (NotADirectoryError, FileExistsError)) else \
+            f"cannot write here ({exc.strerror})"
+        raise TransferError(where, problem) from None
     check_case(sdir, job.meta)
     # fork, not spawn: a spawned worker re-imports Python, libtorrent and this
     # package before it can announce (~0.4 s of a cold start). Forking is safe

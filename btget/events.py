@@ -71,6 +71,7 @@ class TrackerReply:
     ok: bool
     url: str
     message: str
+    definitive: bool = False  # the tracker said no (a failure reason), or refused the connection again and again
 
 
 # --- parent → worker --------------------------------------------------------------------------

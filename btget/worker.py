@@ -35,6 +35,7 @@ STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and 
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
 REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
+REFUSALS_DEFINITIVE = 3  # connections a tracker refused in a row before that is its answer
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,10 @@ class Worker:
             # A dead or refusing tracker is the usual reason for "0 seeds":
             # say so rather than let the user watch a still bar.
             reason = a.failure_reason() or a.error.message()
-            self.send(events.TrackerReply(self.spec.index, False, a.tracker_url(), reason))
+            # It answered with a reason (an unpublished info-hash), or nobody listens there, every time.
+            definitive = bool(a.failure_reason()) or (a.error.value() == errno.ECONNREFUSED
+                                                      and a.times_in_row >= REFUSALS_DEFINITIVE)
+            self.send(events.TrackerReply(self.spec.index, False, a.tracker_url(), reason, definitive))
         elif isinstance(a, lt.tracker_reply_alert):
             self.send(events.TrackerReply(self.spec.index, True, a.tracker_url(), f"{a.num_peers} peers"))
         elif isinstance(a, lt.file_error_alert):

@@ -22,6 +22,7 @@ from typing import Any, Awaitable, Coroutine, Iterable
 
 from torrents.hostport import parse_hostport
 from tracker import protocol
+from tracker.churn import ChurnGuard
 from tracker.config import TrackerConfig
 from tracker.metrics import SAMPLE_EVERY, TrackerMetrics
 from tracker.peerstore import PeerStore, SwarmView, resolve
@@ -51,8 +52,9 @@ class Announcer:
         self.published: frozenset[bytes] = frozenset()  # from the repository
         self._failure_unknown = protocol.failure_answer(config.failure_reason)
         self._failure_store = protocol.failure_answer(STORE_DOWN)
-        self._jitter = max(1, config.interval // 10)
+        self._jitter = protocol.interval_jitter(config.interval)
         self._sampled = 0  # announces since the last one timed
+        self.churn = ChurnGuard()
 
     def set_published(self, hashes: Iterable[bytes]) -> None:
         self.published = frozenset(hashes)
@@ -143,7 +145,9 @@ class Announcer:
         self.metrics.announce_ok.inc()
         if (ann.event != "stopped" and not ann.seed and ann.info_hash in self.sites.holders
                 and self.starter.short(ann.info_hash, view.counts)):
-            return self._answer_after_seeds(ann, site, view)
+            if self.churn.may_start(ann.info_hash, ann.ip, ann.port, ann.downloaded):
+                return self._answer_after_seeds(ann, site, view)
+            self.metrics.starts_withheld.inc()
         return self._answer(ann, view)
 
     async def _answer_after_seeds(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes:

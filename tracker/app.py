@@ -42,7 +42,7 @@ BENCODED = "text/plain"  # BEP 3 names none; what opentracker sends, and what cl
 def build_state(config: TrackerConfig, clock: Callable[[], float] = time.monotonic
                 ) -> tuple[PeerStore, SiteRegistry, StartState]:
     """The peer store, site registry and start state that `config.store` names."""
-    ttl = 2 * config.interval
+    ttl = protocol.peer_ttl(config.interval)
     if config.store == "redis":
         from tracker.redisstore import RedisPeerStore, RedisSiteRegistry, RedisStartState
 

@@ -16,6 +16,9 @@ class TrackerMetrics:
         self.announces = Counter("btswarm_tracker_announces", "Announces answered, by result",
                                  ["result"], registry=self.registry)
         self.scrapes = Counter("btswarm_tracker_scrapes", "Scrapes answered", registry=self.registry)
+        self.starts_withheld = Counter("btswarm_tracker_starts_withheld",
+                                       "Seed starts not asked for: the leecher took seeds before and never "
+                                       "downloaded (tracker/churn.py)", registry=self.registry)
         self.seed_starts = Counter("btswarm_tracker_seed_starts", "Seed start requests sent to sites, by outcome",
                                    ["outcome"], registry=self.registry)
         self.start_latency = Histogram("btswarm_tracker_seed_start_seconds", "Time for a site to answer a seed start",
