@@ -120,6 +120,7 @@ class Worker:
         self.peer_hash_failures: dict[str, int] = {}  # endpoint → failed pieces it took part in
         self.banned: list[str] = []  # endpoints libtorrent banned for sending corrupt pieces
         self.banned_ips: set[str] = set()
+        self._failures_at_connect: dict[str, int] = {}  # endpoint → hash failures counted when it connected
         self._prefix = spec.peer_prefix.encode()
         self.phase = WorkerPhase.FETCHING
         self.parent_gone = False
@@ -257,6 +258,8 @@ class Worker:
                 self._seen.setdefault(f"web seed {key}" if (ep[0], ep[1]) in self._web_seed_endpoints else key, 1)
             if isinstance(a, lt.peer_connect_alert):
                 self.connected = True
+                if ep:
+                    self._failures_at_connect.setdefault(f"{ep[0]}:{ep[1]}", self.hash_failures)
             elif self.phase is WorkerPhase.FETCHING:
                 # A site that cannot read its replica drops its seed at once, between two
                 # status updates: look now, not at the next one.
@@ -339,6 +342,10 @@ class Worker:
         key = f"{endpoint[0]}:{endpoint[1]}"
         if key not in self.banned:
             self.banned.append(key)
+            # Banned between two samples, its count unseen: it took part in at least one of the
+            # failures since it connected (the failing piece's alert comes before the ban's).
+            since = self.hash_failures - self._failures_at_connect.get(key, 0)
+            self.peer_hash_failures[key] = max(self.peer_hash_failures.get(key, 0), since, 1)
         if endpoint[0] != self.spec.listen_ip and endpoint[0] not in self.banned_ips:
             self.banned_ips.add(endpoint[0])
             self._set_ip_filter()
@@ -411,7 +418,7 @@ class Worker:
         """
         total = self.status.total_payload_download if self.status else 0
         rest = total - sum(self.sources.values())
-        failures = self._failures_by_peer()
+        failures = self.peer_hash_failures
         for key in self.banned:
             if rest > 0 and key not in self.sources:
                 # Banned between two samples (it sent its bad pieces in a few milliseconds):
@@ -443,19 +450,8 @@ class Worker:
             files={i: done[i] for i in self.spec.wanted} if done is not None else None, **self._peers_named())
 
     def _peers_named(self) -> dict[str, Any]:
-        return {"siblings": dict(self.siblings), "peer_hash_failures": self._failures_by_peer(),
+        return {"siblings": dict(self.siblings), "peer_hash_failures": dict(self.peer_hash_failures),
                 "banned": tuple(self.banned)}
-
-    def _failures_by_peer(self) -> dict[str, int]:
-        """libtorrent's count per peer, as last sampled; the failures no sampled peer took part in
-        are those of peers banned between two samples, shared among the banned."""
-        out = dict(self.peer_hash_failures)
-        unexplained = self.hash_failures - sum(out.values())
-        if unexplained > 0 and self.banned:
-            share, extra = divmod(unexplained, len(self.banned))
-            for i, key in enumerate(self.banned):
-                out[key] = out.get(key, 0) + share + (1 if i < extra else 0)
-        return out
 
     def send(self, event: events.WorkerEvent) -> None:
         if self.parent_gone:

@@ -56,6 +56,9 @@ def test_two_workers_each_fetch_their_share(dataset, seed, tmp_path):
         assert w["done"] >= w["bytes"]
     for f in dataset.meta.files:
         assert same_bytes(dataset.root / f.lfn, tmp_path / dataset.name / f.lfn), f.lfn
+    # What a worker got from its sibling is named for it, whichever of the two connected (the
+    # incoming side sees an ephemeral port on the shared address: it knows the sibling by its peer id).
+    assert set(doc["sources"]) <= {peer, "worker 1", "worker 2"}, doc["sources"]
 
 
 def test_shards_into_one_directory_make_the_whole(dataset, seed, tmp_path):

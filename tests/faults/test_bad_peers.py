@@ -71,7 +71,11 @@ def test_corrupting_peer_is_banned_and_the_download_is_correct(fed, procs, tmp_p
     # Banned once, by address: back from another port, it is not let in again.
     assert len(doc["banned"]) == 1 and doc["banned"][0].startswith(f"{BAD_IP}:"), doc["banned"]
     assert doc["hash_failures"] >= 1
-    assert doc["hash_failures_by_source"] and all(s.startswith(f"{BAD_IP}:") for s in doc["hash_failures_by_source"])
+    # A site that sent blocks of a piece the bad peer spoiled took part in that failure too (libtorrent's
+    # count); the bad peer in at least one, at most all.
+    by_source = doc["hash_failures_by_source"]
+    bad_failures = sum(n for s, n in by_source.items() if s.startswith(f"{BAD_IP}:"))
+    assert 1 <= bad_failures <= doc["hash_failures"], by_source
     redownloaded = doc["bytes_downloaded"] - doc["bytes_redundant"] - doc["bytes_total"]
     record_property("corrupt_peer", {"sent": sent_by_bad, "redownloaded": redownloaded,
                                      "hash_failures": doc["hash_failures"], "banned": doc["banned"],
