@@ -36,6 +36,8 @@ SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
 REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
 REFUSALS_DEFINITIVE = 3  # connections a tracker refused in a row before that is its answer
+REASONS_DEFINITIVE = 2  # refusals with a reason in a row before that is its answer
+REASON_RECHECK = 3  # seconds before asking a tracker that gave a reason once more
 
 
 @dataclass(frozen=True)
@@ -272,9 +274,13 @@ class Worker:
             # A dead or refusing tracker is the usual reason for "0 seeds":
             # say so rather than let the user watch a still bar.
             reason = a.failure_reason() or a.error.message()
-            # It answered with a reason (an unpublished info-hash), or nobody listens there, every time.
-            definitive = bool(a.failure_reason()) or (a.error.value() == errno.ECONNREFUSED
-                                                      and a.times_in_row >= REFUSALS_DEFINITIVE)
+            # It answered with a reason twice (once may be a tracker that has not yet heard the
+            # site's heartbeat for a dataset just published), or nobody listens there, every time.
+            definitive = a.times_in_row >= (REASONS_DEFINITIVE if a.failure_reason() else REFUSALS_DEFINITIVE) \
+                and (bool(a.failure_reason()) or a.error.value() == errno.ECONNREFUSED)
+            if a.failure_reason() and not definitive:
+                # Ask again soon rather than after libtorrent's half-minute back-off.
+                self.handle.force_reannounce(REASON_RECHECK, -1, self.lt.reannounce_flags_t.ignore_min_interval)
             self.send(events.TrackerReply(self.spec.index, False, a.tracker_url(), reason, definitive))
         elif isinstance(a, lt.tracker_reply_alert):
             self.send(events.TrackerReply(self.spec.index, True, a.tracker_url(), f"{a.num_peers} peers"))
