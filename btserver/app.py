@@ -76,7 +76,8 @@ class Daemon:
 
     def heartbeat_body(self) -> dict:
         return heartbeat.heartbeat_body(self.config.site, self.control_url, [self.seeder.endpoint],
-                                        self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds)
+                                        self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds,
+                                        self.config.kind)
 
 
 DAEMON = web.AppKey("btserver_daemon", Daemon)
@@ -254,7 +255,8 @@ async def _publish(d: Daemon, prepared: Prepared) -> None:
     assert d.http is not None
     torrent = await asyncio.get_running_loop().run_in_executor(None, prepared.torrent_path.read_bytes)
     answer = await publisher.publish(d.http, d.config.repo, d.config.site, d.config.secret, torrent,
-                                     prepared.record(), retry=d.publish_retry, metrics=d.metrics)
+                                     prepared.record(), retry=d.publish_retry, metrics=d.metrics,
+                                     kind=d.config.kind)
     d.published[prepared.info_hash] = answer
     if not answer.ok:
         d.publishing.discard(prepared.info_hash)  # the next rescan (SIGHUP) tries again

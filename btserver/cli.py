@@ -181,7 +181,7 @@ def publish(name: str | None, config_path: str | None, verbose: int, attempts: i
             retry = publisher.Retry(attempts=max(1, attempts))
             return [await publisher.publish(http, cfg.repo, cfg.site, cfg.secret, p.torrent_path.read_bytes(),
                                             {**p.record(), **({"new_version": True} if new_version else {})},
-                                            retry=retry) for p in chosen if p is not None]
+                                            retry=retry, kind=cfg.kind) for p in chosen if p is not None]
 
     results = asyncio.run(go())
     for p, answer in zip(chosen, results):
