@@ -279,15 +279,36 @@ def get(opts: Options) -> int:
                           outcome.verify_results, outcome.workers,
                           report.name_sources(raw_sources, sites, outcome.endpoints, cfg.listen),
                           outcome.seconds, status)
+    shared = share(opts, directory / meta.name, meta.info_hash, doc) if opts.share and error is None else None
     if opts.json_output:
         # Indented for a person at a terminal; compact for a pipe, where the C
         # encoder writes a 10,000-file document in milliseconds, not seconds.
         click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
     elif not opts.quiet:
         click.echo(report.human(doc))
+        if isinstance(shared, dict):
+            from btget import share as sharing
+
+            click.echo(sharing.human(shared))
     if error is not None:
         raise error
+    if isinstance(shared, BtswarmError):
+        raise shared
     return int(status)
+
+
+def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -> dict[str, Any] | BtswarmError:
+    """--share: hand the verified dataset to this T3's bt-server (btget/share.py); said in `doc` either way."""
+    from btget import share as sharing
+
+    try:
+        shared = sharing.share(directory, info_hash, opts.config_path)
+    except sharing.ShareError as exc:
+        doc["share"] = {"error": str(exc)}
+        doc["exit_status"], doc["exit_code"] = exc.exit_status.name, int(exc.exit_status)
+        return exc
+    doc["share"] = shared
+    return shared
 
 
 def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Metainfo, target: Target) -> int:

@@ -64,6 +64,8 @@ class Daemon:
     tasks: set[asyncio.Task] = field(default_factory=set)
     prepare_lock: threading.Lock = field(default_factory=threading.Lock)
     prepare_error: str | None = None  # the last scan crashed: why (shown in /api/status)
+    rescan: Callable[[], None] | None = None  # start a scan (SIGHUP, POST /api/rescan); set at start-up
+    scans: int = 0  # scans finished: a caller who asked for one knows when its answer is in /api/status
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -106,6 +108,7 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
     app[DAEMON] = daemon
     app.router.add_post("/api/seeds", start_seed)
     app.router.add_delete("/api/seeds/{info_hash}", stop_seed)
+    app.router.add_post("/api/rescan", rescan)
     app.router.add_get("/api/status", status)
     app.router.add_get("/healthz", healthz)
     add_metrics_route(app, metrics.registry)
@@ -144,6 +147,19 @@ async def stop_seed(request: web.Request) -> web.Response:
     return web.json_response({"state": "stopped", "info_hash": info_hash})
 
 
+async def rescan(request: web.Request) -> web.Response:
+    """Scan roots, manifests and shares again, as SIGHUP does (`bt-server share` asks it, signed as this site)."""
+    d = request.app[DAEMON]
+    await read_signed(request, d.verifier)
+    if d.rescan is None:
+        return json_error(503, "still starting")
+    # Every scan that starts from now on reads the roots, manifests and shares as they are now: the
+    # next to finish does, unless one is under way (it started before), then the one after it.
+    done_after = d.scans + (2 if d.prepare_lock.locked() else 1)
+    d.rescan()
+    return web.json_response({"rescanning": True, "scans": d.scans, "done_after": done_after}, status=202)
+
+
 async def status(request: web.Request) -> web.Response:
     d = request.app[DAEMON]
     loop = asyncio.get_running_loop()
@@ -162,6 +178,8 @@ async def status(request: web.Request) -> web.Response:
                 if p.info_hash in d.published and d.published[p.info_hash].problem]
     return web.json_response({
         "site": d.config.site,
+        "kind": d.config.kind,
+        "scans": d.scans,
         "peers": [d.seeder.endpoint],
         "ready": d.inventory.done.is_set(),
         "datasets": datasets,
@@ -205,8 +223,10 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
                 log.exception("preparing datasets failed")
                 d.prepare_error = f"preparing datasets failed: {type(exc).__name__}: {exc}"
                 d.inventory.done.set()
+                d.scans += 1
                 return
             d.prepare_error = None
+            d.scans += 1
             for gone in report.gone:
                 d.seeder.unregister(gone.info_hash)
             notice().info("%s: %d datasets ready, %d gone, %d problems%s", d.config.site, len(report.prepared),
@@ -220,6 +240,7 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         # hash must not wait for it (the executor joins its threads at exit).
         threading.Thread(target=prepare, name="btserver-prepare", daemon=True).start()
 
+    d.rescan = start_prepare
     start_prepare()
     if threading.current_thread() is threading.main_thread():
         # SIGHUP: rescan roots and manifests (new, changed and removed datasets).

@@ -21,7 +21,7 @@ from torrents.build import FileSum
 from torrents.dataset import Dataset, Problem
 from torrents.errors import BtswarmError
 
-from btserver import catalog, checksums, farm, layout
+from btserver import catalog, checksums, farm, layout, shares
 from btserver.builder import BuildParams
 from btserver.config import ServerConfig
 from btserver.metacache import MetaCache
@@ -86,16 +86,24 @@ class Inventory:
         self.problems: list[Problem] = []
         self.excluded: dict[str, tuple[tuple[str, str], ...]] = {}
         self.done = threading.Event()
+        self.shares: list[shares.Share] = []  # read again at each scan
 
     def allowed_roots(self) -> list[str]:
-        return [os.path.realpath(r) for r in (*self.config.roots, *self.config.storage_roots)]
+        return [os.path.realpath(r) for r in (*self.config.roots, *self.config.storage_roots,
+                                              *(s.path for s in self.shares))]
 
     def prepare(self, on_ready: Callable[[Prepared, Prepared | None], None] | None = None,
                 stop: threading.Event | None = None) -> Report:
         """Scan and prepare every dataset; `on_ready(new, replaced)` for each one that is ready."""
         report = Report()
+        try:
+            self.shares = shares.load(self.state)
+        except BtswarmError as exc:  # a damaged list shares nothing until mended; the rest goes on
+            report.problems.append(Problem("", exc.subject, exc.problem))
+            self.shares = []
         cat = catalog.scan(self.config.roots, self.config.manifests, exclude=self.config.exclude,
-                           allowed_roots=self.allowed_roots(), require_whole=self.config.require_whole)
+                           allowed_roots=self.allowed_roots(), require_whole=self.config.require_whole,
+                           shares=[(s.name, s.path) for s in self.shares])
         report.problems.extend(cat.problems)
         report.excluded = cat.excluded
         layouts = layout.plan(cat.datasets, self.allowed_roots(), farm.probe)
@@ -149,6 +157,12 @@ class Inventory:
         bad = checksums.mismatches(lay.dataset, cached.sums)
         if bad:
             return bad
+        fetched = next((s.info_hash for s in self.shares if s.name == lay.name and s.info_hash), None)
+        if fetched is not None and fetched != cached.info_hash:
+            # Published, it would be a rival version of the same bytes: its own swarm, no help to anyone.
+            return [Problem(lay.name, lay.name, f"hashed here as {cached.info_hash}, but fetched as {fetched}: "
+                            "this site builds torrents with other settings ([server] private, hybrid) than the "
+                            "sites it fetched from, or the directory changed since; not shared")]
         return Prepared(lay.dataset, cached.info_hash, cached.torrent_path, farm_dir, cached.meta, cached.built,
                         cached.sums, left_out)
 
