@@ -44,7 +44,7 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 
 @click.command(name="bt-get", context_settings=command_settings)
 @click.version_option(package_name="btswarm", prog_name="bt-get")
-@click.argument("target")
+@click.argument("target", required=False)
 @click.option("-o", "--output", metavar="DIR", help="Download into DIR/NAME/ (default: config [get] output, or .).")
 @click.option("--scope-subdir", is_flag=True,
               help="A Rucio DID scope:name goes to DIR/scope/name/ (default DIR/name/), as rucio download does.")
@@ -73,10 +73,20 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 @click.option("--piece-timeout", metavar="DURATION", help="With --serve: answer 503 when a piece has not "
               "arrived in this time (default 60s).")
 @click.option("--parent-pid", type=int, hidden=True, help="With --serve: stop when this process is gone.")
+@click.option("--search", metavar="QUERY", help="List the datasets whose names hold every word of QUERY (any part "
+              "of a name, any case; '' lists all): size, files, live seeds, T2 and T3 sites holding each. No "
+              "download.")
+@click.option("--list-files", "list_files", is_flag=True, help="List TARGET's files (size, bytes, adler32, LFN), or "
+              "those --files/--nrandom/--shard would pick. No download.")
+@click.option("--share", is_flag=True, help="After a verified download of the whole dataset, share it for the long "
+              "run: this T3's bt-server ([server] in the config, kind = \"T3\") registers it with the federation "
+              "and seeds it on demand after bt-get ends (docs/bt-get.md, Sharing).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress display and no summary.")
 @click.option("-v", "--verbose", count=True, help="-v: log to stderr; -vv: debug, tracebacks.")
 def command(**opts: Any) -> int:
-    """Download TARGET: a dataset NAME, a FILE.torrent, an http(s) URL of one, or a magnet link."""
+    """Download TARGET: a dataset NAME, a FILE.torrent, an http(s) URL of one, or a magnet link.
+
+    Or look before downloading: `bt-get --search QUERY`, `bt-get TARGET --list-files`."""
     tlog.setup(opts["verbose"], "bt-get")
     return get(Options.from_click(opts))
 
@@ -115,6 +125,9 @@ class Options:
     piece_timeout: float | None = None
     parent_pid: int | None = None
     scope_subdir: bool = False
+    search: str | None = None
+    list_files: bool = False
+    share: bool = False
 
     @classmethod
     def from_click(cls, o: dict[str, Any]) -> "Options":
@@ -139,6 +152,7 @@ class Options:
                 peers.append(parse_hostport(text, "--peer"))
             except ConfigError as exc:
                 raise UsageError(exc.subject, exc.problem) from None
+        _check_modes(o)
         serve = _serve_address(o) if o.get("serve") is not None else None
         if serve is None:
             for key, flag in (("no_prefetch", "--no-prefetch"), ("piece_timeout", "--piece-timeout"),
@@ -155,7 +169,33 @@ class Options:
             timeout=_duration("--timeout", o["timeout"]), stall_timeout=_duration("--stall-timeout", o["stall_timeout"]),
             check=o["check"], web_seeds=tuple(o["web_seeds"]), peers=tuple(peers), listen=o["listen"],
             json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"],
-            scope_subdir=o.get("scope_subdir", False))
+            scope_subdir=o.get("scope_subdir", False),
+            search=o.get("search"), list_files=bool(o.get("list_files")), share=bool(o.get("share")))
+
+
+def _check_modes(o: dict[str, Any]) -> None:
+    """--search (no TARGET), --list-files and --share (a TARGET): which go together."""
+    if o.get("search") is not None:
+        if o.get("target") is not None:
+            raise UsageError("--search", f"takes one QUERY and no TARGET (quote several words: --search "
+                                         f"'{o['search']} {o['target']}')")
+        for key in ("list_files", "share", "serve"):
+            if o.get(key):
+                raise UsageError("--search", f"not with --{key.replace('_', '-')}")
+        return
+    if o.get("target") is None:
+        raise UsageError("TARGET", "missing: a dataset NAME, a FILE.torrent, a URL or a magnet (or --search QUERY "
+                                   "to find one)")
+    if o.get("list_files"):
+        for key in ("share", "serve"):
+            if o.get(key) is not None and o.get(key) is not False:
+                raise UsageError("--list-files", f"not with --{key} (--list-files downloads nothing)")
+    if o.get("share"):
+        # A T3 shares a dataset only whole: a part would be another info-hash, another swarm.
+        for key, flag in (("globs", "--files"), ("nrandom", "--nrandom"), ("shard", "--shard"), ("serve", "--serve")):
+            if o.get(key):
+                raise UsageError("--share", f"not with {flag}: only a whole dataset can be shared (the same "
+                                            "info-hash as its sites')")
 
 
 # Options that choose what to download or when to stop: meaningless for a server,
@@ -200,16 +240,25 @@ def configure(opts: Options) -> GetConfig:
 
 def get(opts: Options) -> int:
     cfg = configure(opts)
+    if opts.search is not None:
+        from btget import browse
+
+        return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg))
     target = classify(opts.target, os.path.isfile)
     if opts.info_hash is not None and target.kind != "name":
         raise UsageError("--info-hash", "only with a dataset NAME (a .torrent or magnet names its own version)")
-    resolved, meta, sites = asyncio.run(resolve(target, cfg, opts.peers, opts.info_hash))
+    resolved, meta, sites = asyncio.run(resolve(target, cfg, opts.peers, opts.info_hash,
+                                                site_names=not opts.list_files))
     if target.info_hash and meta.info_hash != target.info_hash:
         raise RepoError(opts.target, f"the repository's torrent has info-hash {meta.info_hash}, "
                         f"not the magnet's {target.info_hash}")
     if opts.serve is not None:
         return serve(opts, cfg, resolved, meta, target)
     selected = choose_files(meta, opts)
+    if opts.list_files:
+        from btget import browse
+
+        return browse.list_files(meta, resolved.record, selected, json_output=opts.json_output)
     workers, capped = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
                                         os.cpu_count() or 1, len(selected))
     shares = tuple(tuple(s) for s in plan.split(selected, workers) if s)
@@ -239,15 +288,36 @@ def get(opts: Options) -> int:
                           outcome.verify_results, outcome.workers,
                           report.name_sources(raw_sources, sites, outcome.endpoints),
                           outcome.seconds, status, hash_failures_by_source=failures, banned=banned)
+    shared = share(opts, directory / meta.name, meta.info_hash, doc) if opts.share and error is None else None
     if opts.json_output:
         # Indented for a person at a terminal; compact for a pipe, where the C
         # encoder writes a 10,000-file document in milliseconds, not seconds.
         click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
     elif not opts.quiet:
         click.echo(report.human(doc))
+        if isinstance(shared, dict):
+            from btget import share as sharing
+
+            click.echo(sharing.human(shared))
     if error is not None:
         raise error
+    if isinstance(shared, BtswarmError):
+        raise shared
     return int(status)
+
+
+def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -> dict[str, Any] | BtswarmError:
+    """--share: hand the verified dataset to this T3's bt-server (btget/share.py); said in `doc` either way."""
+    from btget import share as sharing
+
+    try:
+        shared = sharing.share(directory, info_hash, opts.config_path)
+    except sharing.ShareError as exc:
+        doc["share"] = {"error": str(exc)}
+        doc["exit_status"], doc["exit_code"] = exc.exit_status.name, int(exc.exit_status)
+        return exc
+    doc["share"] = shared
+    return shared
 
 
 def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Metainfo, target: Target) -> int:
@@ -301,7 +371,8 @@ def checksums(record: dict[str, Any] | None) -> dict[str, str]:
 
 
 async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int]],
-                  info_hash: str | None = None) -> tuple[Resolved, metainfo.Metainfo, dict[str, str]]:
+                  info_hash: str | None = None, *, site_names: bool = True
+                  ) -> tuple[Resolved, metainfo.Metainfo, dict[str, str]]:
     """TARGET → the .torrent bytes (and the repository record), parsed, plus site names for the summary."""
     async with aiohttp.ClientSession() as session:
         client = Client(cfg.repo, session, hint=repo_hint(cfg))
@@ -319,7 +390,7 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
         if target.kind == "file" and (why := not_a_torrent(resolved.torrent)):
             raise MetainfoError(target.value, why)
         meta = metainfo.parse(resolved.torrent, subject=target.value)
-        sites = await client.site_names(meta.trackers())
+        sites = await client.site_names(meta.trackers()) if site_names else {}
         return resolved, meta, sites
 
 

@@ -114,6 +114,38 @@ class Client:
             return []
         return [d["name"] for d in doc.get("datasets", []) if isinstance(d, dict) and isinstance(d.get("name"), str)]
 
+    async def search_page(self, query: str, page: int = 1, per_page: int = 200, *, sort: str = "name",
+                          swarm: bool = True) -> dict[str, Any]:
+        """One page of GET /api/datasets (with each row's live swarm when `swarm`): the answer as is."""
+        path = (f"/api/datasets?q={quote(query, safe='')}&page={page}&per_page={per_page}&sort={sort}"
+                + ("&swarm=1" if swarm else ""))
+        try:
+            status, doc = await self._json(f"{self.repo}{path}")
+        except RepoError as exc:
+            if "not JSON" in exc.problem:
+                raise RepoError(self.repo, f"not a btswarm repository (its answer is not the JSON API){self.hint}") \
+                    from None
+            raise
+        if status != 200 or not isinstance(doc, dict) or not isinstance(doc.get("datasets"), list):
+            if status == 404:
+                raise RepoError(self.repo, f"not a btswarm repository (GET /api/datasets answered 404){self.hint}")
+            raise RepoError(self.repo, f"GET /api/datasets: HTTP {status}{_error_text(doc)}")
+        return doc
+
+    async def search_all(self, query: str, limit: int) -> tuple[int, list[dict[str, Any]]]:
+        """(how many match, the first `limit` rows by name), a page of 200 at a time."""
+        rows: list[dict[str, Any]] = []
+        total = 0
+        page = 1
+        while len(rows) < limit:
+            doc = await self.search_page(query, page, min(200, limit))
+            total = doc.get("total") if isinstance(doc.get("total"), int) else len(doc["datasets"])
+            rows += [d for d in doc["datasets"] if isinstance(d, dict)]
+            if not doc["datasets"] or len(rows) >= total:
+                break
+            page += 1
+        return total, rows[:limit]
+
     async def close_names(self, name: str) -> list[str]:
         """Names in the repository close to `name`, best first (a few searches, difflib)."""
         seen: list[str] = []

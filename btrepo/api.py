@@ -58,8 +58,16 @@ async def publish(request: web.Request) -> web.Response:
 async def list_datasets(request: web.Request) -> web.Response:
     params = catalog.parse_search(request.query)
     total, rows = await request.app[keys.DB].search(params)
+    docs = [r.to_json() for r in rows]
+    if request.query.get("swarm") in ("1", "true", "yes"):
+        # Live seeds beside each row (bt-get --search): one tracker question per row, all at once,
+        # each bounded by the tracker client's timeout; null where the tracker did not answer.
+        tracker = request.app[keys.TRACKER]
+        swarms = await asyncio.gather(*(tracker.swarm(r.info_hash) for r in rows))
+        for doc, swarm in zip(docs, swarms):
+            doc["swarm"] = swarm.to_json() if swarm else None
     return web.json_response({"total": total, "page": params.page, "per_page": params.per_page,
-                              "sort": params.sort, "datasets": [r.to_json() for r in rows]})
+                              "sort": params.sort, "datasets": docs})
 
 
 async def get_dataset(request: web.Request) -> web.Response:

@@ -27,6 +27,8 @@ MAX_DESCRIPTION = 64 * 1024
 MAX_PER_PAGE = 200
 DEFAULT_PER_PAGE = 50
 SORTS = ("relevance", "name", "size", "date")
+# A site's tier as it says in its publications: a storage site (T2), or a T3 sharing what it fetched.
+SITE_KINDS = ("T2", "T3")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Publication:
     declared: bool = False  # the site declares this a new version of the dataset
     left_out: tuple[tuple[str, str], ...] = ()  # what the site left out of its replica (path, why)
     left_out_count: int = 0
+    kind: str = "T2"  # the publishing site's tier (SITE_KINDS)
 
     @property
     def name(self) -> str:
@@ -77,7 +80,7 @@ class Outcome(enum.Enum):
 
 
 def parse_publish(body: Any, path_name: str, signer: str) -> Publication:
-    """Check a publish body `{"site", "torrent": base64, "record": {...}}` for dataset `path_name`.
+    """Check a publish body `{"site", "kind"?, "torrent": base64, "record": {...}}` for dataset `path_name`.
 
     The signing site is authoritative; a body naming another site is refused.
     Raises MetainfoError/DatasetError (400) when the torrent is unsafe or the
@@ -90,6 +93,9 @@ def parse_publish(body: Any, path_name: str, signer: str) -> Publication:
     claimed = body.get("site", signer)
     if claimed != signer:
         raise AuthError(signer, f"signed as {signer!r} but the body says site {claimed!r}")
+    kind = body.get("kind", "T2")
+    if kind not in SITE_KINDS:
+        raise BtswarmError(subject, f"kind must be one of {', '.join(SITE_KINDS)}, got {str(kind)[:20]!r}")
     text = body.get("torrent")
     if not isinstance(text, str) or not text:
         raise MetainfoError(subject, "torrent (base64 of the .torrent bytes) is missing")
@@ -107,7 +113,7 @@ def parse_publish(body: Any, path_name: str, signer: str) -> Publication:
         raise DatasetError(subject, f"record new_version must be true or false, got {declared!r}")
     left_out, count = _record_left_out(record, subject)
     return Publication(site=signer, dataset=dataset, meta=meta, torrent=torrent, xxh3=_record_sums(record, subject),
-                       declared=declared, left_out=left_out, left_out_count=count)
+                       declared=declared, left_out=left_out, left_out_count=count, kind=kind)
 
 
 MAX_LEFT_OUT = 1000

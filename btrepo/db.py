@@ -105,6 +105,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE datasets ADD COLUMN did_name TEXT;
     CREATE INDEX datasets_did_scope ON datasets(did_scope);
     """,
+    # Which tier a site is (T2: a storage site; T3: a site sharing what it fetched, bt-get --share),
+    # as its latest publication said. Independent of every other migration (it only adds a column).
+    """
+    ALTER TABLE sites ADD COLUMN kind TEXT NOT NULL DEFAULT 'T2';
+    """,
 )
 
 # bm25 weights for (name, files, description): a word in the name counts most.
@@ -138,10 +143,16 @@ class Summary:
     last_published: str
     replicas: str = "agree"  # agree | partial | conflict | disputed | incomplete (see replicas_state)
     did: tuple[str, str] | None = None  # (scope, name) of a dataset read from Rucio
+    t3_sites: tuple[str, ...] = ()  # those of `sites` that are T3s sharing what they fetched
+
+    @property
+    def t2_sites(self) -> tuple[str, ...]:
+        return tuple(s for s in self.sites if s not in self.t3_sites)
 
     def to_json(self) -> dict:
         return {"name": self.name, "info_hash": self.info_hash, "total_size": self.total_size,
-                "file_count": self.file_count, "sites": list(self.sites), "description": self.description,
+                "file_count": self.file_count, "sites": list(self.sites), "t2_sites": list(self.t2_sites),
+                "t3_sites": list(self.t3_sites), "description": self.description,
                 "first_published": iso(self.first_published), "last_published": iso(self.last_published),
                 "replicas": self.replicas, "did": {"scope": self.did[0], "name": self.did[1]} if self.did else None}
 
@@ -212,9 +223,10 @@ class SiteRow:
     name: str
     datasets: int
     last_published: str | None
+    kind: str = "T2"
 
     def to_json(self) -> dict:
-        return {"name": self.name, "datasets": self.datasets,
+        return {"name": self.name, "kind": self.kind, "datasets": self.datasets,
                 "last_published": iso(self.last_published) if self.last_published else None}
 
 
@@ -390,7 +402,7 @@ def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection],
 def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Published:
     row = conn.execute("SELECT id, description, current_version_id, pinned_version_id FROM datasets WHERE name = ?",
                        (pub.name,)).fetchone()
-    site_id = _site_id(conn, pub.site, now)
+    site_id = _site_id(conn, pub.site, now, pub.kind)
     known = conn.execute("""SELECT v.id, v.relation, EXISTS (SELECT 1 FROM publications p WHERE p.version_id = v.id
                                                       AND p.site_id = ?)
                             FROM versions v WHERE v.info_hash = ?""", (site_id, pub.info_hash)).fetchone()
@@ -520,8 +532,9 @@ def _conflicts(conn: sqlite3.Connection) -> tuple[int, int]:
     return conflict, disputed
 
 
-def _site_id(conn: sqlite3.Connection, site: str, now: str) -> int:
-    conn.execute("INSERT INTO sites (name, first_seen) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (site, now))
+def _site_id(conn: sqlite3.Connection, site: str, now: str, kind: str = "T2") -> int:
+    conn.execute("INSERT INTO sites (name, first_seen, kind) VALUES (?, ?, ?) "
+                 "ON CONFLICT (name) DO UPDATE SET kind = excluded.kind", (site, now, kind))
     return conn.execute("SELECT id FROM sites WHERE name = ?", (site,)).fetchone()[0]
 
 
@@ -583,10 +596,11 @@ def _search(conn: sqlite3.Connection, params: catalog.SearchParams) -> tuple[int
 
 def _summaries(conn: sqlite3.Connection, rows: list[tuple]) -> list[Summary]:
     sites = _version_sites(conn, [r[5] for r in rows])
+    t3 = _version_sites(conn, [r[5] for r in rows], kind="T3")
     return [Summary(name=r[1], info_hash=r[6], total_size=r[7], file_count=r[8], sites=sites.get(r[5], ()),
                     description=r[2], first_published=r[3], last_published=r[4],
-                    replicas=replicas_state(_decision(r[9])), did=(r[10], r[11]) if r[10] is not None else None)
-            for r in rows]
+                    replicas=replicas_state(_decision(r[9])), did=(r[10], r[11]) if r[10] is not None else None,
+                    t3_sites=t3.get(r[5], ())) for r in rows]
 
 
 def _decision(text: str | None) -> identity.Decision:
@@ -596,13 +610,17 @@ def _decision(text: str | None) -> identity.Decision:
     return identity.Decision.from_json(doc)
 
 
-def _version_sites(conn: sqlite3.Connection, version_ids: list[int]) -> dict[int, tuple[str, ...]]:
+def _version_sites(conn: sqlite3.Connection, version_ids: list[int], kind: str | None = None
+                   ) -> dict[int, tuple[str, ...]]:
+    """Version id → the sites holding it (of one kind, T2 or T3, when `kind` is given)."""
     if not version_ids:
         return {}
     marks = ",".join("?" * len(version_ids))
+    only = " AND s.kind = ?" if kind else ""
     out: dict[int, list[str]] = {}
     for vid, site in conn.execute(f"""SELECT p.version_id, s.name FROM publications p JOIN sites s ON s.id = p.site_id
-                                      WHERE p.version_id IN ({marks}) ORDER BY s.name""", version_ids):
+                                      WHERE p.version_id IN ({marks}){only} ORDER BY s.name""",
+                                  [*version_ids, *([kind] if kind else [])]):
         out.setdefault(vid, []).append(site)
     return {k: tuple(v) for k, v in out.items()}
 
@@ -645,7 +663,7 @@ def _sites(conn: sqlite3.Connection) -> list[SiteRow]:
     rows = conn.execute("""
         SELECT s.name,
                count(DISTINCT CASE WHEN d.current_version_id = p.version_id THEN d.id END),
-               max(p.last_published)
+               max(p.last_published), s.kind
         FROM sites s
         LEFT JOIN publications p ON p.site_id = s.id
         LEFT JOIN versions v ON v.id = p.version_id

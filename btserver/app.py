@@ -66,6 +66,8 @@ class Daemon:
     prepare_lock: threading.Lock = field(default_factory=threading.Lock)
     prepare_error: str | None = None  # the last scan crashed: why (shown in /api/status)
     rucio: rucio_sync.RucioSync | None = None  # [server.rucio] set: the datasets Rucio offers here
+    rescan: Callable[[], None] | None = None  # start a scan (SIGHUP, POST /api/rescan); set at start-up
+    scans: int = 0  # scans finished: a caller who asked for one knows when its answer is in /api/status
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -78,7 +80,8 @@ class Daemon:
 
     def heartbeat_body(self) -> dict:
         return heartbeat.heartbeat_body(self.config.site, self.control_url, [self.seeder.endpoint],
-                                        self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds)
+                                        self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds,
+                                        self.config.kind)
 
 
 DAEMON = web.AppKey("btserver_daemon", Daemon)
@@ -107,6 +110,7 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
     app[DAEMON] = daemon
     app.router.add_post("/api/seeds", start_seed)
     app.router.add_delete("/api/seeds/{info_hash}", stop_seed)
+    app.router.add_post("/api/rescan", rescan)
     app.router.add_get("/api/status", status)
     app.router.add_get("/healthz", healthz)
     add_metrics_route(app, metrics.registry)
@@ -145,6 +149,19 @@ async def stop_seed(request: web.Request) -> web.Response:
     return web.json_response({"state": "stopped", "info_hash": info_hash})
 
 
+async def rescan(request: web.Request) -> web.Response:
+    """Scan roots, manifests and shares again, as SIGHUP does (`bt-server share` asks it, signed as this site)."""
+    d = request.app[DAEMON]
+    await read_signed(request, d.verifier)
+    if d.rescan is None:
+        return json_error(503, "still starting")
+    # Every scan that starts from now on reads the roots, manifests and shares as they are now: the
+    # next to finish does, unless one is under way (it started before), then the one after it.
+    done_after = d.scans + (2 if d.prepare_lock.locked() else 1)
+    d.rescan()
+    return web.json_response({"rescanning": True, "scans": d.scans, "done_after": done_after}, status=202)
+
+
 async def status(request: web.Request) -> web.Response:
     d = request.app[DAEMON]
     loop = asyncio.get_running_loop()
@@ -163,6 +180,8 @@ async def status(request: web.Request) -> web.Response:
                 if p.info_hash in d.published and d.published[p.info_hash].problem]
     return web.json_response({
         "site": d.config.site,
+        "kind": d.config.kind,
+        "scans": d.scans,
         "peers": [d.seeder.endpoint],
         "ready": d.inventory.done.is_set(),
         "datasets": datasets,
@@ -208,8 +227,10 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
                 log.exception("preparing datasets failed")
                 d.prepare_error = f"preparing datasets failed: {type(exc).__name__}: {exc}"
                 d.inventory.done.set()
+                d.scans += 1
                 return
             d.prepare_error = None
+            d.scans += 1
             for gone in report.gone:
                 d.seeder.unregister(gone.info_hash)
             notice().info("%s: %d datasets ready, %d gone, %d problems%s", d.config.site, len(report.prepared),
@@ -247,11 +268,13 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         d.spawn(d.rucio.run_forever())
 
     def rescan() -> None:
+        # The roots, manifests and shares now (a share waits on it: POST /api/rescan), Rucio
+        # too: its refresh prepares again when its answer is in.
+        start_prepare()
         if d.rucio is not None:
-            d.rucio.wake.set()  # a refresh now, then a prepare
-        else:
-            start_prepare()
+            d.rucio.wake.set()
 
+    d.rescan = rescan
     if threading.current_thread() is threading.main_thread():
         # SIGHUP: rescan roots and manifests, and Rucio (new, changed and removed datasets).
         loop.add_signal_handler(signal.SIGHUP, rescan)
@@ -286,7 +309,8 @@ async def _publish(d: Daemon, prepared: Prepared) -> None:
     assert d.http is not None
     torrent = await asyncio.get_running_loop().run_in_executor(None, prepared.torrent_path.read_bytes)
     answer = await publisher.publish(d.http, d.config.repo, d.config.site, d.config.secret, torrent,
-                                     prepared.record(), retry=d.publish_retry, metrics=d.metrics)
+                                     prepared.record(), retry=d.publish_retry, metrics=d.metrics,
+                                     kind=d.config.kind)
     d.published[prepared.info_hash] = answer
     if not answer.ok:
         d.publishing.discard(prepared.info_hash)  # the next rescan (SIGHUP) tries again

@@ -30,9 +30,10 @@ class Catalog:
 
 def scan(roots: Iterable[str], manifests: Iterable[str] = (), extra: Iterable[Dataset] = (), *,
          exclude: Sequence[str] = (), allowed_roots: Sequence[str] | None = None,
-         require_whole: bool = False) -> Catalog:
-    """Read every dataset of the roots and manifests, plus `extra` (read elsewhere: Rucio);
-    never raises for one bad file."""
+         require_whole: bool = False, shares: Iterable[tuple[str, str]] = ()) -> Catalog:
+    """Read every dataset of the roots and manifests, plus `extra` (read elsewhere: Rucio) and the
+    shares ((name, directory): a T3's datasets fetched whole, btserver/shares.py); never raises for
+    one bad file."""
     found: dict[str, Dataset] = {}
     problems: list[Problem] = []
     excluded: dict[str, tuple[tuple[str, str], ...]] = {}
@@ -51,6 +52,14 @@ def scan(roots: Iterable[str], manifests: Iterable[str] = (), extra: Iterable[Da
             problems.extend(scanned.problems)
             if scanned.dataset is not None:
                 add(scanned.dataset)
+    for name, directory in shares:
+        # Whole or not at all: a share lacking a file would be another info-hash than the one fetched.
+        scanned = scan_directory(directory, name, exclude=exclude, allowed_roots=allowed_roots, require_whole=True)
+        if scanned.excluded:
+            excluded[name] = scanned.excluded
+        problems.extend(scanned.problems)
+        if scanned.dataset is not None:
+            add(scanned.dataset)
     for manifest in manifests:
         try:
             datasets = read_manifest(manifest)

@@ -5,6 +5,8 @@
     bt-server publish [NAME] prepare, then PUT to the repository
     bt-server make-torrent PATH   a .torrent for a directory or manifest
     bt-server status         ask a running daemon
+    bt-server share DIR/NAME a T3: share a dataset fetched whole (bt-get --share runs it)
+    bt-server stop           stop the daemon `share` started
 
 Results on stdout (`--json` for scripts), logs on stderr. Errors become
 one line `bt-server: error: subject: problem` and an exit status in
@@ -190,7 +192,7 @@ def publish(name: str | None, config_path: str | None, verbose: int, attempts: i
             retry = publisher.Retry(attempts=max(1, attempts))
             return [await publisher.publish(http, cfg.repo, cfg.site, cfg.secret, p.torrent_path.read_bytes(),
                                             {**p.record(), **({"new_version": True} if new_version else {})},
-                                            retry=retry) for p in chosen if p is not None]
+                                            retry=retry, kind=cfg.kind) for p in chosen if p is not None]
 
     results = asyncio.run(go())
     for p, answer in zip(chosen, results):
@@ -200,6 +202,60 @@ def publish(name: str | None, config_path: str | None, verbose: int, attempts: i
         else:
             click.echo(f"{p.info_hash}  FAILED  {p.name}: {answer.problem}")
     return int(ExitStatus.OK if all(a.ok for a in results) else ExitStatus.ERROR)
+
+
+@cli.command()
+@click.argument("path", type=click.Path(file_okay=False))
+@config_option
+@click.option("--info-hash", "info_hash", metavar="HEX",
+              help="The info-hash it was fetched as: shared only if this site's build gives the same.")
+@click.option("--wait", default="10m", show_default=True, metavar="DURATION",
+              help="How long to wait for it to be prepared and published (the daemon goes on after).")
+@click.option("--no-start", is_flag=True, help="Do not start a daemon when none answers at the control URL.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@verbosity
+def share(path: str, config_path: str | None, info_hash: str | None, wait: str, no_start: bool, as_json: bool,
+          verbose: int) -> int:
+    """Share the dataset directory PATH (DIR/NAME, fetched whole) as this T3 site: published, seeded on demand.
+
+    bt-get --share runs this after a verified download. The daemon (bt-server run) is asked to scan
+    again, or started, detached, when none answers (its PID and log in the state directory)."""
+    from torrents.infohash import parse_info_hash
+
+    from btserver import sharing
+
+    btlog.setup(verbose, PROG)
+    cfg = server_config.load(config_path)
+    hashed = parse_info_hash(info_hash, "--info-hash").lower() if info_hash else None
+    try:
+        seconds = parse_duration(wait)
+    except BtswarmError as exc:
+        raise ConfigError("--wait", exc.problem) from None
+    done = asyncio.run(sharing.share(cfg, config_path, Path(path), hashed, wait=seconds, start=not no_start))
+    if as_json:
+        click.echo(json.dumps(done.to_json(), indent=1))
+        return int(ExitStatus.OK)
+    repo = done.repository
+    state = "" if repo.get("state") in (None, "", "current") else f", {repo['state']}: {repo.get('problem')}"
+    daemon = f"bt-server pid {done.pid}" if done.pid else "bt-server"
+    click.echo(f"{done.info_hash}  shared by {done.kind} site {done.site} ({repo.get('result') or 'published'}"
+               f"{state}); {daemon} at {done.control_url} seeds it on demand  {done.name}")
+    return int(ExitStatus.OK)
+
+
+@cli.command()
+@config_option
+def stop(config_path: str | None) -> int:
+    """Stop the daemon that `bt-server share` started (by the PID in the state directory)."""
+    from btserver import sharing
+
+    cfg = server_config.load(config_path)
+    pid = sharing.stop(Path(cfg.state))
+    if pid is None:
+        raise NotFound(str(Path(cfg.state) / sharing.PID_FILE), "no daemon started by bt-server share runs "
+                                                                 "(one under a service manager is stopped by it)")
+    click.echo(f"stopped bt-server pid {pid}")
+    return int(ExitStatus.OK)
 
 
 @cli.command("make-torrent")

@@ -13,6 +13,9 @@ from torrents.errors import BtswarmError, ConfigError
 from torrents.hostport import check_hostport
 
 
+SITE_KINDS = ("T2", "T3")
+
+
 @dataclass(frozen=True)
 class RucioConfig:
     """[server.rucio]: the datasets this site's RSE holds, as Rucio knows them (docs/deploy-site.md)."""
@@ -79,6 +82,9 @@ def _check_rucio(cfg: RucioConfig) -> None:
 @dataclass(frozen=True)
 class ServerConfig:
     site: str = "site1"
+    # The site's tier: "T2", a storage site; "T3", a Tier-3 sharing what its users fetched
+    # (bt-get --share). Said in heartbeats and publications; the repository lists T3 holders apart.
+    kind: str = "T2"
     secret: str = "btswarm-dev-secret"
     listen: str = "127.0.0.1:8700"  # control API
     peer_listen: str = "127.0.0.1:6881"  # libtorrent
@@ -120,6 +126,8 @@ class ServerConfig:
         return tuple(self.trackers) or ((self.tracker,) if self.tracker else ())
 
     def __post_init__(self) -> None:
+        if self.kind not in SITE_KINDS:
+            raise ConfigError("kind", f"must be one of {', '.join(SITE_KINDS)}, got {self.kind!r}")
         for key in ("listen", "peer_listen"):
             check_hostport(self, key)
         for key in ("max_seeds",):

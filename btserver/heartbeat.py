@@ -24,8 +24,8 @@ MIN_INTERVAL = 0.5
 
 
 def heartbeat_body(site: str, control_url: str, peers: list[str], can_seed: list[str], seeding: list[str],
-                   capacity: int) -> dict:
-    return {"site": site, "control_url": control_url, "peers": peers, "can_seed": sorted(can_seed),
+                   capacity: int, kind: str = "T2") -> dict:
+    return {"site": site, "kind": kind, "control_url": control_url, "peers": peers, "can_seed": sorted(can_seed),
             "seeding": sorted(seeding), "load": len(seeding), "capacity": capacity}
 
 

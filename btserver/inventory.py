@@ -21,7 +21,7 @@ from torrents.build import FileSum
 from torrents.dataset import Dataset, Problem
 from torrents.errors import BtswarmError
 
-from btserver import catalog, checksums, farm, layout, rucio_map
+from btserver import catalog, checksums, farm, layout, rucio_map, shares
 from btserver.builder import BuildParams
 from btserver.config import ServerConfig
 from btserver.metacache import MetaCache
@@ -87,6 +87,7 @@ class Inventory:
         self.excluded: dict[str, tuple[tuple[str, str], ...]] = {}
         self.done = threading.Event()
         self.external = catalog.Catalog((), ())  # datasets read elsewhere (Rucio), set by set_external
+        self.shares: list[shares.Share] = []  # read again at each scan
 
     def set_external(self, cat: catalog.Catalog) -> None:
         """Datasets (and their problems) from the site's catalog service, used from the next prepare on."""
@@ -95,15 +96,22 @@ class Inventory:
     def allowed_roots(self) -> list[str]:
         # The local side of the Rucio PFN map is where the RSE keeps its files.
         rse_roots = rucio_map.local_roots(self.config.rucio.pfn_map)
-        return [os.path.realpath(r) for r in (*self.config.roots, *self.config.storage_roots, *rse_roots)]
+        return [os.path.realpath(r) for r in (*self.config.roots, *self.config.storage_roots, *rse_roots,
+                                              *(s.path for s in self.shares))]
 
     def prepare(self, on_ready: Callable[[Prepared, Prepared | None], None] | None = None,
                 stop: threading.Event | None = None) -> Report:
         """Scan and prepare every dataset; `on_ready(new, replaced)` for each one that is ready."""
         report = Report()
+        try:
+            self.shares = shares.load(self.state)
+        except BtswarmError as exc:  # a damaged list shares nothing until mended; the rest goes on
+            report.problems.append(Problem("", exc.subject, exc.problem))
+            self.shares = []
         external = self.external
         cat = catalog.scan(self.config.roots, self.config.manifests, external.datasets, exclude=self.config.exclude,
-                           allowed_roots=self.allowed_roots(), require_whole=self.config.require_whole)
+                           allowed_roots=self.allowed_roots(), require_whole=self.config.require_whole,
+                           shares=[(s.name, s.path) for s in self.shares])
         report.problems.extend(external.problems)
         report.problems.extend(cat.problems)
         report.excluded = cat.excluded
@@ -158,6 +166,12 @@ class Inventory:
         bad = checksums.mismatches(lay.dataset, cached.sums)
         if bad:
             return bad
+        fetched = next((s.info_hash for s in self.shares if s.name == lay.name and s.info_hash), None)
+        if fetched is not None and fetched != cached.info_hash:
+            # Published, it would be a rival version of the same bytes: its own swarm, no help to anyone.
+            return [Problem(lay.name, lay.name, f"hashed here as {cached.info_hash}, but fetched as {fetched}: "
+                            "this site builds torrents with other settings ([server] private, hybrid) than the "
+                            "sites it fetched from, or the directory changed since; not shared")]
         return Prepared(lay.dataset, cached.info_hash, cached.torrent_path, farm_dir, cached.meta, cached.built,
                         cached.sums, left_out)
 

@@ -37,15 +37,15 @@ class Retry:
         return min(self.cap, self.first * self.factor ** attempt)
 
 
-def publish_body(site: str, torrent: bytes, record: dict) -> dict:
-    return {"site": site, "torrent": base64.b64encode(torrent).decode("ascii"), "record": record}
+def publish_body(site: str, torrent: bytes, record: dict, kind: str = "T2") -> dict:
+    return {"site": site, "kind": kind, "torrent": base64.b64encode(torrent).decode("ascii"), "record": record}
 
 
 async def publish_once(http: aiohttp.ClientSession, repo: str, site: str, secret: str, torrent: bytes,
-                       record: dict, timeout: float = 30.0) -> tuple[int, object]:
+                       record: dict, timeout: float = 30.0, kind: str = "T2") -> tuple[int, object]:
     url = f"{repo.rstrip('/')}{urls.dataset_api(record['name'])}"
     return await signed_request(http, "PUT", url, site=site, secret=secret,
-                                payload=publish_body(site, torrent, record), timeout=timeout)
+                                payload=publish_body(site, torrent, record, kind), timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -70,13 +70,13 @@ class Answer:
 
 
 async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str, torrent: bytes, record: dict,
-                  *, retry: Retry = Retry(), metrics: Metrics | None = None) -> Answer:
+                  *, retry: Retry = Retry(), metrics: Metrics | None = None, kind: str = "T2") -> Answer:
     """PUT until the repository answers 200/201, or refuses for good, or attempts run out."""
     name = record["name"]
     answer: object = None
     for attempt in range(retry.attempts):
         try:
-            status, answer = await publish_once(http, repo, site, secret, torrent, record)
+            status, answer = await publish_once(http, repo, site, secret, torrent, record, kind=kind)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             status, answer = 0, f"{repo}: {type(exc).__name__}: {exc}"
         if metrics:

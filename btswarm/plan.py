@@ -73,6 +73,8 @@ class Federation:
     redis_port: int = 0
     redis_url: str = ""
     rucio: RucioPlan | None = None  # the sites read their datasets from this Rucio, not from `data`
+    # A T3 for `bt-get --share` (config/t3.toml; its bt-server is started by the first share, not by up).
+    t3: Site | None = None
 
     def data_of(self, index: int) -> Path:
         return self.site_data[index] if self.site_data else self.data
@@ -118,6 +120,11 @@ def site_name(index: int) -> str:
     return f"site{index + 1}"
 
 
+# The demo's T3 (bt-get --share): below the client addresses, above any site of a few dozen.
+T3_NAME = "t3"
+T3_IP = "127.0.0.100"
+
+
 READY_COPY = "ready.json"  # STATE/ready.json: the ready document, also without --ready-file (btswarm run)
 
 # Clients (bt-get, curl, aria2c in tests and benchmarks, `btswarm run`) each on
@@ -158,7 +165,7 @@ def toml(sections: dict[str, dict[str, object]]) -> str:
 
 def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
     """Config sections per service label ('tracker', 'repo', 'site1', ...)."""
-    secrets = {s.name: s.secret for s in fed.sites}
+    secrets = {s.name: s.secret for s in (*fed.sites, *([fed.t3] if fed.t3 else []))}
     store = {"store": "redis", "redis_url": fed.store_url} if fed.store_url else {}
     out: dict[str, dict[str, dict[str, object]]] = {
         tracker_label(k): {"tracker": {
@@ -209,6 +216,14 @@ def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
                 "pfn_map": {f"file://localhost{prefix}/": f"{prefix}/"},
                 "refresh": fed.rucio.refresh,
             }
+    if fed.t3 is not None:
+        t = fed.t3
+        out[t.name] = {"server": {
+            "site": t.name, "kind": "T3", "secret": t.secret, "listen": f"{t.ip}:{t.control_port}",
+            "peer_listen": t.peer, "control_url": t.control_url, "state": str(fed.state / t.name),
+            "tracker": fed.tracker_url, "repo": fed.repo_url, "heartbeat_interval": fed.heartbeat_interval,
+            "idle_ttl": fed.idle_ttl, **trackers,
+        }, "get": {"repo": fed.repo_url, "listen": t.ip}}
     return out
 
 
@@ -246,6 +261,8 @@ def ready_document(fed: Federation, datasets: list[str], *, netns: str | None = 
         "redis": fed.store_url,
         "repo": fed.repo_url,
         "sites": [{"name": s.name, "peer": s.peer, "control_url": s.control_url} for s in fed.sites],
+        "t3": {"name": fed.t3.name, "peer": fed.t3.peer, "control_url": fed.t3.control_url,
+               "config": str(fed.state / "config" / f"{fed.t3.name}.toml")} if fed.t3 else None,
         "datasets": datasets,
         "state": str(fed.state),
         "data": str(fed.data),

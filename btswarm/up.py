@@ -90,9 +90,13 @@ def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> pla
     more = tuple(opts.base_port + 1 + k if opts.base_port else free_port("127.0.0.1") for k in range(1, opts.trackers))
     own_redis = opts.redis and not opts.redis_url
     redis_port = (opts.base_port + 9 if opts.base_port else free_port("127.0.0.1")) if own_redis else 0
+    # A T3 whose secret the tracker and repository hold, for `bt-get --share --config STATE/config/t3.toml`.
+    t3_ports = ((opts.base_port + 10 + 2 * opts.sites, opts.base_port + 11 + 2 * opts.sites) if opts.base_port
+                else (free_port(plan.T3_IP), free_port(plan.T3_IP)))
+    t3 = plan.Site(plan.T3_NAME, plan.T3_IP, *t3_ports, secrets.token_hex(16))
     return plan.Federation(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
                            idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data,
-                           more_tracker_ports=more, redis_port=redis_port, redis_url=opts.redis_url)
+                           more_tracker_ports=more, redis_port=redis_port, redis_url=opts.redis_url, t3=t3)
 
 
 def prepare(opts: UpOptions, report: Callable[[str], None],
@@ -387,6 +391,8 @@ def banner(fed: plan.Federation, names: list[str], netns_name: str | None = None
         lines.append(f"  rucio       {fed.rucio.url}/  (RUCIO_CONFIG={fed.rucio.root / 'etc' / 'rucio.cfg'}; "
                      f"RSEs {', '.join(rse for _, rse, _ in fed.rucio.rses)})")
     lines += ["datasets:"] + [f"  {n}" for n in names]
+    if fed.t3 is not None:
+        lines += [f"a T3 to share what it fetches (bt-get --share): --config {fed.state / 'config' / 't3.toml'}"]
     if netns_name is None:
         lines += ["try:", f"  bt-get {names[0]} --repo {fed.repo_url} -o /tmp/btswarm-get", "Ctrl-C stops it."]
         return "\n".join(lines)

@@ -200,7 +200,7 @@ async def test_publish_retries_until_the_repository_comes_up(procs, tmp_path):
         await repo.stop()
     path, body = repo.calls[0]
     assert path == f"/api/datasets/{NAME}"
-    assert set(body) == {"site", "torrent", "record"} and body["site"] == SITE
+    assert set(body) == {"site", "kind", "torrent", "record"} and (body["site"], body["kind"]) == (SITE, "T2")
     meta = metainfo.parse(base64.b64decode(body["torrent"]))
     record = body["record"]
     assert set(record) == {"name", "info_hash", "description", "total_size", "files"}
@@ -228,7 +228,8 @@ async def test_heartbeat_body_follows_the_contract_and_comes_at_once_on_change(p
                            what="a heartbeat listing the dataset")
         path = tracker.calls[0][0]
         assert path == f"/api/sites/{SITE}/heartbeat"
-        assert set(beat) == {"site", "control_url", "peers", "can_seed", "seeding", "load", "capacity"}
+        assert set(beat) == {"site", "kind", "control_url", "peers", "can_seed", "seeding", "load", "capacity"}
+        assert beat["kind"] == "T2"
         assert (beat["site"], beat["control_url"], beat["seeding"], beat["load"], beat["capacity"]) == \
             (SITE, url, [], 0, 50)
         assert beat["peers"][0].startswith("127.0.0.2:")

@@ -1,0 +1,79 @@
+"""`bt-get --search QUERY` and `bt-get TARGET --list-files`: ask the repository, print the tables.
+
+The physicist's view of the catalog from the shell, with the one command a
+T3 has installed (like `rucio list-dids` and `rucio list-files`). The
+repository is asked through btget.client, the same client that resolves a
+name for a download; the tables are btget.listing's. Results on stdout
+(one JSON document with --json), notes on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any, Sequence
+
+import aiohttp
+import click
+
+from torrents import metainfo
+from torrents.errors import NotFound
+
+from btget import listing, plan
+from btget.client import Client
+
+MAX_LISTED = 2000  # datasets shown by one search (10 pages of the repository's largest)
+
+
+class NoMatch(NotFound):
+    """A search that found nothing (exit 3, like a name that is not there)."""
+
+
+def _dump(doc: dict[str, Any]) -> None:
+    click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
+
+
+async def _search(repo: str, query: str, hint: str, limit: int) -> tuple[int, list[dict[str, Any]]]:
+    async with aiohttp.ClientSession() as session:
+        return await Client(repo, session, hint=hint).search_all(query, limit)
+
+
+def search(repo: str, query: str, *, json_output: bool, hint: str = "", limit: int = MAX_LISTED) -> int:
+    """Print the datasets matching `query` (every word, any part of the name, any case); NoMatch if none."""
+    total, docs = asyncio.run(_search(repo, query, hint, limit))
+    rows = [listing.dataset_row(d) for d in docs]
+    if json_output:
+        _dump(listing.search_document(query, repo, total, rows))
+    else:
+        for line in listing.search_table(rows) if rows else ():
+            click.echo(line)
+        if total > len(rows):
+            click.echo(f"bt-get: note: {total} datasets match; the first {len(rows)} by name are shown "
+                       f"(add words to the query to narrow it)", err=True)
+        if rows and any(r.seeds is None for r in rows):
+            click.echo(f"bt-get: note: seeds '{listing.UNKNOWN}': the repository could not ask the tracker",
+                       err=True)
+    if not rows:
+        if query.strip():
+            raise NoMatch(query, f"no dataset matches in {repo} (any part of a name matches: try fewer or "
+                                 f"shorter words)")
+        raise NoMatch(repo, "the repository holds no dataset yet")
+    return 0
+
+
+def list_files(meta: metainfo.Metainfo, record: dict[str, Any] | None, chosen: Sequence[plan.PlanFile], *,
+               json_output: bool) -> int:
+    """Print the file table of the files `chosen` (all of them, or what --files/--nrandom/--shard pick)."""
+    picked = {f.index for f in chosen}
+    entries = [(f.lfn, f.length, f.target) for i, f in enumerate(meta.files) if not f.pad and i in picked]
+    rows = listing.file_rows(entries, record)
+    of = len(meta.data_files)
+    if json_output:
+        _dump(listing.files_document(meta.name, meta.info_hash, rows, of))
+        return 0
+    click.echo(f"{meta.name}  {meta.info_hash}" + (f"  ({len(rows)} of {of} files chosen)" if len(rows) != of
+                                                   else ""))
+    for line in listing.files_table(rows):
+        click.echo(line)
+    return 0
