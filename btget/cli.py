@@ -30,7 +30,7 @@ from torrents.hostport import parse_hostport
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import download, plan, report
+from btget import download, plan, report, timeline
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError, UsageError
@@ -80,6 +80,7 @@ def command(**opts: Any) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: the one place where errors become exit statuses."""
+    timeline.mark("imported")
     args = list(sys.argv[1:] if argv is None else argv)
     verbosity = sum(a.count("v") for a in args if a.startswith("-v") and set(a[1:]) == {"v"})
     verbosity += sum(1 for a in args if a == "--verbose")
@@ -225,6 +226,7 @@ def configure(opts: Options) -> GetConfig:
 
 def get(opts: Options) -> int:
     cfg = configure(opts)
+    timeline.mark("configured")
     target = classify(opts.target, os.path.isfile)
     if opts.info_hash is not None and target.kind != "name":
         raise UsageError("--info-hash", "only with a dataset NAME (a .torrent or magnet names its own version)")
@@ -259,6 +261,7 @@ def get(opts: Options) -> int:
                           outcome.verify_results, outcome.workers,
                           report.name_sources(raw_sources, sites, outcome.endpoints, cfg.listen),
                           outcome.seconds, status)
+    doc["timeline"] = timeline.marks()
     if opts.json_output:
         # Indented for a person at a terminal; compact for a pipe, where the C
         # encoder writes a 10,000-file document in milliseconds, not seconds.
@@ -329,8 +332,11 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
             resolved = await client.resolve(target.value, info_hash)
         else:
             resolved = await resolve_magnet(client, target, cfg, peers)
+        timeline.mark("resolved")
         meta = metainfo.parse(resolved.torrent, subject=target.value)
+        timeline.mark("parsed")
         sites = await client.site_names(meta.announce) if meta.announce else {}
+        timeline.mark("sites_named")
         return resolved, meta, sites
 
 

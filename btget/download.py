@@ -24,7 +24,7 @@ from torrents.errors import BtswarmError
 from torrents import metainfo
 from torrents.metainfo import Metainfo
 
-from btget import plan, verify
+from btget import plan, timeline, verify
 from btget.errors import Blocked, Incomplete, Interrupted, TransferError, VerifyFailed
 from btget.worker import WorkerSpec, run as worker_main
 
@@ -150,6 +150,7 @@ def run(job: Job, display: Display) -> Outcome:
             proc.start()
             child_end.close()
             workers.append(WorkerState(spec, proc, parent_end))
+        timeline.mark("workers_started")
         display.start([(k, len(s), sum(f.size for f in s)) for k, s in enumerate(job.shares, 1)])
         introduced = False
         seeded = False  # some seed (or peer) was connected at some point
@@ -175,6 +176,7 @@ def run(job: Job, display: Display) -> Outcome:
                     continue
                 _apply(w, event)
                 if event["type"] == "listening":
+                    timeline.merge(event.get("marks"))
                     # -v: where this run can be reached (a peer for another bt-get while it seeds)
                     log.info("worker %d listening on %s:%d", w.spec.index, event["ip"], event["port"])
                 if event["type"] == "error" and error is None:
@@ -262,6 +264,9 @@ def _apply(w: WorkerState, event: dict) -> None:
         w.endpoint = (event["ip"], event["port"])
     elif kind in ("progress", "finished", "stopped"):
         w.last = event
+        for name, key in (("connected", "connected_at"), ("first_byte", "first_byte_at")):
+            if event.get(key):
+                timeline.mark(name, event[key])
         if event.get("files") is not None:
             w.files = {int(i): n for i, n in event["files"].items()}
         if kind == "finished" or event.get("finished"):

@@ -13,11 +13,12 @@ into files of other shares), in a directory per share so that two workers
 never write the same part file.
 
 EVENT TYPES
-  listening  {"worker", "ip", "port"}
+  listening  {"worker", "ip", "port", "marks": {"session": epoch, "torrent_added": epoch}}
   progress   {"worker", "done", "wanted", "rate", "up_rate", "peers", "seeds",
               "downloaded", "uploaded", "redundant", "hash_failures", "sources", "state", "finished",
               "first_byte_at" (epoch seconds of the first payload byte, or None),
-              "connected" (some peer connected at some point)}
+              "connected" (some peer connected at some point),
+              "connected_at" (epoch seconds of the first peer connection, or None)}
   finished   progress fields + {"files": {index: verified bytes}}
   error      {"worker", "kind": "disk_full" | "file" | "listen" | "torrent", "subject", "problem"}
   tracker    {"worker", "ok", "url", "message"}  (each announce's outcome)
@@ -119,6 +120,7 @@ class Worker:
         self.pending_saves = 0
         self.had_seeds = False
         self.connected = False  # some peer connected at some point (sent to the parent)
+        self.connected_at: float | None = None  # time.time() of the first peer connection
         self.next_reannounce = 0.0  # monotonic: the earliest a lost seed may cost another announce
         self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
@@ -132,8 +134,10 @@ class Worker:
                  "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
                  **spec.settings}
         self.ses = ltsession.session(spec.listen_ip, 0, **extra)
+        marks = {"session": time.time()}
         self.handle = self.ses.add_torrent(self._params())
-        self.send({"type": "listening", "ip": spec.listen_ip, "port": self.ses.listen_port()})
+        marks["torrent_added"] = time.time()
+        self.send({"type": "listening", "ip": spec.listen_ip, "port": self.ses.listen_port(), "marks": marks})
         for peer in spec.peers:
             self.handle.connect_peer(peer)
 
@@ -250,6 +254,7 @@ class Worker:
                 self._seen.setdefault(f"{ep[0]}:{ep[1]}", 1)
             if isinstance(a, lt.peer_connect_alert):
                 self.connected = True
+                self.connected_at = self.connected_at or time.time()
             elif not self.finished:
                 # A site that cannot read its replica drops its seed at once, between two
                 # status updates: look now, not at the next one.
@@ -400,6 +405,7 @@ class Worker:
             "finished": self.flushed,
             "first_byte_at": self.first_byte_at,
             "connected": self.connected,
+            "connected_at": self.connected_at,
         }
         if files:
             done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity)
