@@ -118,7 +118,7 @@ def demo(state, output, sites, sample_size, workers, keep):
     sys.exit(code)
 
 
-BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream"]
+BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "tree", "cost"]
 
 
 @main.command()
