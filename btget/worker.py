@@ -430,7 +430,7 @@ def torrent_params(lt: Any, spec: WorkerSpec) -> Any:
     """
     from torrents.servicekit import ltsession
 
-    ti = lt.torrent_info(lt.bdecode(spec.torrent))
+    ti = ltsession.torrent_info(spec.torrent)
     atp = None
     if not spec.recheck and os.path.isfile(spec.resume_path):
         try:

@@ -133,8 +133,8 @@ def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> 
     btlog.setup(verbose, PROG)
     inv = Inventory(load_server(config_path, **flags))
     report = inv.prepare()
-    rows = [{"name": p.name, "info_hash": p.info_hash, "files": len(p.meta.data_files),
-             "total_size": p.meta.total_size, "built": p.built, "torrent": str(p.torrent_path),
+    rows = [{"name": p.name, "info_hash": p.info_hash, "files": p.file_count,
+             "total_size": p.total_size, "built": p.built, "torrent": str(p.torrent_path),
              "excluded": [{"lfn": lfn, "why": why} for lfn, why in report.excluded.get(p.name, ())]}
             for p in report.prepared]
     problems = [str(p) for p in report.problems]

@@ -352,3 +352,43 @@ def test_a_valid_torrent_with_random_file_names_parses():
     files = {f"d{rnd.randrange(5)}/f{i}.root": bytes([i]) * rnd.randrange(1, 5000) for i in range(40)}
     m = parse(real_torrent(files)[0])
     assert [f.lfn for f in m.files] == sorted(files)
+
+
+# memory and speed of large file lists: held by column, not as objects
+
+def many_file_torrent(count: int) -> bytes:
+    files = [(f"run{i // 1000:03d}/evt.{i:06d}.root", 1 + i % 7) for i in range(count)]
+    total = sum(size for _, size in files)
+    pieces = b"\x00" * (HASH_LEN * metainfo.piece_count(total, 16 * KiB))
+    return dump(info_dict("big.dataset", files, 16 * KiB, pieces))
+
+
+HASH_LEN = metainfo.HASH_LEN
+
+
+def test_a_50000_file_torrent_costs_little_memory_per_file():
+    import gc
+    import tracemalloc
+
+    data = many_file_torrent(50_000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        meta = parse(data)
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # its LFN strings, 8 bytes of length each and the info bytes; not an object per file
+    assert held < len(data) + 160 * 50_000, held
+    assert len(meta.files) == 50_000 and meta.file_count == 50_000
+    assert meta.files[12345] == FileEntry(("run012", "evt.012345.root"), 1 + 12345 % 7)
+    assert meta.files[-1].lfn == "run049/evt.049999.root" and meta.files.lfns[-1] == meta.files[-1].lfn
+    assert meta.total_size == sum(1 + i % 7 for i in range(50_000)) == sum(f.length for f in meta.files)
+    assert len(repr(meta)) < 200  # a repr of every file would take seconds (asyncio makes one of task results)
+
+
+def test_file_list_equals_the_entries_it_was_made_from():
+    entries = (FileEntry(("a", "x"), 3), FileEntry(("b",), 0, symlink=("a", "x")), FileEntry((".pad", "1"), 5, pad=True))
+    files = metainfo.FileList.of(entries)
+    assert files == entries and tuple(files) == entries and files[1:] == entries[1:]
+    assert files.total == 8 and files.data_count == 2 and files.is_pad(2) and not files.is_pad(0)
