@@ -112,7 +112,7 @@ class Inventory:
                            allowed_roots=self.allowed_roots(), require_whole=self.config.require_whole)
         report.problems.extend(cat.problems)
         report.excluded = cat.excluded
-        layouts = layout.plan(cat.datasets, self.allowed_roots(), farm.probe)
+        layouts = layout.plan(cat.datasets, self.allowed_roots(), farm.prober())
         for lay in layouts:
             report.problems.extend(lay.problems)
             for p in lay.problems:
@@ -161,7 +161,8 @@ class Inventory:
                      ) -> Prepared | list[Problem]:
         """The prepared dataset, or the problems that keep it from being published."""
         farm_dir, _ = farm.apply(lay, self.farm_root)
-        entries = [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links if not link.symlink]
+        top = str(farm_dir)
+        entries = [(link.lfn, os.path.join(top, link.lfn)) for link in lay.links if not link.symlink]
         links = {link.lfn: link.target for link in lay.links if link.symlink}
         params = dataclasses.replace(self.params, adler32=checksums.wants_adler32(lay.dataset))
         cached = self.cache.ensure(lay.name, entries, params, links)
