@@ -278,7 +278,7 @@ def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Meta
     from btget import serve as serving
     from btget.worker import WorkerSpec
 
-    files = [plan.PlanFile(i, f.lfn, f.length) for i, f in enumerate(meta.files) if not f.pad]
+    files = plan_files(meta)
     directory = Path(cfg.output).resolve()
     sdir = directory / meta.name / download.STATE_DIR
     sdir.mkdir(parents=True, exist_ok=True)
@@ -297,7 +297,7 @@ def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Meta
 
 
 def choose_files(meta: metainfo.Metainfo, opts: Options) -> list[plan.PlanFile]:
-    files = [plan.PlanFile(i, f.lfn, f.length) for i, f in enumerate(meta.files) if not f.pad]
+    files = plan_files(meta)
     chosen = plan.select(files, opts.globs)
     if opts.nrandom is not None:
         chosen = plan.sample(chosen, opts.nrandom, opts.sample_seed)
@@ -307,6 +307,13 @@ def choose_files(meta: metainfo.Metainfo, opts: Options) -> list[plan.PlanFile]:
             raise UsageError("--shard", f"{opts.shard[0]}/{opts.shard[1]}: this share is empty "
                              f"(fewer files than shards)")
     return chosen
+
+
+def plan_files(meta: metainfo.Metainfo) -> list[plan.PlanFile]:
+    """Every file but padding, read from the file list's columns (no FileEntry made per file)."""
+    fl = meta.files
+    return [plan.PlanFile(i, lfn, size) for i, (lfn, size) in enumerate(zip(fl.lfns, fl.lengths))
+            if not fl.is_pad(i)]
 
 
 def checksums(record: dict[str, Any] | None) -> dict[str, str]:

@@ -277,7 +277,7 @@ def parse(data: bytes, limits: ReadLimits = DEFAULT_READ_LIMITS, subject: str = 
     blimits = bencoding.Limits(max_size=limits.max_bytes, max_depth=limits.max_depth,
                                max_tokens=8 * limits.max_files + 1024)
     try:
-        top = bencoding.decode(data, blimits, subject)
+        top, span = bencoding.decode_with_span(data, b"info", blimits, subject)
     except BencodeError as exc:
         raise MetainfoError(subject, exc.problem) from None
     if not isinstance(top, dict):
@@ -285,9 +285,8 @@ def parse(data: bytes, limits: ReadLimits = DEFAULT_READ_LIMITS, subject: str = 
     info = top.get(b"info")
     if not isinstance(info, dict):
         raise MetainfoError(subject, "no info dictionary")
-    span = bencoding.dict_value_span(data, b"info")
     assert span is not None
-    info_bytes = data[span[0]:span[1]]
+    info_bytes = bytes(data[span[0]:span[1]])
 
     name = _text(info.get(b"name.utf-8", info.get(b"name")), subject, "name")
     try:
