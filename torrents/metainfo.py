@@ -252,6 +252,46 @@ def info_dict(name: str, files: Sequence[tuple[str, int]], piece_length: int, pi
     return info
 
 
+def encode_info(name: str, files: Sequence[tuple[str, int]], piece_length: int, pieces: bytes,
+                private: bool = True, links: Mapping[str, str] | None = None) -> bytes:
+    """bencoding.encode(info_dict(...)), written directly: the same bytes (keys in order,
+    files by LFN), a format per file instead of a dict per file and a generic encoder (a
+    third of a 5,000-small-file build's time outside hashing)."""
+    def string(b: bytes) -> bytes:
+        return b"%d:%s" % (len(b), b)
+
+    def path(lfn: str) -> bytes:
+        return b"l" + b"".join(string(p.encode()) for p in lfn.split("/")) + b"e"
+
+    entries = [(lfn, b"d6:lengthi%de4:path%se" % (size, path(lfn))) for lfn, size in files]
+    entries += [(lfn, b"d4:attr1:l6:lengthi0e4:path%s12:symlink path%se" % (path(lfn), path(target)))
+                for lfn, target in (links or {}).items()]
+    entries.sort(key=lambda e: e[0])
+    return b"".join([b"d5:filesl", *(e for _, e in entries), b"e4:name", string(name.encode()),
+                     b"12:piece lengthi%de6:pieces" % piece_length, string(pieces),
+                     b"7:privatei1ee" if private else b"e"])
+
+
+def dump_encoded(info: bytes, announce: str | None = None, url_list: Iterable[str] = (),
+                 comment: str | None = None) -> bytes:
+    """`dump` of an info dict already encoded (encode_info): the same bytes."""
+    def string(text: str) -> bytes:
+        b = text.encode()
+        return b"%d:%s" % (len(b), b)
+
+    parts = [b"d"]
+    if announce:
+        parts += [b"8:announce", string(announce)]
+    if comment:
+        parts += [b"7:comment", string(comment)]
+    parts += [b"4:info", info]
+    urls = list(url_list)
+    if urls:
+        parts += [b"8:url-list", b"l", *(string(u) for u in urls), b"e"]
+    parts.append(b"e")
+    return b"".join(parts)
+
+
 def dump(info: dict, announce: str | None = None, url_list: Iterable[str] = (),
          comment: str | None = None) -> bytes:
     """Bencode a whole .torrent. Announce and url-list stay outside the info dict."""

@@ -392,3 +392,22 @@ def test_file_list_equals_the_entries_it_was_made_from():
     files = metainfo.FileList.of(entries)
     assert files == entries and tuple(files) == entries and files[1:] == entries[1:]
     assert files.total == 8 and files.data_count == 2 and files.is_pad(2) and not files.is_pad(0)
+
+
+names = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"), min_size=1, max_size=8)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.lists(names, min_size=1, max_size=3).map("/".join), st.integers(0, 10**12), min_size=1,
+                       max_size=8),
+       st.dictionaries(st.lists(names, min_size=1, max_size=3).map("/".join), st.lists(names, min_size=1, max_size=3)
+                       .map("/".join), max_size=3),
+       st.booleans(), st.one_of(st.none(), st.text(min_size=1, max_size=20)), st.lists(st.text(min_size=1), max_size=2),
+       st.one_of(st.none(), st.text(min_size=1, max_size=20)))
+def test_encoded_directly_is_the_same_bytes_as_the_dict_encoded(files, links, private, announce, urls, comment):
+    links = {k: v for k, v in links.items() if k not in files}
+    pieces = b"\x07" * 40
+    as_dict = info_dict("ds", list(files.items()), 16 * KiB, pieces, private, links)
+    direct = metainfo.encode_info("ds", list(files.items()), 16 * KiB, pieces, private, links)
+    assert direct == bencoding.encode(as_dict)
+    assert metainfo.dump_encoded(direct, announce, urls, comment) == dump(as_dict, announce, urls, comment)
