@@ -12,11 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bencodepy import Bencode, BencodeDecodeError  # encoding only
 
 from torrents.errors import BencodeError
 
-_CODEC = Bencode(encoding=None, dict_ordered=True, dict_ordered_sort=True)
+_CODEC = None  # bencode.py's encoder, made on first use: a bt-get never encodes (8 ms of its start)
+
+
+def _codec() -> "Any":
+    global _CODEC
+    if _CODEC is None:
+        from bencodepy import Bencode
+
+        _CODEC = Bencode(encoding=None, dict_ordered=True, dict_ordered_sort=True)
+    return _CODEC
 
 
 @dataclass(frozen=True)
@@ -148,8 +156,10 @@ def _decode(data: bytes, limits: Limits, subject: str, span_key: bytes | None) -
 
 def encode(value: Any) -> bytes:
     """Encode a value: int, bytes, str (as UTF-8), list/tuple, dict with str or bytes keys."""
+    from bencodepy import BencodeDecodeError
+
     try:
-        return _CODEC.encode(value)
+        return _codec().encode(value)
     except KeyError as exc:
         # bencode.py signals an unsupported type (float, None, set) with KeyError(type)
         culprit = exc.args[0] if exc.args and isinstance(exc.args[0], type) else type(value)
