@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-faults deps bench bench-quick clean lint
+.PHONY: demo test deps bench bench-quick clean
 
 $(STAMP): setup.cfg pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "btswarm needs Python 3.11 or newer (set PYTHON=...)")'

@@ -13,9 +13,7 @@ import ipaddress
 import json
 import logging
 import os
-import re
 import sys
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,17 +22,19 @@ import aiohttp
 import click
 
 from torrents import log as tlog
+from torrents.cli import command_settings, run_main
 from torrents import metainfo
-from torrents.errors import BtswarmError, ConfigError
+from torrents.errors import BtswarmError, ConfigError, UsageError
+from torrents.exitstatus import ExitStatus, status_for
 from torrents.hostport import parse_hostport
+from torrents.infohash import parse_info_hash
 from torrents.units import parse_duration
 
 from btget import config as get_config
 from btget import download, plan, report, timeline
 from btget.client import Client, Resolved
 from btget.config import GetConfig
-from btget.errors import RepoError, UsageError
-from btget.exitcodes import ExitStatus, status_for
+from btget.errors import RepoError
 from btget.progress import make_display
 from btget.target import Target, classify
 
@@ -42,7 +42,8 @@ log = logging.getLogger("btget")
 SERVE_DEFAULT = "127.0.0.1:8765"
 
 
-@click.command(name="bt-get", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(name="bt-get", context_settings=command_settings)
+@click.version_option(package_name="btswarm", prog_name="bt-get")
 @click.argument("target")
 @click.option("-o", "--output", metavar="DIR", help="Download into DIR/NAME/ (default: config [get] output, or .).")
 @click.option("--repo", metavar="URL", help="Torrent repository URL (default: $BTSWARM_REPO, then config).")
@@ -79,40 +80,9 @@ def command(**opts: Any) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point: the one place where errors become exit statuses."""
+    """Console entry point (the shared contract: torrents.cli)."""
     timeline.mark("imported")
-    args = list(sys.argv[1:] if argv is None else argv)
-    verbosity = sum(a.count("v") for a in args if a.startswith("-v") and set(a[1:]) == {"v"})
-    verbosity += sum(1 for a in args if a == "--verbose")
-    try:
-        return int(command.main(args=args, prog_name="bt-get", standalone_mode=False))
-    except click.exceptions.Exit as exc:  # --help
-        return exc.exit_code
-    except click.UsageError as exc:
-        if exc.ctx is not None:
-            click.echo(exc.ctx.get_usage(), err=True)
-        return _fail(UsageError(_click_subject(exc), exc.format_message()), verbosity)
-    except (KeyboardInterrupt, click.Abort):
-        click.echo("bt-get: interrupted", err=True)
-        return int(ExitStatus.INTERRUPTED)
-    except BtswarmError as exc:
-        return _fail(exc, verbosity)
-    except Exception as exc:  # a bug: still one line unless asked for the traceback
-        return _fail(BtswarmError("bt-get", f"internal error: {exc.__class__.__name__}: {exc}"), verbosity, exc)
-
-
-def _fail(exc: BtswarmError, verbosity: int, cause: BaseException | None = None) -> int:
-    if verbosity >= 2:
-        traceback.print_exception(cause or exc, file=sys.stderr)
-    click.echo(f"bt-get: error: {exc}", err=True)
-    return int(status_for(exc))
-
-
-def _click_subject(exc: click.UsageError) -> str:
-    param = getattr(exc, "param", None)
-    if param is not None and getattr(param, "opts", None):
-        return param.opts[-1]
-    return "usage"
+    return run_main(command, "bt-get", argv)
 
 
 @dataclass(frozen=True)
@@ -157,9 +127,10 @@ class Options:
                 raise UsageError("--listen", f"{o['listen']!r} is not an IP address") from None
         info_hash = o["info_hash"]
         if info_hash is not None:
-            if not re.fullmatch(r"[0-9a-fA-F]{40}", info_hash):
-                raise UsageError("--info-hash", f"{info_hash!r} is not an info-hash (40 hex characters)")
-            info_hash = info_hash.lower()
+            try:
+                info_hash = parse_info_hash(info_hash, "--info-hash")
+            except BtswarmError as exc:
+                raise UsageError(exc.subject, exc.problem) from None
         peers = []
         for text in o["peers"]:
             try:
@@ -255,7 +226,7 @@ def get(opts: Options) -> int:
     status = status_for(error) if error is not None else ExitStatus.OK
     raw_sources: dict[str, int] = {}
     for w in outcome.workers:
-        for ep, n in w.get("sources", {}).items():
+        for ep, n in (w.last.sources if w.last else {}).items():
             raw_sources[ep] = raw_sources.get(ep, 0) + n
     doc = report.document(meta, str(directory / meta.name), {f.index for f in selected}, outcome.files,
                           outcome.verify_results, outcome.workers,
@@ -316,6 +287,13 @@ def plan_files(meta: metainfo.Metainfo) -> list[plan.PlanFile]:
             if not fl.is_pad(i)]
 
 
+def repo_hint(cfg: GetConfig) -> str:
+    """How to name another repository, said when the default one is not there."""
+    if cfg.repo != GetConfig().repo:
+        return ""
+    return " (no repository was named: set one with --repo URL, $BTSWARM_REPO or [get] repo in the config file)"
+
+
 def checksums(record: dict[str, Any] | None) -> dict[str, str]:
     if not record:
         return {}
@@ -327,14 +305,14 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
                   info_hash: str | None = None) -> tuple[Resolved, metainfo.Metainfo, dict[str, str]]:
     """TARGET → the .torrent bytes (and the repository record), parsed, plus site names for the summary."""
     async with aiohttp.ClientSession() as session:
-        client = Client(cfg.repo, session)
+        client = Client(cfg.repo, session, hint=repo_hint(cfg))
         if target.kind == "file":
             try:
-                resolved = Resolved(None, Path(target.value).read_bytes(), None)
+                resolved = Resolved(Path(target.value).read_bytes(), None)
             except OSError as exc:
                 raise UsageError(target.value, f"cannot read ({exc.strerror})") from None
         elif target.kind == "url":
-            resolved = Resolved(None, await client.fetch(target.value), None)
+            resolved = Resolved(await client.fetch(target.value), None)
         elif target.kind == "name":
             resolved = await client.resolve(target.value, info_hash)
         else:
@@ -342,7 +320,7 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
         timeline.mark("resolved")
         meta = metainfo.parse(resolved.torrent, subject=target.value)
         timeline.mark("parsed")
-        sites = await client.site_names(meta.announce) if meta.announce else {}
+        sites = await client.site_names(meta.trackers())
         timeline.mark("sites_named")
         return resolved, meta, sites
 
@@ -361,4 +339,4 @@ async def resolve_magnet(client: Client, target: Target, cfg: GetConfig,
     all_peers = list(peers) + [parse_hostport(p, "magnet x.pe") for p in target.peers]
     data = await loop.run_in_executor(None, fetch_metadata, target.value, all_peers, cfg.listen,
                                       cfg.timeout or 60.0)
-    return Resolved(None, data, None)
+    return Resolved(data, None)

@@ -14,16 +14,18 @@ import difflib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import aiohttp
 
+from torrents import urls
 from torrents.errors import NotFound
 
 from btget.errors import RepoError, ReplicaConflict
 
 TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)
+SITES_TIMEOUT = aiohttp.ClientTimeout(total=3, connect=2)  # site names are for the summary only
 MAX_TORRENT = 64 * 1024 * 1024
 MAX_JSON = 16 * 1024 * 1024
 MAX_SEARCHES = 4  # queries spent looking for close names
@@ -31,20 +33,20 @@ MAX_SEARCHES = 4  # queries spent looking for close names
 
 @dataclass(frozen=True)
 class Resolved:
-    name: str | None
     torrent: bytes
     record: dict[str, Any] | None  # the repository's dataset record, when there is one
 
     def __repr__(self) -> str:
         # Short: asyncio (3.11) reprs the result of the task asyncio.run ran, and a
         # 100,000-file torrent and record took a quarter of a second to print in full.
-        return f"Resolved({self.name!r}, {len(self.torrent)} bytes of torrent)"
+        return f"Resolved({len(self.torrent)} bytes of torrent, {'a' if self.record else 'no'} record)"
 
 
 class Client:
-    def __init__(self, repo: str, session: aiohttp.ClientSession) -> None:
+    def __init__(self, repo: str, session: aiohttp.ClientSession, *, hint: str = "") -> None:
         self.repo = repo.rstrip("/")
         self.session = session
+        self.hint = hint  # said after a repository error: how to name another one
 
     async def _get(self, url: str, limit: int, what: str) -> tuple[int, bytes]:
         try:
@@ -62,10 +64,14 @@ class Client:
                 if len(body) > limit:
                     raise RepoError(url, f"{what} larger than {limit} bytes")
                 return resp.status, bytes(body)
+        except aiohttp.ClientConnectorError as exc:
+            why = "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else \
+                (exc.os_error.strerror or str(exc.os_error)).lower()
+            raise RepoError(_base(url), f"{why}: is bt-repo running at this URL?{self.hint}") from None
         except aiohttp.ClientError as exc:
-            raise RepoError(_base(url), f"cannot reach ({exc.__class__.__name__}: {exc})") from None
+            raise RepoError(_base(url), f"cannot reach ({exc.__class__.__name__}: {exc}){self.hint}") from None
         except TimeoutError:
-            raise RepoError(_base(url), "no answer in time") from None
+            raise RepoError(_base(url), f"no answer in time{self.hint}") from None
 
     async def _json(self, url: str) -> tuple[int, Any]:
         status, body = await self._get(url, MAX_JSON, "answer")
@@ -76,8 +82,17 @@ class Client:
 
     async def dataset(self, name: str) -> dict[str, Any]:
         """GET /api/datasets/{name}; NotFound with suggestions on 404."""
-        status, doc = await self._json(f"{self.repo}/api/datasets/{quote(name, safe='')}")
+        try:
+            status, doc = await self._json(f"{self.repo}{urls.dataset_api(name)}")
+        except RepoError as exc:
+            if "not JSON" in exc.problem:
+                raise RepoError(self.repo, f"not a btswarm repository (its answer is not the JSON API){self.hint}") \
+                    from None
+            raise
         if status == 404:
+            if not (isinstance(doc, dict) and str(doc.get("error", "")).endswith("no such dataset")):
+                raise RepoError(self.repo, f"not a btswarm repository (GET {urls.dataset_api(name)} answered 404 "
+                                           f"{_error_text(doc).strip() or 'without saying why'}){self.hint}")
             raise NotFound(name, _not_found_text(self.repo, await self.close_names(name)))
         if status != 200 or not isinstance(doc, dict):
             raise RepoError(self.repo, f"GET /api/datasets/{name}: HTTP {status}{_error_text(doc)}")
@@ -85,7 +100,7 @@ class Client:
 
     async def torrent(self, name: str, info_hash: str | None = None) -> bytes:
         """GET /datasets/{name}.torrent (the newest version, or `info_hash`'s)."""
-        url = f"{self.repo}/datasets/{quote(name, safe='')}.torrent"
+        url = f"{self.repo}{urls.dataset_torrent(name)}"
         if info_hash:
             url += f"?info_hash={info_hash}"
         status, body = await self._get(url, MAX_TORRENT, ".torrent")
@@ -94,7 +109,7 @@ class Client:
         if status == 409:
             raise ReplicaConflict(f"{name} {info_hash}" if info_hash else name,
                                   "the repository does not serve this version (its replicas disagree, or its bytes "
-                                  f"contradict the catalog); see {self.repo}/datasets/{quote(name, safe='')}")
+                                  f"contradict the catalog); see {self.repo}{urls.dataset_page(name)}")
         if status != 200:
             raise RepoError(self.repo, f"GET /datasets/{name}.torrent: HTTP {status}")
         return body
@@ -128,7 +143,7 @@ class Client:
             raise ReplicaConflict(name, _conflict_text(record))
         if isinstance(torrent, BaseException):
             raise torrent
-        return Resolved(name, torrent, checksums_only(record))
+        return Resolved(torrent, checksums_only(record))
 
     async def fetch(self, url: str) -> bytes:
         status, body = await self._get(url, MAX_TORRENT, ".torrent")
@@ -138,24 +153,51 @@ class Client:
             raise RepoError(url, f"HTTP {status}")
         return body
 
-    async def site_names(self, announce: str) -> dict[str, str]:
-        """Peer endpoint 'ip:port' → site name, from the tracker's GET /api/sites (best effort)."""
-        url = tracker_api(announce, "/api/sites")
-        if url is None:
-            return {}
+    async def site_names(self, announce: str | Sequence[str]) -> dict[str, str]:
+        """Peer endpoint 'ip:port' → site name, from a tracker's GET /api/sites (best effort).
+
+        Every tracker of the torrent is asked at once and the first answer
+        wins: one that hangs (a stopped host) costs nothing, and none costs
+        at most SITES_TIMEOUT before the download starts anyway.
+        """
+        urls = [u for u in (tracker_api(a, "/api/sites") for a in ([announce] if isinstance(announce, str)
+                                                                     else announce)) if u]
+        pending = {asyncio.ensure_future(self._sites_doc(u)) for u in dict.fromkeys(urls)}
         try:
-            status, doc = await self._json(url)
-        except RepoError:
+            deadline = asyncio.get_running_loop().time() + SITES_TIMEOUT.total
+            while pending:
+                done, pending = await asyncio.wait(pending, timeout=deadline - asyncio.get_running_loop().time(),
+                                                   return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    break
+                for task in done:
+                    doc = task.result()
+                    if doc is not None:
+                        return _names(doc)
             return {}
-        if status != 200 or not isinstance(doc, dict):
-            return {}
-        names: dict[str, str] = {}
-        for site in doc.get("sites", []):
-            if isinstance(site, dict) and isinstance(site.get("name"), str):
-                for peer in site.get("peers", []) or []:
-                    if isinstance(peer, str):
-                        names[peer] = site["name"]
-        return names
+        finally:
+            for task in pending:
+                task.cancel()
+
+    async def _sites_doc(self, url: str) -> dict | None:
+        try:
+            async with self.session.get(url, timeout=SITES_TIMEOUT) as resp:
+                if resp.status != 200:
+                    return None
+                doc = await resp.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+
+def _names(doc: dict) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for site in doc.get("sites", []):
+        if isinstance(site, dict) and isinstance(site.get("name"), str):
+            for peer in site.get("peers", []) or []:
+                if isinstance(peer, str):
+                    names[peer] = site["name"]
+    return names
 
 
 # --- pure helpers -------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """A magnet link's metadata (the info dict) fetched from peers (BEP 9), in its own process.
 
 Used only when the repository does not know the magnet's dataset. The
-libtorrent session runs in a spawned process, like a worker, and hands back
+libtorrent session runs in a process of its own (spawned: it runs while the
+parent's event loop has threads, which a fork would copy half-held), and hands back
 the .torrent bytes; the caller waits in an executor, never on its event loop.
 """
 

@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from btget.errors import UsageError
+from torrents.errors import UsageError
 
 
 @dataclass(frozen=True, slots=True)  # slots: 100,000 of them are 7 MB, not 11

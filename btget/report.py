@@ -4,10 +4,23 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from dataclasses import dataclass
+
+from torrents.exitstatus import ExitStatus
 from torrents.metainfo import Metainfo
 from torrents.units import human_duration, human_rate, human_size
 
-from btget.exitcodes import ExitStatus
+from btget.events import Progress
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    """One worker's share and its last event, for the summary."""
+
+    worker: int
+    files_count: int
+    bytes: int
+    last: Progress | None
 
 
 def file_status(size: int, done: int | None, selected: bool, verified: bool | None) -> str:
@@ -45,7 +58,7 @@ def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapp
 
 
 def document(meta: Metainfo, directory: str, selected: set[int], files_done: Mapping[int, int],
-             verified: Mapping[str, bool], workers: Sequence[Mapping[str, Any]], sources: Mapping[str, int],
+             verified: Mapping[str, bool], workers: Sequence[WorkerReport], sources: Mapping[str, int],
              seconds: float, status: ExitStatus) -> dict[str, Any]:
     """The one JSON document `bt-get --json` prints (schema in docs/bt-get.md)."""
     files = []
@@ -54,8 +67,9 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
             continue
         files.append({"lfn": f.lfn, "size": f.length,
                       "status": file_status(f.length, files_done.get(i), i in selected, verified.get(f.lfn))})
-    downloaded = sum(int(w.get("downloaded", 0)) for w in workers)
-    first = [w["first_byte_at"] for w in workers if w.get("first_byte_at") is not None]
+    last = [w.last for w in workers if w.last is not None]
+    downloaded = sum(p.downloaded for p in last)
+    first = [p.first_byte_at for p in last if p.first_byte_at is not None]
     return {
         "dataset": meta.name,
         "info_hash": meta.info_hash,
@@ -63,15 +77,15 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
         "files": files,
         "bytes_total": sum(f.length for i, f in enumerate(meta.files) if i in selected and not f.pad),
         "bytes_downloaded": downloaded,
-        "bytes_redundant": sum(int(w.get("redundant", 0)) for w in workers),
+        "bytes_redundant": sum(p.redundant for p in last),
         "seconds": round(seconds, 3),
         "rate": round(downloaded / seconds, 1) if seconds > 0 else 0.0,
         "first_byte_at": round(min(first), 3) if first else None,
         "sources": dict(sources),
-        "hash_failures": sum(int(w.get("hash_failures", 0)) for w in workers),
-        "workers": [{"worker": w.get("worker"), "files": w.get("files_count", 0), "bytes": w.get("bytes", 0),
-                     "done": w.get("done", 0), "downloaded": w.get("downloaded", 0),
-                     "uploaded": w.get("uploaded", 0)} for w in workers],
+        "hash_failures": sum(p.hash_failures for p in last),
+        "workers": [{"worker": w.worker, "files": w.files_count, "bytes": w.bytes,
+                     "done": w.last.done if w.last else 0, "downloaded": w.last.downloaded if w.last else 0,
+                     "uploaded": w.last.uploaded if w.last else 0} for w in workers],
         "exit_status": status.name,
         "exit_code": int(status),
     }

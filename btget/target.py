@@ -16,11 +16,11 @@ from urllib.parse import parse_qs, urlsplit
 
 from torrents.dataset import validate_name
 from torrents.errors import DatasetError
+from torrents.infohash import is_info_hash
 
-from btget.errors import UsageError
+from torrents.errors import UsageError
 
 Kind = Literal["name", "file", "url", "magnet"]
-_HEX40 = re.compile(r"^[0-9a-fA-F]{40}$")
 _BASE32 = re.compile(r"^[A-Za-z2-7]{32}$")
 
 
@@ -30,7 +30,6 @@ class Target:
     value: str  # the name, the path, the URL or the magnet URI as typed
     info_hash: str | None = None  # magnets: 40 lowercase hex
     display_name: str | None = None  # magnets: the dn= parameter
-    trackers: tuple[str, ...] = ()  # magnets: tr= parameters
     peers: tuple[str, ...] = ()  # magnets: x.pe= parameters (BEP 9)
 
 
@@ -70,11 +69,11 @@ def parse_magnet(uri: str) -> Target:
         raise UsageError("magnet", "no xt=urn:btih: info-hash (only BitTorrent v1 magnets are supported)")
     names = params.get("dn", [])
     return Target("magnet", uri, info_hash=info_hash, display_name=names[0] if names else None,
-                  trackers=tuple(params.get("tr", [])), peers=tuple(params.get("x.pe", [])))
+                  peers=tuple(params.get("x.pe", [])))
 
 
 def _btih(text: str, uri: str) -> str:
-    if _HEX40.match(text):
+    if is_info_hash(text):
         return text.lower()
     if _BASE32.match(text):
         return base64.b32decode(text.upper()).hex()

@@ -16,6 +16,9 @@ from rich.text import Text
 
 from torrents.units import human_rate
 
+from btget import events
+from btget.events import Listening
+
 
 class RateColumn(ProgressColumn):
     """Rate in binary units, like the sizes beside it and the summary (rich's own says MB/s)."""
@@ -36,7 +39,7 @@ class RichDisplay:
             console=self.console, transient=False, refresh_per_second=4)
         self.tasks: dict[int, TaskID] = {}
         self.total: TaskID | None = None
-        self.last: dict[int, dict] = {}
+        self.last: dict[int, events.Progress] = {}
 
     def start(self, shares: list[tuple[int, int, int]]) -> None:
         self.progress.start()
@@ -45,24 +48,24 @@ class RichDisplay:
                 self.tasks[k] = self.progress.add_task(f"worker {k}", total=size, peers=0, seeds=0)
         self.total = self.progress.add_task("total", total=sum(s for _, _, s in shares), peers=0, seeds=0)
 
-    def update(self, event: dict) -> None:
-        if event.get("type") not in ("progress", "finished", "stopped"):
+    def update(self, event: Listening | events.Progress) -> None:
+        if not isinstance(event, events.Progress):
             return
-        k = event["worker"]
+        k = event.worker
         self.last[k] = event
         if k in self.tasks:
             # `wanted` counts whole pieces, boundary ones included: the true total.
-            self.progress.update(self.tasks[k], completed=event["done"], total=event["wanted"] or None,
-                                 peers=event["peers"], seeds=event["seeds"])
+            self.progress.update(self.tasks[k], completed=event.done, total=event.wanted or None,
+                                 peers=event.peers, seeds=event.seeds)
         if self.total is not None:
             if len(self.last) == len(self.tasks) or not self.tasks:
-                self.progress.update(self.total, total=sum(e["wanted"] for e in self.last.values()) or None)
-            self.progress.update(self.total, completed=sum(e["done"] for e in self.last.values()),
-                                 peers=sum(e["peers"] for e in self.last.values()),
-                                 seeds=sum(e["seeds"] for e in self.last.values()))
+                self.progress.update(self.total, total=sum(e.wanted for e in self.last.values()) or None)
+            self.progress.update(self.total, completed=sum(e.done for e in self.last.values()),
+                                 peers=sum(e.peers for e in self.last.values()),
+                                 seeds=sum(e.seeds for e in self.last.values()))
 
-    def note(self, text: str) -> None:
-        self.progress.console.print(f"bt-get: {text}")
+    def note(self, text: str, warning: bool = False) -> None:
+        self.progress.console.print(f"bt-get: {'warning: ' if warning else ''}{text}")
 
     def stop(self) -> None:
         self.progress.stop()

@@ -1,9 +1,10 @@
 """One bt-get worker: a libtorrent session in its own process, fetching one share.
 
-The parent (btget.download) starts `run(spec, conn)` in a spawned process
-and talks over a duplex pipe: the worker sends events (plain dicts, see
-EVENT TYPES below) and receives commands (`("connect", [(ip, port)...])`,
-`("stop",)`). The worker never draws anything: the parent owns the terminal.
+The parent (btget.download) starts `run(spec, conn)` in a forked process
+and talks over a duplex pipe: the worker sends events and receives commands,
+each a dataclass of btget.events (Listening, Progress, WorkerFailed,
+TrackerReply; Connect, Stop). The worker never draws anything and decides
+nothing about the run: the parent owns the terminal and the outcome.
 
 Layout on disk: save_path is DIR, so libtorrent writes DIR/NAME/<LFN>.
 Everything of bt-get's own lives in DIR/NAME/.bt-get/ (a dot name, which
@@ -11,22 +12,11 @@ no dataset reader takes for a file): one resume file per share, and the
 share's part file (libtorrent keeps there the bytes of pieces that straddle
 into files of other shares), in a directory per share so that two workers
 never write the same part file.
-
-EVENT TYPES
-  listening  {"worker", "ip", "port", "marks": {"session": epoch, "torrent_added": epoch}}
-  progress   {"worker", "done", "wanted", "rate", "up_rate", "peers", "seeds",
-              "downloaded", "uploaded", "redundant", "hash_failures", "sources", "state", "finished",
-              "first_byte_at" (epoch seconds of the first payload byte, or None),
-              "connected" (some peer connected at some point),
-              "connected_at" (epoch seconds of the first peer connection, or None)}
-  finished   progress fields + {"files": {index: verified bytes}}
-  error      {"worker", "kind": "disk_full" | "file" | "listen" | "torrent", "subject", "problem"}
-  tracker    {"worker", "ok", "url", "message"}  (each announce's outcome)
-  stopped    progress fields + {"files": {...}}  (last event; resume data is on disk)
 """
 
 from __future__ import annotations
 
+import enum
 import errno
 import logging
 import os
@@ -36,6 +26,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from btget import events
+
 log = logging.getLogger("btget.worker")
 
 RESUME_SUFFIX = ".resume"
@@ -43,6 +35,7 @@ STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and 
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
 REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
+REFUSALS_DEFINITIVE = 3  # connections a tracker refused in a row before that is its answer
 
 
 @dataclass(frozen=True)
@@ -55,7 +48,8 @@ class WorkerSpec:
     wanted: tuple[int, ...]  # file indices this worker downloads; the rest get priority 0
     listen_ip: str = "127.0.0.1"
     peers: tuple[tuple[str, int], ...] = ()
-    web_seeds: tuple[str, ...] = ()
+    web_seeds: tuple[str, ...] = ()  # extra HTTP sources (--web-seed)
+    url_list: tuple[str, ...] = ()  # the torrent's own (BEP 19), for naming sources
     own_names: dict[int, str] = field(default_factory=dict)  # torrents.metainfo.own_names: case twins
     recheck: bool = False  # --check: ignore saved resume state, hash what is on disk
     max_connections: int = 200
@@ -63,7 +57,6 @@ class WorkerSpec:
     # Resume state is written at most this often while pieces arrive: a kill -9
     # then costs at most this long of transfer on the rerun.
     resume_interval: float = 0.5
-    settings: dict[str, Any] = field(default_factory=dict)  # extra libtorrent settings
 
     @property
     def resume_path(self) -> str:
@@ -75,7 +68,7 @@ class WorkerSpec:
 
 
 def run(spec: WorkerSpec, conn: Connection) -> None:
-    """Process entry point (multiprocessing, spawn)."""
+    """Process entry point (multiprocessing, forked from the parent)."""
     logging.basicConfig(level=logging.WARNING)
     stop = {"signal": None}
 
@@ -94,6 +87,13 @@ def run(spec: WorkerSpec, conn: Connection) -> None:
         conn.close()
 
 
+class WorkerPhase(enum.Enum):
+    FETCHING = "fetching"
+    FLUSHING = "flushing"  # every wanted piece passed its check; a flushing save puts them on disk
+    SEEDING = "seeding"  # complete and on disk: what the parent is told as finished
+    FAILED = "failed"  # libtorrent cannot go on (disk full, a file error): resume state is left as it was
+
+
 class Worker:
     def __init__(self, spec: WorkerSpec, conn: Connection, stop: dict) -> None:
         import libtorrent as lt
@@ -109,10 +109,7 @@ class Worker:
         self._last_conn: dict[str, int] = {}
         self._seen: dict[str, int] = {}  # every peer seen connected (small transfers end between samples)
         self._recent: dict[str, int] = {}  # peer → bytes it sent in the last sample that saw any
-        self.finished = False  # libtorrent says every wanted piece passed its hash check
-        self.flush_pending = False
-        self.flushed = False  # ... and the data is on disk: what the parent is told
-        self.failed = False
+        self.phase = WorkerPhase.FETCHING
         self.parent_gone = False
         self.ppid = os.getppid()
         self.status: Any = None
@@ -131,13 +128,15 @@ class Worker:
         self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
-                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
-                 **spec.settings}
+                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification)}
         self.ses = ltsession.session(spec.listen_ip, 0, **extra)
+        # Web seeds (given and the torrent's url-list) by endpoint: a connection to one that ends
+        # between two samples is still named a web seed, not taken for a sibling worker.
+        self._web_seed_endpoints = _endpoints(spec.web_seeds + spec.url_list)
         marks = {"session": time.time()}
         self.handle = self.ses.add_torrent(self._params())
         marks["torrent_added"] = time.time()
-        self.send({"type": "listening", "ip": spec.listen_ip, "port": self.ses.listen_port(), "marks": marks})
+        self.send(events.Listening(spec.index, spec.listen_ip, self.ses.listen_port(), marks))
         for peer in spec.peers:
             self.handle.connect_peer(peer)
 
@@ -166,12 +165,12 @@ class Worker:
                     self.parent_gone = True
                     self.stop["signal"] = "orphaned"
                     break
-                if command[0] == "stop":
+                if isinstance(command, events.Stop):
                     self.stop["signal"] = "stop"
-                elif command[0] == "connect":
-                    for peer in command[1]:
-                        self.handle.connect_peer(tuple(peer))
-            if self.first_byte_at is None and not self.finished:
+                elif isinstance(command, events.Connect):
+                    for peer in command.peers:
+                        self.handle.connect_peer(peer)
+            if self.first_byte_at is None and self.phase is WorkerPhase.FETCHING:
                 # Polled here, not taken from a state_update_alert: those come
                 # every report_interval (0.5 s), too coarse for a first byte that
                 # arrives 50-80 ms after start. Only until that byte: one cheap
@@ -179,7 +178,7 @@ class Worker:
                 if self.handle.status(0).total_payload_download > 0:
                     self.first_byte_at = time.time()
             now = time.monotonic()
-            if not self.finished and now >= next_sample:
+            if self.phase is WorkerPhase.FETCHING and now >= next_sample:
                 # get_peer_info is the only source of per-peer byte counts, and
                 # a seed hangs up the moment we complete: sample often, so
                 # little of a connection's last stretch goes uncounted.
@@ -189,17 +188,17 @@ class Worker:
                 self._shut_out_stalled(now)
                 next_stall = now + STALL_CHECK
             if now >= next_report:
-                if self.flushed:
+                if self.phase is WorkerPhase.SEEDING:
                     # Seeding: libtorrent posts no state update for uploads alone, so
                     # the status would stay as it was at completion and --seed-ratio
                     # would never be reached. Two cheap polls a second while seeding.
                     self.status = self.handle.status(0)
-                    self.send(self.progress("progress"))
+                    self.send(self.progress())
                 else:
                     # Status arrives as a state_update_alert, not by polling.
                     self.ses.post_torrent_updates()
                 next_report = now + self.spec.report_interval
-            if now >= next_resume and not self.failed:
+            if now >= next_resume and self.phase is not WorkerPhase.FAILED:
                 self.save_resume()
                 next_resume = now + self.spec.resume_interval
             if os.getppid() != self.ppid:
@@ -214,10 +213,9 @@ class Worker:
                 self.status = st
             if self.status is not None:
                 self._seeds_gone(self.status.num_seeds)
-                self.send(self.progress("progress"))
+                self.send(self.progress())
         elif isinstance(a, lt.torrent_finished_alert):
-            if not self.finished:
-                self.finished = True
+            if self.phase is WorkerPhase.FETCHING:
                 self.status = self.handle.status()
                 if self.first_byte_at is None and self.status.total_payload_download > 0:
                     self.first_byte_at = time.time()  # all of it came within one turn of the loop
@@ -228,34 +226,29 @@ class Worker:
                 # is done, so the parent's checksums read what is on disk.
                 self.handle.save_resume_data(lt.torrent_handle.flush_disk_cache)
                 self.pending_saves += 1
-                self.flush_pending = True
+                self.phase = WorkerPhase.FLUSHING
         elif isinstance(a, lt.piece_finished_alert):
             # Saved every 0.5 s *and* every 1% of the share: on a fast link
             # half a second is many pieces, which a kill -9 would cost again.
             self.unsaved += self.piece_length
-            if self.unsaved >= self.save_every and not self.failed:
+            if self.unsaved >= self.save_every and self.phase is not WorkerPhase.FAILED:
                 self.save_resume()
         elif isinstance(a, lt.save_resume_data_alert):
             self.pending_saves = max(0, self.pending_saves - 1)
             self._write_resume(lt.write_resume_data_buf(a.params))
-            if self.flush_pending:
-                self.flush_pending = False
-                self.flushed = True
-                self.send(self.progress("finished", files=True))
+            self._flushed()
         elif isinstance(a, lt.save_resume_data_failed_alert):
             self.pending_saves = max(0, self.pending_saves - 1)
-            if self.flush_pending:  # the state was not saved, but the data is complete
-                self.flush_pending = False
-                self.flushed = True
-                self.send(self.progress("finished", files=True))
+            self._flushed()  # the state was not saved, but the data is complete
         elif isinstance(a, (lt.peer_connect_alert, lt.peer_disconnected_alert)):
             ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
             if ep:
-                self._seen.setdefault(f"{ep[0]}:{ep[1]}", 1)
+                key = f"{ep[0]}:{ep[1]}"
+                self._seen.setdefault(f"web seed {key}" if (ep[0], ep[1]) in self._web_seed_endpoints else key, 1)
             if isinstance(a, lt.peer_connect_alert):
                 self.connected = True
                 self.connected_at = self.connected_at or time.time()
-            elif not self.finished:
+            elif self.phase is WorkerPhase.FETCHING:
                 # A site that cannot read its replica drops its seed at once, between two
                 # status updates: look now, not at the next one.
                 self._seeds_gone(self.handle.status(0).num_seeds)
@@ -265,34 +258,40 @@ class Worker:
             # A dead or refusing tracker is the usual reason for "0 seeds":
             # say so rather than let the user watch a still bar.
             reason = a.failure_reason() or a.error.message()
-            self.send({"type": "tracker", "worker": self.spec.index, "ok": False, "url": a.tracker_url(),
-                       "message": reason})
+            # It answered with a reason (an unpublished info-hash), or nobody listens there, every time.
+            definitive = bool(a.failure_reason()) or (a.error.value() == errno.ECONNREFUSED
+                                                      and a.times_in_row >= REFUSALS_DEFINITIVE)
+            self.send(events.TrackerReply(self.spec.index, False, a.tracker_url(), reason, definitive))
         elif isinstance(a, lt.tracker_reply_alert):
-            self.send({"type": "tracker", "worker": self.spec.index, "ok": True, "url": a.tracker_url(),
-                       "message": f"{a.num_peers} peers"})
+            self.send(events.TrackerReply(self.spec.index, True, a.tracker_url(), f"{a.num_peers} peers"))
         elif isinstance(a, lt.file_error_alert):
-            self.failed = True
             code = a.error.value()
             kind = "disk_full" if code in (errno.ENOSPC, errno.EDQUOT) else "file"
             problem = "disk full (free some space, then run bt-get again: it resumes)" if kind == "disk_full" \
                 else f"{a.error.message()} ({a.operation})"
-            self.send({"type": "error", "kind": kind, "subject": _filename(a) or self.spec.save_path,
-                       "problem": problem})
+            self._fail(kind, _filename(a) or self.spec.save_path, problem)
         elif isinstance(a, lt.listen_failed_alert):
-            self.failed = True
-            self.send({"type": "error", "kind": "listen", "subject": f"{self.spec.listen_ip}",
-                       "problem": f"cannot listen ({a.error.message()})"})
+            self._fail("listen", self.spec.listen_ip, f"cannot listen ({a.error.message()})")
         elif isinstance(a, lt.torrent_error_alert):
-            self.failed = True
-            self.send({"type": "error", "kind": "torrent", "subject": _filename(a) or "torrent",
-                       "problem": a.error.message()})
+            self._fail("torrent", _filename(a) or "torrent", a.error.message())
+
+    def _fail(self, kind: str, subject: str, problem: str) -> None:
+        self.phase = WorkerPhase.FAILED
+        self.send(events.WorkerFailed(self.spec.index, kind, subject, problem))
+
+    def _flushed(self) -> None:
+        """The flushing save after completion is done: the data is on disk, say finished."""
+        if self.phase is WorkerPhase.FLUSHING:
+            self.phase = WorkerPhase.SEEDING
+            self.send(self.progress(events.Phase.FINISHED, files=True))
 
     def _seeds_gone(self, seeds: int) -> None:
         """Every seed left before we finished (a site that cannot read its replica stops
         seeding it): ask the tracker at once, which starts a seed at another site, rather
         than wait out the announce interval. At most every REANNOUNCE_AFTER seconds."""
         now = time.monotonic()
-        if seeds == 0 and (self.had_seeds or self.connected) and not self.finished and now >= self.next_reannounce:
+        if (seeds == 0 and (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
+                and now >= self.next_reannounce):
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
             self.next_reannounce = now + REANNOUNCE_AFTER
         self.had_seeds = seeds > 0
@@ -302,7 +301,7 @@ class Worker:
         from btget.stall import PeerSample
 
         changed = bool(self.stall.expire(now))
-        if not self.finished:
+        if self.phase is WorkerPhase.FETCHING:
             try:
                 peers = self.handle.get_peer_info()
             except RuntimeError:
@@ -329,7 +328,7 @@ class Worker:
         write_resume(self.spec.resume_path, data)
 
     def shutdown(self) -> None:
-        if not self.failed:
+        if self.phase is not WorkerPhase.FAILED:
             self.save_resume(force=True)
             deadline = time.monotonic() + 10
             while self.pending_saves and time.monotonic() < deadline:
@@ -337,10 +336,10 @@ class Worker:
                     for alert in self.ses.pop_alerts():
                         self.on_alert(alert)
         self.status = self.handle.status()
-        if not self.finished:
+        if self.phase is WorkerPhase.FETCHING:
             self._count_sources()
             self._attribute_rest()
-        self.send(self.progress("stopped", files=True))
+        self.send(self.progress(events.Phase.STOPPED, files=True))
         self.ses.pause()
 
     # --- reports --------------------------------------------------------------------
@@ -386,36 +385,25 @@ class Worker:
         for key, w in weights.items():
             self.sources[key] = self.sources.get(key, 0) + rest * w // whole
 
-    def progress(self, kind: str, files: bool = False) -> dict:
+    def progress(self, phase: events.Phase = events.Phase.RUNNING, files: bool = False) -> events.Progress:
         st = self.status
-        event = {
-            "type": kind,
-            "done": st.total_wanted_done if st else 0,
-            "wanted": st.total_wanted if st else 0,
-            "rate": st.download_payload_rate if st else 0,
-            "up_rate": st.upload_payload_rate if st else 0,
-            "peers": st.num_peers if st else 0,
-            "seeds": st.num_seeds if st else 0,
-            "downloaded": st.total_payload_download if st else 0,
-            "uploaded": st.total_payload_upload if st else 0,
-            "redundant": st.total_redundant_bytes if st else 0,
-            "state": str(st.state).rsplit(".", 1)[-1] if st else "starting",
-            "hash_failures": self.hash_failures,
-            "sources": dict(self.sources),
-            "finished": self.flushed,
-            "first_byte_at": self.first_byte_at,
-            "connected": self.connected,
-            "connected_at": self.connected_at,
-        }
-        if files:
-            done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity)
-            event["files"] = {i: done[i] for i in self.spec.wanted}
-        return event
+        done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity) if files else None
+        if st is None:
+            return events.Progress(self.spec.index, phase, hash_failures=self.hash_failures,
+                                   sources=dict(self.sources), connected=self.connected, connected_at=self.connected_at,
+                                   files={i: done[i] for i in self.spec.wanted} if done is not None else None)
+        return events.Progress(
+            worker=self.spec.index, phase=phase, done=st.total_wanted_done, wanted=st.total_wanted,
+            rate=st.download_payload_rate, up_rate=st.upload_payload_rate, peers=st.num_peers, seeds=st.num_seeds,
+            downloaded=st.total_payload_download, uploaded=st.total_payload_upload,
+            redundant=st.total_redundant_bytes, hash_failures=self.hash_failures, sources=dict(self.sources),
+            state=str(st.state).rsplit(".", 1)[-1], flushed=self.phase is WorkerPhase.SEEDING,
+            first_byte_at=self.first_byte_at, connected=self.connected, connected_at=self.connected_at,
+            files={i: done[i] for i in self.spec.wanted} if done is not None else None)
 
-    def send(self, event: dict) -> None:
+    def send(self, event: events.WorkerEvent) -> None:
         if self.parent_gone:
             return
-        event["worker"] = self.spec.index
         try:
             self.conn.send(event)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
@@ -468,6 +456,18 @@ def write_resume(path: str, data: bytes) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         log.warning("%s: cannot save resume state (%s)", path, exc.strerror)
+
+
+def _endpoints(urls: tuple[str, ...]) -> set[tuple[str, int]]:
+    """(host, port) of http(s) URLs."""
+    from urllib.parse import urlsplit
+
+    out = set()
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.hostname:
+            out.add((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)))
+    return out
 
 
 def _filename(alert: Any) -> str:

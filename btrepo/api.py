@@ -14,7 +14,9 @@ from urllib.parse import quote
 from aiohttp import web
 
 from torrents.servicekit import web as tweb
+from torrents import urls
 from torrents.errors import BtswarmError, Conflict, NotFound
+from torrents.infohash import parse_info_hash
 from btrepo import catalog, keys
 
 log = logging.getLogger("btswarm.repo.api")
@@ -22,7 +24,6 @@ log = logging.getLogger("btswarm.repo.api")
 # A publish carries the whole .torrent in base64 (4/3 of its size); the
 # metainfo reader refuses torrents over 64 MiB anyway.
 MAX_PUBLISH_BODY = 64 * 1024 * 1024
-_HEX40 = re.compile(r"^[0-9a-fA-F]{40}$")
 _RESULT_BY_STATUS = {400: "invalid", 401: "unauthorized", 409: "refused"}
 
 
@@ -88,8 +89,8 @@ async def get_dataset(request: web.Request) -> web.Response:
 async def get_torrent(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     info_hash = request.query.get("info_hash") or None
-    if info_hash is not None and not _HEX40.match(info_hash):
-        raise BtswarmError(f"info_hash={info_hash}", "must be 40 hexadecimal characters")
+    if info_hash is not None:
+        info_hash = parse_info_hash(info_hash, f"info_hash={info_hash[:60]}")
     found = await request.app[keys.DB].torrent(name, info_hash)
     if found is None:
         raise NotFound(name if not info_hash else f"{name} {info_hash}", "no such dataset or version")
@@ -119,7 +120,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 def torrent_path(name: str) -> str:
-    return f"/datasets/{quote(name, safe='')}.torrent"
+    return urls.dataset_torrent(name)
 
 
 def content_disposition(filename: str) -> str:

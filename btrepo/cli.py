@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
-import sys
 from pathlib import Path
 
 import click
 
 from torrents import log as tlog
-from torrents.errors import BtswarmError
+from torrents.cli import command_settings, run_main
+from torrents.errors import BtswarmError, NotFound, UsageError
 from torrents.hostport import parse_hostport
+from torrents.infohash import is_info_hash
 from torrents.servicekit import web as tweb
 
 from btrepo import config as repo_config
@@ -20,13 +20,18 @@ from btrepo import config as repo_config
 log = logging.getLogger("btswarm.repo")
 
 
-@click.group()
+@click.group(context_settings=command_settings)
 @click.version_option(package_name="btswarm", prog_name="bt-repo")
-def main() -> None:
+def cli() -> None:
     """The btswarm torrent repository: web pages, search, JSON API, .torrent downloads."""
 
 
-@main.command()
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point (the shared contract: torrents.cli)."""
+    return run_main(cli, "bt-repo", argv)
+
+
+@cli.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML config file.")
 @click.option("--listen", metavar="HOST:PORT", help="Address to serve on (config [repo] listen).")
 @click.option("--state", metavar="DIR", help="Directory for the SQLite catalog (config [repo] state).")
@@ -37,22 +42,17 @@ def run(config_path: str | None, listen: str | None, state: str | None, verbose:
     # Imported here so `bt-repo --help` stays quick and the app's import errors surface as errors.
     from btrepo.app import create_app
 
-    try:
-        config = repo_config.load(config_path, overrides={"listen": listen, "state": state})
-        host, port = parse_hostport(config.listen, subject="[repo] listen")
-        app = create_app(config)
-    except BtswarmError as exc:
-        click.echo(f"bt-repo: error: {exc}", err=True)
-        sys.exit(2)
+    config = repo_config.load(config_path, overrides={"listen": listen, "state": state})
+    host, port = parse_hostport(config.listen)
+    app = create_app(config)
     log.info("catalog in %s, tracker %s", config.state, config.tracker or "(none)")
     try:
         tweb.run(app, host, port, name="bt-repo")
     except OSError as exc:  # port taken, state directory not writable
-        click.echo(f"bt-repo: error: {config.listen}: {exc.strerror or exc}", err=True)
-        sys.exit(1)
+        raise BtswarmError(config.listen, f"cannot listen ({exc.strerror or exc})") from None
 
 
-@main.command()
+@cli.command()
 @click.argument("name")
 @click.argument("info_hash", required=False)
 @click.option("--rules", is_flag=True, help="Forget the operator's choice: the rules decide again.")
@@ -67,29 +67,18 @@ def choose(name: str, info_hash: str | None, rules: bool, config_path: str | Non
     from btrepo.db import Database
 
     if (info_hash is None) == (not rules):
-        _fail("choose", "give an INFO_HASH or --rules", 2)
-    if info_hash is not None and not re.fullmatch(r"[0-9a-fA-F]{40}", info_hash):
-        _fail(info_hash, "not an info-hash (40 hex characters)", 2)
+        raise UsageError("choose", "give an INFO_HASH or --rules")
+    if info_hash is not None and not is_info_hash(info_hash):
+        raise UsageError(info_hash, "not an info-hash (40 hex characters)")
+    config = repo_config.load(config_path, overrides={"state": state})
+    path = Path(config.state) / DB_FILE
+    if not path.is_file():
+        raise NotFound(path, "no catalog here (is --state the repository's state directory?)")
+    db = Database(path)
     try:
-        config = repo_config.load(config_path, overrides={"state": state})
-        path = Path(config.state) / DB_FILE
-        if not path.is_file():
-            _fail(path, "no catalog here (is --state the repository's state directory?)", 1)
-        db = Database(path)
-        try:
-            decision = asyncio.run(db.choose(name, info_hash))
-        finally:
-            db.close()
-    except BtswarmError as exc:
-        _fail(exc.subject, exc.problem, 1)
+        decision = asyncio.run(db.choose(name, info_hash))
+    finally:
+        db.close()
     click.echo(f"{name}: serving {decision.current} ({decision.decided_by.value})")
     click.echo(decision.summary(name))
 
-
-def _fail(subject: object, problem: str, code: int) -> None:
-    click.echo(f"bt-repo: error: {subject}: {problem}", err=True)
-    sys.exit(code)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

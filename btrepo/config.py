@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from torrents.config import default_state_dir, load_section
+from torrents.hostport import check_hostport
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,9 @@ class RepoConfig:
     tracker: str = "http://127.0.0.1:6969"  # for live swarm state
     public_url: str = ""  # as users reach it; default http://<listen>
     site_secrets: Mapping[str, str] = field(default_factory=lambda: {"site1": "btswarm-dev-secret"})
+
+    def __post_init__(self) -> None:
+        check_hostport(self, "listen")
 
 
 def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,

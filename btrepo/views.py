@@ -14,15 +14,16 @@ import logging
 import shlex
 from pathlib import Path
 from typing import Any, Awaitable, Callable
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import jinja2
 from aiohttp import web
 from markupsafe import Markup
 
-from torrents import units
-from torrents.servicekit import web as tweb
+from torrents import units, urls
 from torrents.errors import BtswarmError
+from torrents.servicekit import web as tweb
+
 from btrepo import api, catalog, identity, keys
 
 log = logging.getLogger("btswarm.repo.views")
@@ -43,7 +44,7 @@ def _when(stamp: str | None) -> str:
 
 
 def _urlname(name: str) -> str:
-    return quote(name, safe="")
+    return urls.quoted(name)
 
 
 ENV = jinja2.Environment(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import signal
 import threading
 import time
@@ -22,11 +21,12 @@ import aiohttp
 from aiohttp import web
 
 from torrents import auth
+from torrents.errors import NotFound
 from torrents.hostport import parse_hostport
+from torrents.infohash import parse_info_hash
+from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 
 from btserver.config import ServerConfig
-from torrents.errors import BtswarmError, NotFound
-from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 
 from btserver import heartbeat, publisher
 from btserver.inventory import Inventory, Prepared
@@ -35,7 +35,6 @@ from btserver.seeder import AtCapacity, Seedable, Seeder
 
 log = logging.getLogger("btswarm.server.app")
 
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass
@@ -63,6 +62,7 @@ class Daemon:
     publishing: set[str] = field(default_factory=set)  # info-hashes published or being published
     tasks: set[asyncio.Task] = field(default_factory=set)
     prepare_lock: threading.Lock = field(default_factory=threading.Lock)
+    prepare_error: str | None = None  # the last scan crashed: why (shown in /api/status)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -81,16 +81,10 @@ class Daemon:
 DAEMON = web.AppKey("btserver_daemon", Daemon)
 
 
-def parse_info_hash(value: object) -> str:
-    if not isinstance(value, str) or not _HEX40.match(value):
-        raise BtswarmError("info_hash", f"expected 40 lowercase hex characters, got {value!r}")
-    return value
-
-
 def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Application:
     deps = deps or Deps()
     metrics = deps.metrics or Metrics()
-    peer_ip, peer_port = parse_hostport(config.peer_listen, "server.peer_listen")
+    peer_ip, peer_port = parse_hostport(config.peer_listen)
     seeder = deps.seeder or Seeder(peer_ip, peer_port, idle_ttl=config.idle_ttl, max_seeds=config.max_seeds,
                                    upload_rate_limit=config.upload_rate_limit,
                                    upload_slots=config.upload_slots, metrics=metrics)
@@ -174,6 +168,7 @@ async def status(request: web.Request) -> web.Response:
         "capacity": d.config.max_seeds,
         "hash_failures": d.seeder.counters.hash_failures,
         "read_errors": d.seeder.counters.read_errors,
+        "error": d.prepare_error,
         "problems": [str(p) for p in d.inventory.problems] + d.seeder.problems() + disagree,
     })
 
@@ -203,10 +198,12 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         with d.prepare_lock:  # a rescan asked during a scan runs after it
             try:
                 report = d.inventory.prepare(on_ready, stop)
-            except Exception:
+            except Exception as exc:  # a bug, or a file system gone mad: say so where users look
                 log.exception("preparing datasets failed")
+                d.prepare_error = f"preparing datasets failed: {type(exc).__name__}: {exc}"
                 d.inventory.done.set()
                 return
+            d.prepare_error = None
             for gone in report.gone:
                 d.seeder.unregister(gone.info_hash)
             log.info("datasets ready: %d; gone: %d; problems: %d", len(report.prepared), len(report.gone),
@@ -223,9 +220,9 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
     if threading.current_thread() is threading.main_thread():
         # SIGHUP: rescan roots and manifests (new, changed and removed datasets).
         loop.add_signal_handler(signal.SIGHUP, start_prepare)
-    if d.config.tracker:
-        d.spawn(heartbeat.beat_forever(d.http, d.config.tracker, d.config.site, d.config.secret,
-                                       d.heartbeat_body, d.changed, d.config.heartbeat_interval, d.metrics))
+    if d.config.tracker_urls():
+        d.spawn(heartbeat.beat_all(d.http, d.config.tracker_urls(), d.config.site, d.config.secret,
+                                   d.heartbeat_body, d.changed, d.config.heartbeat_interval, d.metrics))
     try:
         yield
     finally:

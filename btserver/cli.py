@@ -7,16 +7,14 @@
     bt-server status         ask a running daemon
 
 Results on stdout (`--json` for scripts), logs on stderr. Errors become
-one line `bt-server: error: subject: problem` and an exit status here, in
-`Group.invoke`, and nowhere else.
+one line `bt-server: error: subject: problem` and an exit status in
+torrents.cli.run_main, as for every btswarm command.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,8 +22,10 @@ from typing import Any
 import click
 
 from torrents import log as btlog
+from torrents.cli import command_settings, run_main
 from torrents.dataset import Dataset, read_manifest, scan_directory
-from torrents.errors import BtswarmError, DatasetError, NotFound
+from torrents.errors import BtswarmError, DatasetError, NotFound, Unreachable
+from torrents.exitstatus import ExitStatus
 from torrents.hostport import parse_hostport
 from torrents.units import human_rate, human_size, parse_duration, parse_size
 
@@ -35,23 +35,6 @@ from btserver.config import ServerConfig
 from btserver.builder import BuildParams, make
 
 PROG = "bt-server"
-
-
-class ExitStatus(enum.IntEnum):
-    OK = 0
-    ERROR = 1
-    USAGE = 2  # click's own
-    PROBLEMS = 3  # scan: some datasets or files were refused
-    UNREACHABLE = 4  # status: no daemon answered
-
-
-class Group(click.Group):
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except BtswarmError as exc:
-            click.echo(f"{PROG}: error: {exc}", err=True)
-            ctx.exit(ExitStatus.ERROR)
 
 
 def verbosity(f):
@@ -93,13 +76,18 @@ def load_server(config_path: str | None, **flags: Any) -> ServerConfig:
     return server_config.load(config_path, overrides=overrides)
 
 
-@click.group(cls=Group)
+@click.group(context_settings=command_settings)
 @click.version_option(package_name="btswarm", prog_name=PROG)
-def main() -> None:
+def cli() -> None:
     """bt-server: a storage site's datasets, as torrents, seeded on demand."""
 
 
-@main.command()
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point (the shared contract: torrents.cli)."""
+    return run_main(cli, PROG, argv)
+
+
+@cli.command()
 @config_option
 @server_options
 @verbosity
@@ -111,19 +99,19 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
 
     btlog.setup(verbose, PROG)
     cfg = load_server(config_path, **flags)
-    host, port = parse_hostport(cfg.listen, "server.listen")
+    host, port = parse_hostport(cfg.listen)
     try:
         run_app(create_app(cfg), host, port, name=f"{PROG} {cfg.site}")
     except OSError as exc:  # the control address is taken or not ours
         raise BtswarmError(cfg.listen, f"cannot listen ({exc.strerror or exc})") from None
 
 
-@main.command()
+@cli.command()
 @config_option
 @server_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @verbosity
-def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> None:
+def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> int:
     """Prepare every dataset (farms, torrents; hash only what changed) and list them."""
     from btserver.inventory import Inventory
 
@@ -147,11 +135,10 @@ def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> 
                 click.echo(f"{PROG}: excluded: {r['name']}/{x['lfn']}: {x['why']}", err=True)
         for p in problems:
             click.echo(f"{PROG}: refused: {p}", err=True)
-    if problems:
-        sys.exit(ExitStatus.PROBLEMS)
+    return int(ExitStatus.PROBLEMS if problems else ExitStatus.OK)
 
 
-@main.command()
+@cli.command()
 @click.argument("name", required=False)
 @config_option
 @server_options
@@ -160,7 +147,7 @@ def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> 
               help="Declare this site's replica the dataset's new version (the dataset changed on purpose).")
 @verbosity
 def publish(name: str | None, config_path: str | None, verbose: int, attempts: int, new_version: bool,
-            **flags: Any) -> None:
+            **flags: Any) -> int:
     """Prepare the datasets, then publish NAME (default: all) to the repository."""
     import aiohttp
 
@@ -193,11 +180,10 @@ def publish(name: str | None, config_path: str | None, verbose: int, attempts: i
             click.echo(f"{p.info_hash}  {answer.result or 'published'}{state}  {p.name}")
         else:
             click.echo(f"{p.info_hash}  FAILED  {p.name}: {answer.problem}")
-    if not all(a.ok for a in results):
-        sys.exit(ExitStatus.ERROR)
+    return int(ExitStatus.OK if all(a.ok for a in results) else ExitStatus.ERROR)
 
 
-@main.command("make-torrent")
+@cli.command("make-torrent")
 @click.argument("path", type=click.Path(exists=True))
 @click.option("-o", "--output", "out", type=click.Path(), help="Output file (a directory for several datasets).")
 @click.option("--piece-size", help="Piece size (e.g. 1M); default: a function of the total size.")
@@ -260,11 +246,11 @@ def _output_path(out: str | None, name: str, several: bool) -> Path:
     return p
 
 
-@main.command()
+@cli.command()
 @config_option
 @click.option("--url", help="Control URL of the daemon (default: http://<server.listen>).")
 @click.option("--json", "as_json", is_flag=True, help="The raw status document.")
-def status(config_path: str | None, url: str | None, as_json: bool) -> None:
+def status(config_path: str | None, url: str | None, as_json: bool) -> int:
     """Show a running daemon's datasets and seeds."""
     import urllib.error
     import urllib.request
@@ -276,18 +262,23 @@ def status(config_path: str | None, url: str | None, as_json: bool) -> None:
         with urllib.request.urlopen(f"{url.rstrip('/')}/api/status", timeout=5) as resp:
             doc = json.load(resp)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        click.echo(f"{PROG}: error: {url}: no answer ({getattr(exc, 'reason', exc)})", err=True)
-        sys.exit(ExitStatus.UNREACHABLE)
+        raise Unreachable(url, f"no answer ({getattr(exc, 'reason', exc)})") from None
     if as_json:
         click.echo(json.dumps(doc, indent=1))
-        return
+        return int(ExitStatus.OK)
     click.echo(f"site {doc['site']}  peers {' '.join(doc.get('peers', []))}  "
                f"seeds {len(doc['seeds'])}/{doc['capacity']}  uploaded {human_size(doc['uploaded_total'])}  "
-               f"hash failures {doc['hash_failures']}")
-    click.echo(f"{'DATASET':<40} {'FILES':>6} {'SIZE':>10}  {'INFO-HASH':<40}  SEEDING")
+               f"hash failures {doc['hash_failures']}  read errors {doc.get('read_errors', 0)}")
+    # The name last and whole: ATLAS names differ in their last tokens.
+    click.echo(f"{'INFO-HASH':<40}  {'FILES':>6} {'SIZE':>10}  SEEDING  DATASET")
     for d in doc["datasets"]:
-        click.echo(f"{d['name'][:40]:<40} {d['files']:>6} {human_size(d['total_size']):>10}  {d['info_hash']}  "
-                   f"{'yes' if d['seeding'] else '-'}")
+        click.echo(f"{d['info_hash']}  {d['files']:>6} {human_size(d['total_size']):>10}  "
+                   f"{'yes' if d['seeding'] else '-':<7}  {d['name']}")
     for s in doc["seeds"]:
         click.echo(f"seed {s['info_hash']}  peers {s['peers']}  {human_rate(s['upload_rate'])}  "
                    f"uploaded {human_size(s['uploaded'])}  {s['name']}")
+    for p in doc.get("problems", []):
+        click.echo(f"problem: {p}")
+    if doc.get("error"):
+        click.echo(f"error: {doc['error']}")
+    return int(ExitStatus.OK)

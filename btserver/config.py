@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from torrents.config import Bytes, Seconds, default_state_dir, load_section
 from torrents.errors import ConfigError
+from torrents.hostport import check_hostport
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class ServerConfig:
     # repository lists this site's replica as partial).
     require_whole: bool = False
     tracker: str = "http://127.0.0.1:6969"
+    # Every tracker of the federation (they share one store): heartbeats go
+    # to each, and the .torrents list each in announce-list (BEP 12, one
+    # tier) so clients fail over. Empty: `tracker` alone.
+    trackers: tuple[str, ...] = ()
     repo: str = "http://127.0.0.1:8080"
     heartbeat_interval: Seconds = Seconds(10.0)
     idle_ttl: Seconds = Seconds(600.0)
@@ -41,7 +46,13 @@ class ServerConfig:
     hybrid: bool = False
     hash_threads: int = 0  # 0: one per core
 
+    def tracker_urls(self) -> tuple[str, ...]:
+        """The trackers' base URLs: `trackers`, else `tracker` (none when both are empty)."""
+        return tuple(self.trackers) or ((self.tracker,) if self.tracker else ())
+
     def __post_init__(self) -> None:
+        for key in ("listen", "peer_listen"):
+            check_hostport(self, key)
         for key in ("max_seeds",):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Callable, Sequence
 
 import aiohttp
 
@@ -27,6 +27,25 @@ def heartbeat_body(site: str, control_url: str, peers: list[str], can_seed: list
                    capacity: int) -> dict:
     return {"site": site, "control_url": control_url, "peers": peers, "can_seed": sorted(can_seed),
             "seeding": sorted(seeding), "load": len(seeding), "capacity": capacity}
+
+
+async def beat_all(http: aiohttp.ClientSession, trackers: Sequence[str], site: str, secret: str,
+                   body: Callable[[], dict], changed: asyncio.Event, interval: float,
+                   metrics: Metrics | None = None) -> None:
+    """`beat_forever` to every tracker of the federation, each on its own (one down delays no other)."""
+    if len(trackers) == 1:
+        return await beat_forever(http, trackers[0], site, secret, body, changed, interval, metrics)
+    events = [asyncio.Event() for _ in trackers]
+
+    async def fan_out() -> None:
+        while True:
+            await changed.wait()
+            changed.clear()
+            for e in events:
+                e.set()
+
+    await asyncio.gather(fan_out(), *(beat_forever(http, t, site, secret, body, e, interval, metrics)
+                                      for t, e in zip(trackers, events)))
 
 
 async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, secret: str,

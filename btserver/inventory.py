@@ -82,9 +82,9 @@ class Report:
 
 
 def build_params(config: ServerConfig) -> BuildParams:
-    announce = f"{config.tracker.rstrip('/')}/announce" if config.tracker else None
-    return BuildParams(announce=announce, private=config.private, hybrid=config.hybrid,
-                       threads=config.hash_threads)
+    urls = [f"{t.rstrip('/')}/announce" for t in config.tracker_urls()]
+    return BuildParams(announce=urls[0] if urls else None, private=config.private, hybrid=config.hybrid,
+                       threads=config.hash_threads, announce_list=tuple(urls) if len(urls) > 1 else ())
 
 
 class Inventory:
@@ -95,7 +95,6 @@ class Inventory:
         self.cache = cache or MetaCache(self.state / "torrents")
         self.params = build_params(config)
         self._lock = threading.Lock()
-        self._by_hash: dict[str, Prepared] = {}
         self._by_name: dict[str, Prepared] = {}
         self.problems: list[Problem] = []
         self.excluded: dict[str, tuple[tuple[str, str], ...]] = {}
@@ -137,10 +136,7 @@ class Inventory:
                 continue
             with self._lock:
                 replaced = self._by_name.get(prepared.name)
-                if replaced is not None:
-                    self._by_hash.pop(replaced.info_hash, None)
                 self._by_name[prepared.name] = prepared
-                self._by_hash[prepared.info_hash] = prepared
             report.prepared.append(prepared)
             if on_ready is not None:
                 on_ready(prepared, replaced if replaced is not None and replaced.info_hash != prepared.info_hash
@@ -149,9 +145,7 @@ class Inventory:
             keep = {p.name for p in report.prepared}
             with self._lock:
                 for name in [n for n in self._by_name if n not in keep]:
-                    old = self._by_name.pop(name)
-                    self._by_hash.pop(old.info_hash, None)
-                    report.gone.append(old)
+                    report.gone.append(self._by_name.pop(name))
         self.problems = report.problems
         self.excluded = report.excluded
         self.done.set()
@@ -171,10 +165,6 @@ class Inventory:
             return bad
         return Prepared.of(lay.dataset, cached.info_hash, cached.torrent_path, farm_dir, cached.meta,
                            cached.built, cached.sums, left_out)
-
-    def by_hash(self, info_hash: str) -> Prepared | None:
-        with self._lock:
-            return self._by_hash.get(info_hash)
 
     def by_name(self, name: str) -> Prepared | None:
         with self._lock:

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from torrents import bencoding, metainfo
+from torrents import metainfo
 from torrents.build import FileSum
 from torrents.errors import MetainfoError
 from torrents.fingerprint import fingerprint
 
-from btserver.builder import BuildParams, make
+from btserver.builder import BuildParams, make, trackers_match, with_trackers
 
 log = logging.getLogger("btswarm.server.metacache")
 
@@ -53,7 +53,7 @@ class MetaCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         torrent_path, json_path = self.paths(name)
         fp = fingerprint(entries, extra=params.key(), links=links or {})
-        reused = self._load(name, fp, params.announce)
+        reused = self._load(name, fp, params)
         if reused is not None:
             return reused
         started = time.monotonic()
@@ -68,7 +68,7 @@ class MetaCache:
                  time.monotonic() - started, meta.file_count)
         return Cached(name, meta.info_hash, torrent_path, fp, True, meta, built.sums)
 
-    def _load(self, name: str, fp: str, announce: str | None) -> Cached | None:
+    def _load(self, name: str, fp: str, params: BuildParams) -> Cached | None:
         torrent_path, json_path = self.paths(name)
         try:
             record = json.loads(json_path.read_text(encoding="utf-8"))
@@ -88,15 +88,11 @@ class MetaCache:
             return None
         if meta.info_hash != record.get("info_hash"):
             return None
-        if announce and meta.announce != announce:
-            # The tracker moved: only the announce URL (outside the info
-            # dict) changes, so rewrite it without rehashing.
-            top = bencoding.decode(data)
-            top[b"announce"] = announce.encode()
-            top.pop(b"announce-list", None)
-            data = bencoding.encode(top)
+        if params.announce and not trackers_match(meta, params):
+            # The trackers moved: only announce and announce-list (outside
+            # the info dict) change, so rewrite them without rehashing.
+            data, meta = with_trackers(data, meta, params)
             _write_atomic(torrent_path, data)
-            meta = metainfo.parse(data, subject=str(torrent_path))
         log.debug("torrent %s: unchanged (%s)", name, meta.info_hash)
         return Cached(name, meta.info_hash, torrent_path, fp, False, meta, sums)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from torrents import urls
 from torrents.servicekit.web import signed_request
 
 from btserver.metrics import Metrics
@@ -42,7 +43,7 @@ def publish_body(site: str, torrent: bytes, record: dict) -> dict:
 
 async def publish_once(http: aiohttp.ClientSession, repo: str, site: str, secret: str, torrent: bytes,
                        record: dict, timeout: float = 30.0) -> tuple[int, object]:
-    url = f"{repo.rstrip('/')}/api/datasets/{record['name']}"
+    url = f"{repo.rstrip('/')}{urls.dataset_api(record['name'])}"
     return await signed_request(http, "PUT", url, site=site, secret=secret,
                                 payload=publish_body(site, torrent, record), timeout=timeout)
 

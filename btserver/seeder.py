@@ -221,13 +221,8 @@ class Seeder:
             if self.upload_slots:
                 # Spare the site: it serves `upload_slots` peers of a swarm at a
                 # time (at full speed), the other T3s take the pieces from them.
-                # Measured (scripts/bench_egress.py --quick, 137 MB, 2 sites,
-                # median of 3; site bytes uploaded / dataset, time to all done):
-                # no limit (every loopback client unchoked) 1 / 2 / 8 clients
-                # 1.00x 0.61 s / 1.77x 0.80 s / 4.63x 3.16 s; 1 slot 1.00x 0.51 s
-                # / 1.00x 0.83 s / 1.04x 3.23 s. 2 slots: 2.00x at 8 clients;
-                # super-seeding 1.2-1.4x but 62-184 s for 2 clients; upload caps
-                # scaled by leechers 2.8x in 4.7 s. set_max_uploads refuses
+                # The figures (egress by client count, the alternatives tried)
+                # are in docs/benchmarks.md, "egress". set_max_uploads refuses
                 # fewer than 2; this field does not.
                 atp.max_uploads = self.upload_slots
             handle = self._ses.add_torrent(atp)

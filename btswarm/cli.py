@@ -13,7 +13,9 @@ from btswarm import run as run_mod
 from btswarm import shaping
 from btswarm import up as up_mod
 from torrents import log as logsetup
+from torrents.cli import command_settings, run_main
 from torrents.errors import BtswarmError
+from torrents.exitstatus import ExitStatus
 from torrents.units import parse_duration, parse_size
 
 
@@ -21,14 +23,19 @@ def _say(message: str) -> None:
     click.echo(message, err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="btswarm")
-def main() -> None:
+@click.group(context_settings=command_settings)
+@click.version_option(package_name="btswarm", prog_name="btswarm")
+def cli() -> None:
     """btswarm: BitTorrent for Tier-3 sites. `btswarm up` runs a whole federation on this host,
     `btswarm run -- CMD` runs a client of it."""
 
 
-@main.command()
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point (the shared contract: torrents.cli)."""
+    return run_main(cli, "btswarm", argv)
+
+
+@cli.command()
 @click.option("--state", type=click.Path(path_type=Path), default=None,
               help="State directory (configs, logs, farms, catalog). Default: ~/.cache/btswarm/up")
 @click.option("--data", type=click.Path(path_type=Path, file_okay=False), multiple=True,
@@ -52,19 +59,20 @@ def main() -> None:
               help="Shape the uplink of each client address (127.0.0.101 and up; `btswarm run` hands them out).")
 @click.option("--client-addresses", type=click.IntRange(1, 150), default=32, show_default=True,
               help="How many client addresses --client-link shapes.")
+@click.option("--redis", "redis", is_flag=True,
+              help="Keep the tracker's state in a redis-server of its own (loopback, under --state).")
+@click.option("--redis-url", default="", help="Keep the tracker's state in this Redis instead (redis://HOST:PORT/DB).")
+@click.option("--trackers", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="Tracker processes on their own ports, sharing the Redis; the .torrents list every one.")
 @click.option("-v", "--verbose", count=True)
 def up(**params):
     """Run tracker, repository and SITES storage sites on loopback until Ctrl-C."""
     logsetup.setup(params["verbose"], "btswarm")
     try:
-        code = up_mod.run(_up_options(params), report=_say)
+        return up_mod.run(_up_options(params), report=_say)
     except up_mod.Interrupted:
         _say("btswarm: interrupted; federation stopped")
-        code = 130
-    except BtswarmError as exc:
-        _say(f"btswarm: error: {exc}")
-        code = 1
-    sys.exit(code)
+        return int(ExitStatus.INTERRUPTED)
 
 
 def _up_options(p: dict) -> up_mod.UpOptions:
@@ -77,10 +85,11 @@ def _up_options(p: dict) -> up_mod.UpOptions:
         sample_files=p["sample_files"], sample_size=parse_size(p["sample_size"]),
         idle_ttl=parse_duration(p["idle_ttl"]), heartbeat_interval=parse_duration(p["heartbeat"]),
         ready_file=p["ready_file"].resolve() if p["ready_file"] else None, timeout=parse_duration(p["timeout"]),
-        links=shaping.LinkOptions.parse(p["site_link"], p["client_link"], p["client_addresses"]))
+        links=shaping.LinkOptions.parse(p["site_link"], p["client_link"], p["client_addresses"]),
+        redis=p["redis"] or bool(p["redis_url"]), redis_url=p["redis_url"], trackers=p["trackers"])
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--state", type=click.Path(path_type=Path), default=None,
               help="The state directory of the `btswarm up` to use. Default: ~/.cache/btswarm/up")
 @click.option("--address", metavar="IP", default=None,
@@ -89,14 +98,10 @@ def _up_options(p: dict) -> up_mod.UpOptions:
 def run(state, address, command):
     """Run COMMAND as a client of the running federation: inside its network namespace (shaped links),
     with BTSWARM_GET_REPO and BTSWARM_GET_LISTEN set. Example: btswarm run -- bt-get NAME -o /tmp/x"""
-    try:
-        run_mod.exec_client((state or up_mod.default_state_dir()).resolve(), command, address)
-    except BtswarmError as exc:
-        _say(f"btswarm: error: {exc}")
-        sys.exit(1)
+    run_mod.exec_client((state or up_mod.default_state_dir()).resolve(), command, address)
 
 
-@main.command()
+@cli.command()
 @click.option("--state", type=click.Path(path_type=Path), default=None, help="Default: ~/.cache/btswarm/demo")
 @click.option("-o", "--output", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Where bt-get writes the dataset. Default: STATE/downloads")
@@ -107,21 +112,15 @@ def run(state, address, command):
 def demo(state, output, sites, sample_size, workers, keep):
     """A federation, a real bt-get of the sample dataset with progress, verified against the source."""
     state = (state or up_mod.default_state_dir().with_name("demo")).resolve()
-    try:
-        code = demo_mod.run_demo(state, (output or state / "downloads").resolve(), sites=sites, keep=keep,
-                                 report=_say, sample_size=parse_size(sample_size), workers=workers)
-    except BtswarmError as exc:
-        _say(f"btswarm: error: {exc}")
-        code = 1
-    except KeyboardInterrupt:
-        code = 130
-    sys.exit(code)
+    return demo_mod.run_demo(state, (output or state / "downloads").resolve(), sites=sites, keep=keep,
+                             report=_say, sample_size=parse_size(sample_size), workers=workers)
 
 
-BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "tree", "cost"]
+BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "scale", "tree",
+           "cost"]
 
 
-@main.command()
+@cli.command()
 @click.option("--quick", is_flag=True, help="Smaller datasets and fewer runs: the whole suite in under 10 minutes.")
 @click.option("--only", multiple=True, type=click.Choice(BENCHES), help="Run only these benchmarks.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("bench-results"),
@@ -130,8 +129,7 @@ def bench(quick, only, out):
     """Run the benchmarks (scripts/bench_*.py) against their baselines; JSON and plots in OUT."""
     scripts = Path(__file__).resolve().parent.parent / "scripts"
     if not scripts.is_dir():
-        _say("btswarm: error: bench: runs from a source checkout (scripts/ not found)")
-        sys.exit(1)
+        raise BtswarmError("bench", "runs from a source checkout (scripts/ not found)")
     failed = []
     for name in only or BENCHES:
         script = scripts / f"bench_{name}.py"
@@ -147,5 +145,4 @@ def bench(quick, only, out):
     if plot.exists():
         subprocess.call([sys.executable, str(plot), "--out", str(out)])
     if failed:
-        _say(f"btswarm: bench: failed: {', '.join(failed)}")
-        sys.exit(1)
+        raise BtswarmError("bench", f"failed: {', '.join(failed)}")

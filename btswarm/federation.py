@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from btswarm import netns, shaping
+from torrents import urls
 from torrents.errors import BtswarmError
 
 T = TypeVar("T")
@@ -164,7 +165,10 @@ class Federation:
         conf = self.state / "config"
         out = {}
         for pid in children(self.up_pid):
-            for arg in cmdline(pid):
+            argv = cmdline(pid)
+            if argv and Path(argv[0].split(" ")[0]).name == "redis-server":  # it rewrites its title
+                out["redis"] = pid  # ours (--redis): no config file, its directory under the state
+            for arg in argv:
                 path = Path(arg)
                 if path.suffix == ".toml" and path.parent == conf:
                     out[path.stem] = pid
@@ -207,10 +211,10 @@ class Federation:
         return {address: sent.get(cid, 0) for address, cid in ids.items()}
 
     def torrent(self, name: str) -> bytes:
-        return get_bytes(f"{self.repo}/datasets/{name}.torrent")
+        return get_bytes(f"{self.repo}{urls.dataset_torrent(name)}")
 
     def info_hash(self, name: str) -> str:
-        return get_json(f"{self.repo}/api/datasets/{name}")["info_hash"]
+        return get_json(f"{self.repo}{urls.dataset_api(name)}")["info_hash"]
 
 
 # --- starting and stopping -------------------------------------------------------------------------

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from btswarm.redisserver import argv as redis_argv
+
 
 @dataclass(frozen=True)
 class Site:
@@ -46,6 +48,11 @@ class Federation:
     extra_tracker: dict = field(default_factory=dict)
     # One data directory per site (same dataset names, separate copies), else every site serves `data`.
     site_data: tuple[Path, ...] = ()
+    # Trackers beyond the first (they share one Redis), and the Redis: ours on
+    # redis_port (its own directory under the state), or redis_url to join one.
+    more_tracker_ports: tuple[int, ...] = ()
+    redis_port: int = 0
+    redis_url: str = ""
 
     def data_of(self, index: int) -> Path:
         return self.site_data[index] if self.site_data else self.data
@@ -61,6 +68,23 @@ class Federation:
     @property
     def repo_url(self) -> str:
         return f"http://{self.host}:{self.repo_port}"
+
+    @property
+    def tracker_ports(self) -> tuple[int, ...]:
+        return (self.tracker_port, *self.more_tracker_ports)
+
+    @property
+    def tracker_urls(self) -> tuple[str, ...]:
+        return tuple(f"http://{self.host}:{p}" for p in self.tracker_ports)
+
+    @property
+    def store_url(self) -> str:
+        """The trackers' shared Redis; empty when the tracker keeps its state in memory."""
+        return self.redis_url or (f"redis://{self.host}:{self.redis_port}/0" if self.redis_port else "")
+
+
+def tracker_label(index: int) -> str:
+    return "tracker" if index == 0 else f"tracker{index + 1}"
 
 
 def site_ip(index: int) -> str:
@@ -115,22 +139,27 @@ def toml(sections: dict[str, dict[str, object]]) -> str:
 def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
     """Config sections per service label ('tracker', 'repo', 'site1', ...)."""
     secrets = {s.name: s.secret for s in fed.sites}
+    store = {"store": "redis", "redis_url": fed.store_url} if fed.store_url else {}
     out: dict[str, dict[str, dict[str, object]]] = {
-        "tracker": {"tracker": {
-            "listen": f"{fed.host}:{fed.tracker_port}",
+        tracker_label(k): {"tracker": {
+            "listen": f"{fed.host}:{port}",
             "site_secrets": secrets,
             "repo": fed.repo_url,
             "interval": 60,
             "min_seeds": min(2, len(fed.sites)),
+            **store,
             **fed.extra_tracker,
-        }},
+        }} for k, port in enumerate(fed.tracker_ports)
+    }
+    out.update({
         "repo": {"repo": {
             "listen": f"{fed.host}:{fed.repo_port}",
             "state": str(fed.state / "repo"),
             "tracker": fed.tracker_url,
             "site_secrets": secrets,
         }},
-    }
+    })
+    trackers = {"trackers": list(fed.tracker_urls)} if len(fed.tracker_ports) > 1 else {}
     for i, s in enumerate(fed.sites):
         out[s.name] = {"server": {
             "site": s.name,
@@ -144,6 +173,7 @@ def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
             "repo": fed.repo_url,
             "heartbeat_interval": fed.heartbeat_interval,
             "idle_ttl": fed.idle_ttl,
+            **trackers,
         }}
     return out
 
@@ -151,12 +181,17 @@ def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
 def services(fed: Federation, bin_dir: Path) -> list[Service]:
     """The processes to start, in start order (tracker and repository before the sites)."""
     conf = fed.state / "config"
-    out = [
-        Service("tracker", (str(bin_dir / "bt-tracker"), "run", "--config", str(conf / "tracker.toml")),
-                f"{fed.tracker_url}/healthz", conf / "tracker.toml"),
-        Service("repo", (str(bin_dir / "bt-repo"), "run", "--config", str(conf / "repo.toml")),
-                f"{fed.repo_url}/healthz", conf / "repo.toml"),
-    ]
+    out = []
+    if fed.redis_port and not fed.redis_url:
+        # No config file of ours: redis-server takes its settings on the command line.
+        out.append(Service("redis", tuple(redis_argv(fed.state / "redis", fed.host, fed.redis_port)),
+                           fed.store_url, fed.state / "redis"))
+    for k, url in enumerate(fed.tracker_urls):
+        label = tracker_label(k)
+        out.append(Service(label, (str(bin_dir / "bt-tracker"), "run", "--config", str(conf / f"{label}.toml")),
+                           f"{url}/healthz", conf / f"{label}.toml"))
+    out.append(Service("repo", (str(bin_dir / "bt-repo"), "run", "--config", str(conf / "repo.toml")),
+                       f"{fed.repo_url}/healthz", conf / "repo.toml"))
     for s in fed.sites:
         path = conf / f"{s.name}.toml"
         out.append(Service(s.name, (str(bin_dir / "bt-server"), "run", "--config", str(path)),
@@ -172,6 +207,9 @@ def ready_document(fed: Federation, datasets: list[str], *, netns: str | None = 
         "links": [link.as_dict() for link in links],
         "tracker": fed.announce_url,
         "tracker_url": fed.tracker_url,
+        "trackers": [f"{u}/announce" for u in fed.tracker_urls],
+        "tracker_urls": list(fed.tracker_urls),
+        "redis": fed.store_url,
         "repo": fed.repo_url,
         "sites": [{"name": s.name, "peer": s.peer, "control_url": s.control_url} for s in fed.sites],
         "datasets": datasets,

@@ -13,6 +13,7 @@ from typing import Awaitable, Callable
 
 import aiohttp
 
+from btswarm import statelock
 from btswarm.plan import Service
 from torrents.errors import BtswarmError
 
@@ -37,9 +38,24 @@ class Child:
         return self.service.label
 
 
+async def _redis_ping(url: str) -> bool:
+    """Whether the Redis at redis://HOST:PORT answers PING (bounded: 2 s)."""
+    host, _, port = url.removeprefix("redis://").split("/", 1)[0].rpartition(":")
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 2)
+        try:
+            writer.write(b"*1\r\n$4\r\nPING\r\n")
+            return (await asyncio.wait_for(reader.readline(), 2)).startswith(b"+PONG")
+        finally:
+            writer.close()
+    except (OSError, asyncio.TimeoutError, ValueError):
+        return False
+
+
 class Supervisor:
-    def __init__(self, log_dir: Path, *, report: Callable[[str], None] = print) -> None:
+    def __init__(self, log_dir: Path, *, report: Callable[[str], None] = print, state: Path | None = None) -> None:
         self.log_dir = log_dir
+        self.state = state  # where the children are recorded (btswarm.statelock)
         self.children: list[Child] = []
         self.report = report
         self.stopping = False
@@ -60,11 +76,15 @@ class Supervisor:
         try:
             # A session of its own: a Ctrl-C at the terminal reaches the
             # supervisor only, which then stops every child in order.
+            # ...and dies with it: a kill -9 of the supervisor orphans nothing.
             child.proc = await asyncio.create_subprocess_exec(
                 *child.service.argv, stdin=asyncio.subprocess.DEVNULL, stdout=logfile, stderr=logfile,
-                start_new_session=True)
+                start_new_session=True, preexec_fn=statelock.die_with_parent)
         finally:
             logfile.close()
+        if self.state is not None:
+            statelock.record_children(self.state, [(c.label, c.proc.pid, list(c.service.argv))
+                                                   for c in self.children if c.proc is not None])
 
     async def start(self, service: Service, timeout: float = 60.0) -> Child:
         child = Child(service)
@@ -75,6 +95,8 @@ class Supervisor:
 
     async def healthy(self, url: str) -> bool:
         assert self._http is not None
+        if url.startswith("redis://"):
+            return await _redis_ping(url)
         try:
             async with self._http.get(url) as resp:
                 return resp.status == 200

@@ -18,9 +18,10 @@ from urllib.parse import quote
 
 import aiohttp
 
-from btswarm import netns, plan, shaping
+from btswarm import netns, plan, redisserver, shaping, statelock
 from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
+from torrents import urls
 from torrents.errors import BtswarmError
 
 log = logging.getLogger("btswarm.up")
@@ -40,6 +41,9 @@ class UpOptions:
     ready_file: Path | None = None
     timeout: float = 300.0
     links: shaping.LinkOptions = shaping.LinkOptions()  # shaped: the federation runs in a namespace of its own
+    redis: bool = False  # the trackers keep their state in a Redis: our own, or redis_url
+    redis_url: str = ""
+    trackers: int = 1  # tracker processes on their own ports, sharing the Redis
 
     def link_plan(self) -> tuple[shaping.Link, ...]:
         sites = [(plan.site_name(i), plan.site_ip(i)) for i in range(self.sites)]
@@ -70,10 +74,19 @@ def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> pla
         else:
             cport, pport = free_port(ip), free_port(ip)
         sites.append(plan.Site(plan.site_name(i), ip, cport, pport, secrets.token_hex(16)))
+    if not 1 <= opts.trackers <= 8:
+        raise BtswarmError("--trackers", f"{opts.trackers} is out of range (1-8)")
+    if opts.trackers > 1 and not (opts.redis or opts.redis_url):
+        raise BtswarmError("--trackers", "several trackers share their state in Redis: add --redis (or --redis-url)")
     tport = opts.base_port or free_port("127.0.0.1")
     rport = opts.base_port + 1 if opts.base_port else free_port("127.0.0.1")
+    # With --base-port: more trackers on P+2..P+8, our Redis on P+9.
+    more = tuple(opts.base_port + 1 + k if opts.base_port else free_port("127.0.0.1") for k in range(1, opts.trackers))
+    own_redis = opts.redis and not opts.redis_url
+    redis_port = (opts.base_port + 9 if opts.base_port else free_port("127.0.0.1")) if own_redis else 0
     return plan.Federation(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
-                           idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data)
+                           idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data,
+                           more_tracker_ports=more, redis_port=redis_port, redis_url=opts.redis_url)
 
 
 def prepare(opts: UpOptions, report: Callable[[str], None]) -> tuple[plan.Federation, list[str]]:
@@ -105,6 +118,9 @@ def prepare(opts: UpOptions, report: Callable[[str], None]) -> tuple[plan.Federa
         if other != names:
             raise BtswarmError(d, f"holds other datasets than {data} (per-site --data must be copies)")
     fed = layout(opts, data, site_data)
+    if fed.redis_port and not fed.redis_url:
+        redisserver.binary()  # a clear error now rather than a supervisor failure later
+        (opts.state / "redis").mkdir(exist_ok=True)
     conf_dir = opts.state / "config"
     conf_dir.mkdir(parents=True, exist_ok=True)
     for label, sections in plan.configs(fed).items():
@@ -148,6 +164,9 @@ def readiness(names: list[str], site_status: dict[str, dict], records: dict[str,
     for site, status in sorted(site_status.items()):
         if not status.get("ready"):
             waiting.append(f"{site}: still preparing datasets")
+            continue
+        if status.get("error"):
+            failures.append(f"{site}: {status['error']}")
             continue
         if site not in up:
             waiting.append(f"{site}: no heartbeat at the tracker yet")
@@ -194,7 +213,7 @@ async def wait_published(fed: plan.Federation, names: list[str], timeout: float,
         while True:
             try:
                 status = {s.name: await get(http, f"{s.control_url}/api/status") for s in fed.sites}
-                records = {n: await get(http, f"{fed.repo_url}/api/datasets/{quote(n, safe='')}") for n in names}
+                records = {n: await get(http, f"{fed.repo_url}{urls.dataset_api(n)}") for n in names}
                 state = readiness(names, status, records, await get(http, f"{fed.tracker_url}/api/sites"),
                                   fed.announce_url)
                 for warning in state.warnings:
@@ -222,9 +241,16 @@ def run(opts: UpOptions, *, report: Callable[[str], None]) -> int:
     that every thread and every process started afterwards is inside;
     it is deleted when the federation has stopped, whatever the reason.
     """
+    if opts.links.shaped:
+        netns.require("--site-link")
+    with statelock.held(opts.state):
+        statelock.stop_leftovers(opts.state, report)
+        return _run_locked(opts, report)
+
+
+def _run_locked(opts: UpOptions, report: Callable[[str], None]) -> int:
     if not opts.links.shaped:
         return asyncio.run(run_up(opts, report=report))
-    netns.require("--site-link")
     links = opts.link_plan()
     opts.state.mkdir(parents=True, exist_ok=True)
     _remove_stale_netns(opts.state / NETNS_FILE, report)
@@ -280,7 +306,7 @@ async def run_up(opts: UpOptions, *, report: Callable[[str], None], bin_dir: Pat
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: the terminal went away
         loop.add_signal_handler(sig, stop.set)
-    async with Supervisor(opts.state / "logs", report=report) as sup:
+    async with Supervisor(opts.state / "logs", report=report, state=opts.state) as sup:
         for service in plan.services(fed, bin_dir):
             await _or_stop(sup.start(service), stop)
             report(f"started {service.label}: {service.health_url.rsplit('/', 1)[0]}")
@@ -322,7 +348,8 @@ def banner(fed: plan.Federation, names: list[str], netns_name: str | None = None
     lines = [
         "btswarm federation is up:",
         f"  repository  {fed.repo_url}/",
-        f"  tracker     {fed.announce_url}",
+        *(f"  tracker     {u}/announce" for u in fed.tracker_urls),
+        *([f"  redis       {fed.store_url}"] if fed.store_url else []),
     ]
     lines += [f"  {s.name:<10}  control {s.control_url}  peers {s.peer}" for s in fed.sites]
     lines += ["datasets:"] + [f"  {n}" for n in names]

@@ -183,8 +183,8 @@ def checked_run(label: str, cmd: list[str], dest: Path, source: Path, info: dict
         r.update(diff_lines=len(lines), explained=explained, unexplained=len(rest), unexplained_lines=rest[:50])
         for line in rest[:20]:
             bl.log(f"{label}: UNEXPLAINED: {line}")
-    bl.log(f"{label:14s} {t.seconds:6.2f} s  {r['files_per_s']:6.0f} files/s  {r['mb_s']:5.0f} MB/s  "
-           f"{'diff: ' + str(r.get('diff_lines')) + ' lines, ' + str(r.get('unexplained')) + ' unexplained' if check_diff else ''}")
+    checked = f"diff: {r['diff_lines']} lines, {r['unexplained']} unexplained" if check_diff else ""
+    bl.log(f"{label:14s} {t.seconds:6.2f} s  {r['files_per_s']:6.0f} files/s  {r['mb_s']:5.0f} MB/s  {checked}")
     return r
 
 

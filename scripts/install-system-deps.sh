@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System packages used by the tests and benchmarks: Chromium (browser tests),
-# transmission-show (a second .torrent reader), and the third-party baselines
+# transmission-show (a second .torrent reader), redis-server (the tracker's shared
+# store), and the third-party baselines
 # (mktorrent, opentracker, aria2c, nginx, wrk); iproute2 (ip, tc) for the shaped
 # federation, bindfs and fuse3 for bench_wan's frozen-storage site; and a real SLURM for
 # the batch-array tests (slurm-wlm, munge: btswarm/localslurm.py configures and starts its
@@ -12,6 +13,7 @@ declare -A need=(
   [opentracker]=opentracker [aria2c]=aria2 [nginx]=nginx-light [wrk]=wrk
   [tc]=iproute2 [bindfs]=bindfs [fusermount3]=fuse3
   [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-wlm [sacct]=slurm-wlm [munged]=munge
+  [redis-server]=redis-server
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -6,7 +6,8 @@ One PNG per benchmark found: egress.png (T2 egress and time against the
 number of clients), wan.png (fractions of the physical bound; N T3s against
 the Kumar-Ross bound and curl), and a bar chart of each other benchmark against its
 baseline or target (get, coldstart, smallfiles, build, tracker, seed_start),
-with the target drawn as a red dashed line. Small (about 700x380
+with the target drawn as a red dashed line; scale.png (tracker memory and
+latency against swarms and peers per swarm). Small (about 700x380
 px) so they can be committed under docs/img/ (--img copies them there).
 """
 
@@ -174,18 +175,23 @@ def plot_tracker(doc: dict, out: Path) -> Path | None:
     med = doc.get("median") or {}
     if not med:
         return None
-    labels = list(med)
+    keys = list(med)
+    ours = [k.startswith("bt-tracker") for k in keys]
+    # Short names under the bars: the store, and the process count.
+    labels = [{"bt-tracker": "memory", "bt-tracker redis": "redis", "bt-tracker redis x2": "redis x2"}.get(k, k)
+              for k in keys]
+    med = {label: med[k] for label, k in zip(labels, keys)}
     fig, (a1, a2) = plt.subplots(1, 2, figsize=SIZE)
-    _bars(a1, labels, [med[k]["announces_per_s"] for k in labels], [k == "bt-tracker" for k in labels])
-    if "opentracker" in med and "target_ratio" in doc and "bt-tracker" in labels:
-        _target_line(a1, labels.index("bt-tracker"), doc["target_ratio"] * med["opentracker"]["announces_per_s"],
+    _bars(a1, labels, [med[k]["announces_per_s"] for k in labels], ours)
+    if "opentracker" in med and "target_ratio" in doc and "memory" in labels:
+        _target_line(a1, labels.index("memory"), doc["target_ratio"] * med["opentracker"]["announces_per_s"],
                      f"target {doc['target_ratio']}x opentracker")
-        a1.legend(fontsize=8, loc="upper left")
+        a1.legend(fontsize=8, loc="upper right")
     a1.set_ylabel("announces/s (median)")
     a1.set_title(f"throughput (ratio {doc.get('ratio_announces_per_s', float('nan')):.2f})", fontsize=10)
     user = [med[k].get("user_us_per_announce", 0.0) for k in labels]
     kern = [med[k].get("sys_us_per_announce", 0.0) for k in labels]
-    a2.bar(labels, user, color=[OURS if k == "bt-tracker" else BASE for k in labels], label="user")
+    a2.bar(labels, user, color=[OURS if o else BASE for o in ours], label="user")
     _annotate(a2, a2.bar(labels, kern, bottom=user, color="#aec7e8", label="kernel"),
               [med[k]["cpu_us_per_announce"] for k in labels])
     a2.set_ylabel("µs CPU per announce (median)")
@@ -221,6 +227,39 @@ def plot_seed_start(doc: dict, out: Path) -> Path | None:
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     return _save(fig, out, "seed_start", doc)
+
+
+def plot_scale(doc: dict, out: Path) -> Path | None:
+    growth = doc.get("growth") or []
+    if not growth:
+        return None
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(10.5, 3.8))
+    colors = {"memory": OURS, "redis": "#ff7f0e"}
+    for g in growth:
+        c = colors.get(g["store"], BASE)
+        xs = [r["swarms"] for r in g["by_swarms"]]
+        a1.plot(xs, [r["tracker_rss_mb"] for r in g["by_swarms"]], "o-", color=c, label=f"tracker, {g['store']}")
+        if g["store"] == "redis":
+            a1.plot(xs, [r["redis_mb"] for r in g["by_swarms"]], "s--", color=c, label="redis-server")
+        for key, style in (("p50_ms", "o-"), ("p99_ms", "^:")):
+            a2.plot(xs, [r[key] for r in g["by_swarms"]], style, color=c, label=f"{g['store']} {key[:3]}")
+            a3.plot([r["peers"] for r in g["by_peers"]], [r[key] for r in g["by_peers"]], style, color=c,
+                    label=f"{g['store']} {key[:3]}")
+    a1.axhline(doc.get("targets", {}).get("tracker_rss_mb_at_100k", 200), color=TARGET, ls="--", lw=1,
+               label="target at 100,000")
+    for ax, xl in ((a1, "registered info-hashes (each with a peer)"), (a2, "registered info-hashes"),
+                   (a3, "peers in the swarm announced to")):
+        ax.set_xscale("log")
+        ax.set_xlabel(xl, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    a1.set_ylabel("RSS, MB")
+    a1.set_title("memory", fontsize=10)
+    a2.set_ylabel("announce latency, ms (fresh connection)")
+    a2.set_title("latency vs swarms", fontsize=10)
+    a3.set_title("latency vs peers per swarm", fontsize=10)
+    fig.suptitle("bt-tracker growth, memory and Redis stores", fontsize=10)
+    return _save(fig, out, "scale", doc)
 
 
 def plot_wan(doc: dict, out: Path) -> Path:
@@ -275,7 +314,8 @@ def plot_wan(doc: dict, out: Path) -> Path:
 
 
 PLOTS = {"get": plot_get, "egress": plot_egress, "coldstart": plot_coldstart, "smallfiles": plot_smallfiles,
-         "build": plot_build, "tracker": plot_tracker, "seed_start": plot_seed_start, "wan": plot_wan}
+         "build": plot_build, "tracker": plot_tracker, "seed_start": plot_seed_start, "wan": plot_wan,
+         "scale": plot_scale}
 
 
 def main() -> int:

@@ -21,3 +21,17 @@ def procs(tmp_path):
     yield started
     for p in reversed(started):
         p.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """A real redis-server (Debian's) on 127.0.0.1, a free port and a private directory; stopped by PID."""
+    from btswarm.redisserver import RedisServer
+    from torrents.errors import BtswarmError
+
+    try:
+        server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    except BtswarmError as exc:
+        pytest.fail(f"{exc} (make deps installs it)")
+    yield server
+    server.stop()

@@ -14,6 +14,9 @@ value of the wrong type is an error naming the file (or variable) and the key.
 Durations (`Seconds`) and sizes (`Bytes`) are parsed the same way in files,
 the environment and flags ("5m", "16MiB"); a section's own `__post_init__`
 may refuse values that make no sense, raising ConfigError(key, problem).
+Every error names where the value came from, in one format:
+`FILE: [section] key: problem`, `$BTSWARM_SECTION_KEY: problem`, or
+`--flag: problem`.
 """
 
 from __future__ import annotations
@@ -98,7 +101,18 @@ def load_section(name: str, cls: type[T], explicit: str | os.PathLike | None = N
             cls(**{key: values[key]})
         except ConfigError as exc:
             raise ConfigError(f"${env_name(name, key)}", exc.problem) from None
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        # From the command line: a bad value names the flag.
+        flag = "--" + key.replace("_", "-")
+        if key not in hints:
+            raise ConfigError(flag, f"not a key of [{name}]")  # a bug in the command, not in the user's line
+        values[key] = _coerce(value, hints[key], flag)
+        try:
+            cls(**{key: values[key]})
+        except ConfigError as exc:
+            raise ConfigError(flag, exc.problem) from None
     return section_from_dict(cls, values, f"{where}: [{name}]")
 
 

@@ -1,6 +1,12 @@
-"""One base exception for btswarm; every message reads `subject: problem`."""
+"""One base exception for btswarm; every message reads `subject: problem`.
+
+Each class carries the exit status a command ends with when it is the
+error that ends it (torrents.exitstatus).
+"""
 
 from __future__ import annotations
+
+from torrents.exitstatus import ExitStatus
 
 
 class BtswarmError(Exception):
@@ -10,6 +16,8 @@ class BtswarmError(Exception):
     `problem` says what; both stay available as attributes for callers
     that translate errors at an edge (HTTP middleware, a CLI's main).
     """
+
+    exit_status = ExitStatus.ERROR
 
     def __init__(self, subject: object, problem: str) -> None:
         self.subject = str(subject)
@@ -32,6 +40,8 @@ class DatasetError(BtswarmError):
 class ConfigError(BtswarmError):
     """A bad configuration file, key or value."""
 
+    exit_status = ExitStatus.USAGE
+
 
 class AuthError(BtswarmError):
     """A control request that is unsigned, stale, replayed or wrongly signed."""
@@ -40,6 +50,20 @@ class AuthError(BtswarmError):
 class NotFound(BtswarmError):
     """A named thing (dataset, info-hash, site) that does not exist."""
 
+    exit_status = ExitStatus.NOT_FOUND
+
 
 class Conflict(BtswarmError):
     """A request that contradicts itself or the current state (HTTP 409)."""
+
+
+class UsageError(BtswarmError):
+    """A bad argument or option combination."""
+
+    exit_status = ExitStatus.USAGE
+
+
+class Unreachable(BtswarmError):
+    """A service that did not answer."""
+
+    exit_status = ExitStatus.UNREACHABLE

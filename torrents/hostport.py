@@ -22,6 +22,14 @@ def parse_hostport(text: str, subject: str = "address") -> tuple[str, int]:
     return host, p
 
 
+def check_hostport(section: object, key: str) -> None:
+    """A config section's HOST:PORT field, checked (ConfigError naming the key: the loader adds where)."""
+    try:
+        parse_hostport(getattr(section, key), key)
+    except ConfigError as exc:
+        raise ConfigError(key, exc.problem) from None
+
+
 def format_hostport(host: str, port: int) -> str:
     """(host, port) → 'host:port', with an IPv6 address in brackets."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -19,6 +19,8 @@ def parse_duration(text: str | int | float) -> float:
         return float(text)
     m = _DURATION.match(text)
     if not m:
+        if _DURATION.match(text.strip().lstrip("-")):
+            raise BtswarmError(text, "duration is negative")
         raise BtswarmError(text, "not a duration (examples: 30, 30s, 10m, 2h)")
     return float(m.group(1)) * _SCALE[m.group(2)]
 

@@ -5,22 +5,39 @@ the connection's address here. Which info-hashes are known (published by
 a site's heartbeat or by the repository, or anything when open), what the
 peer store records, whether seeds must be started, and whom to hand out
 are decided in this one place.
+
+An answer is bytes when it could be decided at once (the memory store,
+nothing to start), else an awaitable: a Future settled by callbacks when
+the store's reply is one (Redis, connected: no task per announce), or a
+coroutine (a seed start to wait for), for which the fast path makes a task.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
-from typing import Any, Coroutine, Iterable
+import time
+from typing import Any, Awaitable, Coroutine, Iterable
 
+from torrents.hostport import parse_hostport
+from tracker import protocol
+from tracker.churn import ChurnGuard
 from tracker.config import TrackerConfig
-from tracker import handout, protocol
-from tracker.metrics import TrackerMetrics
-from tracker.peerstore import PeerStore, SwarmCounts
+from tracker.metrics import SAMPLE_EVERY, TrackerMetrics
+from tracker.peerstore import PeerStore, SwarmView, resolve
 from tracker.protocol import AnnounceError
+from tracker.resp import StoreUnavailable
 from tracker.seeding import SeedStarter
 from tracker.sites import Site, SiteRegistry
 
+log = logging.getLogger("btswarm.tracker.announcer")
+
 MAX_FULL_SCRAPE = 1000  # swarms in a scrape without info_hash
+# While a start is in flight and the swarm has no seed yet, the answer asks
+# the client back soon (libtorrent waits at least its min_announce_interval, 5 s here).
+RETRY_INTERVAL = 5
+STORE_DOWN = "tracker: swarm store unavailable, retry later"
 
 
 class Announcer:
@@ -34,7 +51,10 @@ class Announcer:
         self.rng = rng or random.Random()
         self.published: frozenset[bytes] = frozenset()  # from the repository
         self._failure_unknown = protocol.failure_answer(config.failure_reason)
-        self._jitter = max(1, config.interval // 10)
+        self._failure_store = protocol.failure_answer(STORE_DOWN)
+        self._jitter = protocol.interval_jitter(config.interval)
+        self._sampled = 0  # announces since the last one timed
+        self.churn = ChurnGuard()
 
     def set_published(self, hashes: Iterable[bytes]) -> None:
         self.published = frozenset(hashes)
@@ -46,13 +66,24 @@ class Announcer:
         answer = self.announce_nowait(raw_query, remote_ip)
         return answer if isinstance(answer, bytes) else await answer
 
-    def announce_nowait(self, raw_query: str | bytes, remote_ip: str) -> bytes | Coroutine[Any, Any, bytes]:
-        """The answer, or a coroutine for it when seeds may have to be started first.
+    def announce_nowait(self, raw_query: str | bytes, remote_ip: str) -> bytes | Awaitable[bytes]:
+        """The answer, or an awaitable of it when the store or a seed start must be waited for."""
+        self._sampled += 1
+        if self._sampled < SAMPLE_EVERY:
+            return self._announce(raw_query, remote_ip)
+        self._sampled = 0
+        t0 = time.perf_counter()
+        answer = self._announce(raw_query, remote_ip)
+        observe = self.metrics.announce_latency.observe
+        if isinstance(answer, bytes):
+            observe(time.perf_counter() - t0)
+            return answer
+        if not isinstance(answer, asyncio.Future):
+            answer = asyncio.ensure_future(answer)
+        answer.add_done_callback(lambda _: observe(time.perf_counter() - t0))
+        return answer
 
-        Only a leecher's announce for a swarm that sites hold can wait (on
-        `SeedStarter.ensure`); every other announce is answered here without
-        a task, which is what lets the fast path serve it synchronously.
-        """
+    def _announce(self, raw_query: str | bytes, remote_ip: str) -> bytes | Awaitable[bytes]:
         config = self.config
         try:
             ann = protocol.parse_announce(raw_query, remote_ip, trust_ip=config.trust_ip,
@@ -64,55 +95,125 @@ class Announcer:
         if not self.known(h):
             self.metrics.announce_unknown.inc()
             return self._failure_unknown
-        store = self.store
-        store.update(h, ann.ip, ann.port, ann.peer_id, ann.seed, ann.event)
-        counts = store.counts(h)
+        site = self.sites.site_of(ann.ip) if self.sites.holders else None
+        try:
+            view = self.store.announce(h, ann.ip, ann.port, ann.peer_id, ann.seed, ann.event,
+                                       numwant=0 if ann.event == "stopped" else ann.numwant, site=site,
+                                       listed=not ann.compact)
+        except StoreUnavailable:
+            return self._store_down()
+        if isinstance(view, SwarmView):
+            return self._decide(ann, site, view)
+        if isinstance(view, asyncio.Future):
+            return self._decide_on(ann, site, view)
+        return self._decide_later(ann, site, view)
+
+    def _decide_on(self, ann: protocol.Announce, site: str | None, pending: asyncio.Future) -> asyncio.Future:
+        """The answer as a Future settled from `pending`'s callback: no task unless a seed start is waited for."""
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            if answer.done():
+                return
+            try:
+                result = self._decide(ann, site, f.result())
+            except StoreUnavailable:
+                answer.set_result(self._store_down())
+                return
+            except BaseException as exc:  # noqa: BLE001 - settles the answer; the caller logs it
+                answer.set_exception(exc)
+                return
+            if isinstance(result, bytes):
+                answer.set_result(result)
+            else:
+                asyncio.ensure_future(result).add_done_callback(
+                    lambda t: answer.done() or (answer.cancel() if t.cancelled() else
+                                                answer.set_exception(t.exception()) if t.exception() else
+                                                answer.set_result(t.result())))
+
+        pending.add_done_callback(done)
+        return answer
+
+    async def _decide_later(self, ann: protocol.Announce, site: str | None, pending: Awaitable[SwarmView]) -> bytes:
+        try:
+            answer = self._decide(ann, site, await pending)
+            return answer if isinstance(answer, bytes) else await answer
+        except StoreUnavailable:
+            return self._store_down()
+
+    def _decide(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes | Coroutine[Any, Any, bytes]:
         self.metrics.announce_ok.inc()
-        # Spread re-announces so a swarm that started together does not
-        # come back in lock-step.
-        interval = config.interval + self.rng.randint(0, self._jitter)
-        if ann.event == "stopped":
-            return protocol.compact_answer(interval, config.min_interval, counts.complete, counts.incomplete,
-                                           b"", b"")
-        if not ann.seed and h in self.sites.holders:
-            return self._answer_after_seeds(ann, counts, interval)
-        return self._answer(ann, counts, interval)
+        if (ann.event != "stopped" and not ann.seed and ann.info_hash in self.sites.holders
+                and self.starter.short(ann.info_hash, view.counts)):
+            if self.churn.may_start(ann.info_hash, ann.ip, ann.port, ann.downloaded):
+                return self._answer_after_seeds(ann, site, view)
+            self.metrics.starts_withheld.inc()
+        return self._answer(ann, view)
 
-    async def _answer_after_seeds(self, ann: protocol.Announce, counts: SwarmCounts, interval: int) -> bytes:
-        if await self.starter.ensure(ann.info_hash, counts):
-            counts = self.store.counts(ann.info_hash)
-        return self._answer(ann, counts, interval)
+    async def _answer_after_seeds(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes:
+        try:
+            if await self.starter.ensure(ann.info_hash, view.counts):
+                view = await resolve(self.store.handout(ann.info_hash, ann.ip, ann.port, numwant=ann.numwant,
+                                                        site=site, listed=not ann.compact))
+        except StoreUnavailable:
+            return self._store_down()
+        retry = view.complete == 0  # still no seed: come back soon, a start may be landing
+        return self._answer(ann, view, retry=retry)
 
-    def _answer(self, ann: protocol.Announce, counts: SwarmCounts, interval: int) -> bytes:
-        h = ann.info_hash
+    def _answer(self, ann: protocol.Announce, view: SwarmView, *, retry: bool = False) -> bytes:
         config = self.config
-        requester_site = self.sites.site_of(ann.ip) if self.sites.holders else None
-        chosen = handout.select(self.store.peers(h), (ann.ip, ann.port), ann.numwant, site_of=self.sites.site_of,
-                                requester_site=requester_site, rng=self.rng)
+        if retry:
+            interval = min_interval = min(RETRY_INTERVAL, config.interval)
+        else:
+            # Spread re-announces so a swarm that started together does not
+            # come back in lock-step.
+            interval, min_interval = config.interval + self.rng.randint(0, self._jitter), config.min_interval
+        if ann.event == "stopped":
+            return protocol.compact_answer(interval, min_interval, view.complete, view.incomplete, b"", b"")
         if not ann.compact:
-            return protocol.list_answer(interval, config.min_interval, counts.complete, counts.incomplete,
-                                        [(p.ip, p.port, p.peer_id) for p in chosen], ann.no_peer_id)
-        peers4 = b"".join([p.compact for p in chosen if not p.ipv6])
-        peers6 = b"".join([p.compact for p in chosen if p.ipv6])
-        return protocol.compact_answer(interval, config.min_interval, counts.complete, counts.incomplete,
-                                       peers4, peers6)
+            return protocol.list_answer(interval, min_interval, view.complete, view.incomplete,
+                                        view.listed or [], ann.no_peer_id)
+        return protocol.compact_answer(interval, min_interval, view.complete, view.incomplete,
+                                       view.peers4, view.peers6)
 
-    def scrape(self, raw_query: str | bytes) -> bytes:
+    def _store_down(self) -> bytes:
+        self.metrics.announce_store_down.inc()
+        return self._failure_store
+
+    def scrape(self, raw_query: str | bytes) -> bytes | Coroutine[Any, Any, bytes]:
         try:
             hashes = protocol.parse_scrape(raw_query)
         except AnnounceError as exc:
             return protocol.failure_answer(str(exc))
         self.metrics.scrapes.inc()
         if not hashes:
-            hashes = [h for _, h in zip(range(MAX_FULL_SCRAPE), self.store.swarms())]
+            return self._full_scrape()
+        counts = self.store.counts(hashes)
+        if isinstance(counts, list):
+            return self._scrape_answer(hashes, counts)
+        return self._scrape_later(hashes, counts)
+
+    async def _full_scrape(self) -> bytes:
+        try:
+            hashes = await resolve(self.store.swarms(MAX_FULL_SCRAPE))
+            return self._scrape_answer(hashes, await resolve(self.store.counts(hashes)))
+        except StoreUnavailable:
+            return self._store_down()
+
+    async def _scrape_later(self, hashes: list[bytes], pending: Awaitable[list]) -> bytes:
+        try:
+            return self._scrape_answer(hashes, await pending)
+        except StoreUnavailable:
+            return self._store_down()
+
+    def _scrape_answer(self, hashes: list[bytes], counts: list) -> bytes:
         files = {}
-        for h in hashes:
-            if self.known(h) or self.store.has(h):
-                c = self.store.counts(h)
+        for h, c in zip(hashes, counts):
+            if self.known(h) or c.complete or c.incomplete or c.downloaded:
                 files[h] = (c.complete, c.downloaded, c.incomplete)
         return protocol.scrape_answer(files)
 
-    def site_beat(self, site: Site) -> None:
+    async def site_beat(self, site: Site) -> None:
         """Record a site's heartbeat; forget its seeds of swarms it says it no longer seeds.
 
         A site announces `stopped` when it drops an idle seed, but if that
@@ -121,20 +222,19 @@ class Announcer:
         The heartbeat that follows the stop, sent at once, settles it.
         """
         before = self.sites.get(site.name)
-        self.sites.beat(site)
+        await resolve(self.sites.beat(site))
         if before is None:
             return
         for info_hash in before.seeding - site.seeding:
             for endpoint in site.peers:
-                host, _, port = endpoint.rpartition(":")
-                self.store.update(info_hash, host.strip("[]"), int(port), b"", True, "stopped")
+                host, port = parse_hostport(endpoint)
+                await resolve(self.store.remove(info_hash, host, port))
 
-    def seeding_sites(self, info_hash: bytes) -> list[str]:
+    async def seeding_sites(self, info_hash: bytes) -> list[str]:
         """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm."""
         names = {s.name for s in self.sites.all() if info_hash in s.seeding}
-        for p in self.store.peers(info_hash):
-            if p.seed:
-                name = p.site or self.sites.site_of(p.ip)
-                if name:
-                    names.add(name)
+        for s in await resolve(self.store.seeds(info_hash)):
+            name = s.site or self.sites.site_of(s.ip)
+            if name:
+                names.add(name)
         return sorted(names)

@@ -1,14 +1,15 @@
-"""bt-tracker's aiohttp app: routes, and the background work (expiry, repository poll).
+"""bt-tracker's aiohttp app: routes, and the background work (expiry, repository poll, registry refresh).
 
-`create_app(config, *, peerstore=None, sites=None, clock=None)` builds it;
-tests pass their own store (with a fake clock) or registry.
+`create_app(config, *, peerstore=None, sites=None, state=None, clock=None)`
+builds it; tests pass their own store (with a fake clock), registry or
+start state. Without them it builds what `[tracker] store` names: all in
+this process's memory, or all in Redis (tracker/redisstore.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from typing import AsyncIterator, Callable
 
@@ -16,15 +17,18 @@ import aiohttp
 from aiohttp import web
 
 from torrents import auth
-from tracker.config import TrackerConfig
 from torrents.errors import AuthError, NotFound
-from torrents.servicekit.web import add_metrics_route, error_middleware, parse_json_body, read_signed
+from torrents.infohash import is_info_hash
+from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 from tracker import protocol
 from tracker.announcer import Announcer
+from tracker.config import TrackerConfig
 from tracker.metrics import TrackerMetrics
-from tracker.peerstore import LocalPeerStore, PeerStore
+from tracker.peerstore import LocalPeerStore, PeerStore, resolve
+from tracker.resp import RedisClient, StoreUnavailable
 from tracker.seeding import SeedStarter
 from tracker.sites import SiteRegistry, parse_heartbeat
+from tracker.startstate import LocalStartState, StartState
 
 log = logging.getLogger("btswarm.tracker")
 
@@ -32,17 +36,35 @@ ANNOUNCER = web.AppKey("announcer", Announcer)
 VERIFIER = web.AppKey("verifier", auth.Verifier)
 MAX_HEARTBEAT = 16 * 1024 * 1024  # 200,000 hex info-hashes fit
 REPO_TIMEOUT = 10.0
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 BENCODED = "text/plain"  # BEP 3 names none; what opentracker sends, and what clients accept
 
 
+def build_state(config: TrackerConfig, clock: Callable[[], float] = time.monotonic
+                ) -> tuple[PeerStore, SiteRegistry, StartState]:
+    """The peer store, site registry and start state that `config.store` names."""
+    ttl = protocol.peer_ttl(config.interval)
+    if config.store == "redis":
+        from tracker.redisstore import RedisPeerStore, RedisSiteRegistry, RedisStartState
+
+        client = RedisClient(config.redis_url, timeout=config.redis_timeout)
+        prefix = config.redis_prefix
+        return (RedisPeerStore(client, ttl=ttl, prefix=prefix),
+                RedisSiteRegistry(client, prefix=prefix, heartbeat_interval=config.heartbeat_interval,
+                                  networks=config.site_networks),
+                RedisStartState(client, prefix=prefix))
+    return (LocalPeerStore(ttl=ttl, clock=clock),
+            SiteRegistry(heartbeat_interval=config.heartbeat_interval, clock=clock, networks=config.site_networks),
+            LocalStartState(clock))
+
+
 def create_app(config: TrackerConfig, *, peerstore: PeerStore | None = None, sites: SiteRegistry | None = None,
-               clock: Callable[[], float] = time.monotonic) -> web.Application:
-    store = peerstore or LocalPeerStore(ttl=2 * config.interval, clock=clock)
-    registry = sites or SiteRegistry(heartbeat_interval=config.heartbeat_interval, clock=clock,
-                                     networks=config.site_networks)
-    metrics = TrackerMetrics(swarms=lambda: sum(1 for _ in store.swarms()), peers=store.peer_total)
-    starter = SeedStarter(config, registry, store, outcomes=metrics, clock=clock)
+               state: StartState | None = None, clock: Callable[[], float] = time.monotonic) -> web.Application:
+    if peerstore is None or sites is None or state is None:
+        built = build_state(config, clock)
+        peerstore, sites, state = peerstore or built[0], sites or built[1], state or built[2]
+    store, registry = peerstore, sites
+    metrics = TrackerMetrics(swarms=lambda: store.totals()[0], peers=lambda: store.totals()[1])
+    starter = SeedStarter(config, registry, store, state=state, outcomes=metrics, clock=clock)
     announcer = Announcer(config, store, registry, starter, metrics)
 
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_HEARTBEAT)
@@ -58,6 +80,7 @@ def create_app(config: TrackerConfig, *, peerstore: PeerStore | None = None, sit
     add_metrics_route(app, metrics.registry)
     app.cleanup_ctx.append(_seed_starter(starter))
     app.cleanup_ctx.append(_expiry)
+    app.cleanup_ctx.append(_registry_refresh)
     if config.repo:
         app.cleanup_ctx.append(_repo_poll)
     return app
@@ -81,7 +104,8 @@ async def announce(request: web.Request) -> web.Response:
 
 async def scrape(request: web.Request) -> web.Response:
     try:
-        body = request.app[ANNOUNCER].scrape(_query(request))
+        answer = request.app[ANNOUNCER].scrape(_query(request))
+        body = answer if isinstance(answer, bytes) else await answer
     except Exception:
         log.exception("scrape %r: internal error", request.raw_path[:200])
         body = protocol.failure_answer("tracker: internal error")
@@ -96,32 +120,39 @@ async def heartbeat(request: web.Request) -> web.Response:
     announcer = request.app[ANNOUNCER]
     site = parse_heartbeat(name, parse_json_body(raw, f"heartbeat from {name}"), now=time.time(),
                            mono=announcer.sites.clock())
-    announcer.site_beat(site)
+    try:
+        await announcer.site_beat(site)
+    except StoreUnavailable as exc:
+        return json_error(503, str(exc))  # the site beats again at its next interval
     log.debug("heartbeat from %s: %d can seed, %d seeding, load %d/%d", name, len(site.can_seed),
               len(site.seeding), site.load, site.capacity)
     return web.json_response({"ok": True, "interval": announcer.config.heartbeat_interval})
 
 
-def _swarm_json(announcer: Announcer, info_hash: bytes) -> dict:
-    c = announcer.store.counts(info_hash)
+MAX_LISTED = 10_000  # swarms in GET /api/swarms
+
+
+async def _swarm_json(announcer: Announcer, info_hash: bytes) -> dict:
+    [c] = await resolve(announcer.store.counts([info_hash]))
     return {"info_hash": info_hash.hex(), "seeds": c.complete, "leechers": c.incomplete,
-            "completed": c.downloaded, "sites": announcer.seeding_sites(info_hash)}
+            "completed": c.downloaded, "sites": await announcer.seeding_sites(info_hash)}
 
 
 async def swarms(request: web.Request) -> web.Response:
     announcer = request.app[ANNOUNCER]
-    return web.json_response({"swarms": [_swarm_json(announcer, h) for h in announcer.store.swarms()]})
+    hashes = await resolve(announcer.store.swarms(MAX_LISTED))
+    return web.json_response({"swarms": [await _swarm_json(announcer, h) for h in hashes]})
 
 
 async def swarm(request: web.Request) -> web.Response:
     announcer = request.app[ANNOUNCER]
     hex_hash = request.match_info["info_hash"].lower()
-    if not _HEX40.match(hex_hash):
+    if not is_info_hash(hex_hash):
         raise NotFound(hex_hash[:60], "not an info-hash (40 hex characters)")
     h = bytes.fromhex(hex_hash)
-    if not announcer.store.has(h) and not announcer.known(h):
+    if not announcer.known(h) and not await resolve(announcer.store.has(h)):
         raise NotFound(hex_hash, "no such swarm")
-    return web.json_response(_swarm_json(announcer, h))
+    return web.json_response(await _swarm_json(announcer, h))
 
 
 async def list_sites(request: web.Request) -> web.Response:
@@ -149,9 +180,9 @@ async def _periodic(every: float, work: Callable[[], object], what: str) -> None
     while True:
         await asyncio.sleep(every)
         try:
-            result = work()
-            if asyncio.iscoroutine(result):
-                await result
+            await resolve(work())
+        except StoreUnavailable as exc:
+            log.warning("%s: %s", what, exc)
         except Exception:
             log.exception("%s failed", what)
 
@@ -163,6 +194,36 @@ async def _expiry(app: web.Application) -> AsyncIterator[None]:
     yield
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+    await announcer.store.close()
+
+
+async def _registry_refresh(app: web.Application) -> AsyncIterator[None]:
+    """A shared registry (Redis) is re-read every REFRESH seconds; the local one needs nothing."""
+    registry = app[ANNOUNCER].sites
+    every = getattr(registry, "REFRESH", None)
+    task = None
+    if every:
+        async def refresh_forever() -> None:
+            failing = False
+            while True:
+                try:
+                    await resolve(registry.refresh())
+                    if failing:
+                        log.info("site registry: read from the store again")
+                    failing = False
+                except StoreUnavailable as exc:
+                    if not failing:
+                        log.warning("site registry: %s; keeping the last view", exc)
+                    failing = True
+                except Exception:
+                    log.exception("site registry refresh failed")
+                await asyncio.sleep(every)
+
+        task = asyncio.get_running_loop().create_task(refresh_forever())
+    yield
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def fetch_published(session: aiohttp.ClientSession, repo: str) -> list[bytes]:
@@ -175,7 +236,7 @@ async def fetch_published(session: aiohttp.ClientSession, repo: str) -> list[byt
     values = data.get("info_hashes") if isinstance(data, dict) else None
     if not isinstance(values, list):
         raise ValueError(f"{url}: no info_hashes list")
-    return [bytes.fromhex(v) for v in values if isinstance(v, str) and _HEX40.match(v)]
+    return [bytes.fromhex(v.lower()) for v in values if is_info_hash(v)]
 
 
 async def _repo_poll(app: web.Application) -> AsyncIterator[None]:

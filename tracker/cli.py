@@ -3,47 +3,71 @@
 from __future__ import annotations
 
 import logging
-import sys
 
 import click
 
 from torrents import log as btlog
+from torrents.cli import command_settings, run_main
+from torrents.errors import BtswarmError, ConfigError
 from torrents.hostport import parse_hostport
 from tracker import config as tracker_config
-from torrents.errors import BtswarmError
-from tracker import fastpath
+from tracker import fastpath, prefork
 from tracker.app import create_app
 
 log = logging.getLogger("btswarm.tracker")
 
 
-@click.group()
-def main() -> None:
+@click.group(context_settings=command_settings)
+@click.version_option(package_name="btswarm", prog_name="bt-tracker")
+def cli() -> None:
     """BitTorrent tracker that starts seeds at sites on demand."""
 
 
-@main.command()
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point (the shared contract: torrents.cli)."""
+    return run_main(cli, "bt-tracker", argv)
+
+
+@cli.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML configuration file.")
 @click.option("--listen", help="HOST:PORT to serve on (default 127.0.0.1:6969).")
 @click.option("--open", "open_", is_flag=True, default=None, help="Accept any info-hash, published or not.")
 @click.option("--interval", type=int, help="Announce interval in seconds.")
+@click.option("--store", type=click.Choice(["memory", "redis"]), help="Where swarms, starts and sites are kept.")
+@click.option("--redis-url", help="The shared store with --store redis (redis://HOST:PORT/DB, unix:///PATH).")
+@click.option("--processes", type=int, help="Serve from N processes on one port (SO_REUSEPORT); needs --store redis.")
 @click.option("-v", "--verbose", count=True, help="-v info, -vv debug.")
-def run(config_path: str | None, listen: str | None, open_: bool | None, interval: int | None, verbose: int) -> None:
+def run(config_path: str | None, listen: str | None, open_: bool | None, interval: int | None, store: str | None,
+        redis_url: str | None, processes: int | None, verbose: int) -> None:
     """Serve announces, scrapes, heartbeats and the read API until SIGTERM/SIGINT."""
     btlog.setup(verbose, "bt-tracker")
-    try:
-        overrides = {"listen": listen, "open": open_, "interval": interval}
-        if interval is not None:
-            overrides["min_interval"] = max(1, interval // 2)
-        config = tracker_config.load(config_path, overrides=overrides)
-        host, port = parse_hostport(config.listen, "tracker listen")
+    overrides = {"listen": listen, "open": open_, "interval": interval, "store": store, "redis_url": redis_url,
+                 "processes": processes}
+    if interval is not None:
+        overrides["min_interval"] = max(1, interval // 2)
+    config = tracker_config.load(config_path, overrides=overrides)
+    if config.processes > 1 and config.store != "redis":  # a rule across two keys: checked once they are all read
+        raise ConfigError("processes", f"{config.processes} processes need store = \"redis\" "
+                                       "(each process would keep swarms of its own)")
+    host, port = parse_hostport(config.listen)
+    log.info("open: %s, interval %d s, %d site secrets, store %s%s", config.open, config.interval,
+             len(config.site_secrets), config.store, f" ({config.redis_url})" if config.store == "redis" else "")
+    if config.processes == 1:
         app = create_app(config)
-    except BtswarmError as exc:
-        click.echo(f"bt-tracker: error: {exc}", err=True)
-        sys.exit(2)
-    log.info("open: %s, interval %d s, %d site secrets", config.open, config.interval, len(config.site_secrets))
-    try:
-        fastpath.run(app, host, port, name="bt-tracker")
-    except OSError as exc:
-        click.echo(f"bt-tracker: error: {config.listen}: {exc.strerror or exc}", err=True)
-        sys.exit(1)
+        try:
+            fastpath.run(app, host, port, name="bt-tracker")
+        except OSError as exc:
+            raise BtswarmError(config.listen, f"cannot listen ({exc.strerror or exc})") from None
+        return
+    create_app(config)  # a bad configuration fails here, once, not in every child
+
+    def serve(index: int) -> int:
+        try:
+            fastpath.run(create_app(config), host, port, name=f"bt-tracker[{index}]", reuse_port=True)
+        except OSError as exc:
+            click.echo(f"bt-tracker: error: {config.listen}: cannot listen ({exc.strerror or exc})", err=True)
+            return prefork.EXIT_BIND
+        return 0
+
+    if prefork.run(config.processes, serve, name="bt-tracker") != 0:
+        raise BtswarmError("bt-tracker", f"{config.processes} processes: stopped after a failure (see above)")

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from torrents.config import Seconds, load_section
 from torrents.errors import ConfigError
+from torrents.hostport import check_hostport
 
 
 @dataclass(frozen=True)
@@ -29,14 +30,30 @@ class TrackerConfig:
     failure_reason: str = "unknown info_hash: not published in this federation"
     heartbeat_interval: Seconds = Seconds(10.0)  # asked of sites in the heartbeat answer; down after 3 missed
     repo_poll: Seconds = Seconds(30.0)  # between reads of the repository's published info-hashes
+    start_timeout: Seconds = Seconds(10.0)  # a site's answer to a seed start; its claim lives 2 s longer
+    # Where swarms, starts and sites are kept: "memory" (this process) or
+    # "redis" (shared by every tracker process and host that uses the same
+    # redis_url and redis_prefix; see docs/contracts.md for the key layout).
+    store: str = "memory"
+    redis_url: str = "redis://127.0.0.1:6379/0"  # or unix:///path/redis.sock[?db=N]
+    redis_prefix: str = "bt:"
+    redis_timeout: Seconds = Seconds(1.0)  # an announce waits no longer for Redis: then a failure reason
+    processes: int = 1  # bt-tracker run --processes: several processes on one port (SO_REUSEPORT); needs redis
 
     def __post_init__(self) -> None:
+        check_hostport(self, "listen")
         for key in ("interval", "leechers_per_seed", "max_seeds_per_swarm", "default_numwant"):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")
         for key in ("min_interval", "min_seeds"):
             if getattr(self, key) < 0:
                 raise ConfigError(key, f"must not be negative, got {getattr(self, key)!r}")
+        if self.store not in ("memory", "redis"):
+            raise ConfigError("store", f"must be \"memory\" or \"redis\", got {self.store!r}")
+        if not 1 <= self.processes <= 64:
+            raise ConfigError("processes", f"must be 1-64, got {self.processes!r}")
+        if self.redis_timeout <= 0 or self.start_timeout <= 0:
+            raise ConfigError("redis_timeout" if self.redis_timeout <= 0 else "start_timeout", "must be more than 0")
 
 
 def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,

@@ -32,7 +32,7 @@ import functools
 import logging
 import re
 import signal
-from typing import Any, Callable
+from typing import Callable
 
 from aiohttp import web
 
@@ -79,7 +79,7 @@ class FastPathProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._ip = ""
         self._buf = b""
-        self._waiting: asyncio.Task[bytes] | None = None  # an announce that waits for seed starts
+        self._waiting: asyncio.Future[bytes] | None = None  # an answer not decided yet (Redis, seed starts)
         self._eof = False
         self.idle_since = 0.0
 
@@ -155,7 +155,9 @@ class FastPathProtocol(asyncio.Protocol):
             except Exception:
                 answer = _internal_error(path, query)
             if not isinstance(answer, bytes):
-                self._waiting = asyncio.get_running_loop().create_task(answer)
+                # A Future (the store's reply) is waited on as it is; a coroutine needs a task.
+                self._waiting = answer if isinstance(answer, asyncio.Future) else \
+                    asyncio.get_running_loop().create_task(answer)
                 self._waiting.add_done_callback(functools.partial(self._answered, keep=keep, http10=http10))
                 break
             self._send(answer, keep, http10)
@@ -197,7 +199,7 @@ class FastPathProtocol(asyncio.Protocol):
         else:
             self.idle_since = asyncio.get_running_loop().time()
 
-    def _answered(self, task: asyncio.Task[bytes], keep: bool, http10: bool) -> None:
+    def _answered(self, task: asyncio.Future[bytes], keep: bool, http10: bool) -> None:
         self._waiting = None
         if task.cancelled():
             return
@@ -229,33 +231,46 @@ class FastPathProtocol(asyncio.Protocol):
         handler.data_received(data)
 
 
-class FastPathSite(web.TCPSite):
-    """A TCPSite whose connections meet FastPathProtocol first (see the module docstring)."""
+class FastPathServer:
+    """The listening socket whose connections meet FastPathProtocol first (see the module docstring).
 
-    def __init__(self, runner: web.AppRunner, host: str | None = None, port: int | None = None,
-                 **kwargs: Any) -> None:
-        super().__init__(runner, host, port, **kwargs)
+    Beside an AppRunner, of which only the public `server` (the protocol factory for
+    the app) is used: what the fast path does not answer goes there. Not a `web.BaseSite`:
+    a site would bind aiohttp's own factory, and making one bind ours takes aiohttp's
+    private parts; so this server is stopped by its owner, before the runner's cleanup.
+    """
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, *, reuse_port: bool = False) -> None:
+        self.runner = runner
+        self.host, self.port = host, port
+        self.reuse_port = reuse_port
         self._live: dict[FastPathProtocol, None] = {}
+        self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        await web.BaseSite.start(self)  # registers with the runner; TCPSite.start would bind aiohttp's factory
-        runner = self._runner
-        assert isinstance(runner, web.AppRunner) and runner.server is not None
+    async def start(self) -> int:
+        """Listen; the port bound (a free one when asked for 0)."""
+        runner = self.runner
+        if runner.server is None:
+            raise RuntimeError("AppRunner.setup() first")
         announcer, delegate, live = runner.app[ANNOUNCER], runner.server, self._live
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: FastPathProtocol(announcer, delegate, live),
-                                                self._host, self._port, backlog=self._backlog,
-                                                reuse_address=self._reuse_address, reuse_port=self._reuse_port)
-        self._bound_port = self._server.sockets[0].getsockname()[1]
+                                                self.host, self.port, reuse_address=True,
+                                                reuse_port=self.reuse_port or None)
+        self.port = self._server.sockets[0].getsockname()[1]
         self._sweeper = loop.create_task(self._sweep())
+        return self.port
 
     async def stop(self) -> None:
-        await super().stop()
+        if self._server is not None:
+            self._server.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
         for conn in list(self._live):
             conn.close()
+        if self._server is not None:
+            await self._server.wait_closed()
 
     async def _sweep(self) -> None:
         # One timer for all connections, not one per connection: the usual
@@ -281,24 +296,29 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def run(app: web.Application, host: str, port: int, *, name: str) -> None:
-    """Serve `app` behind the fast path until SIGINT/SIGTERM, then shut down cleanly."""
+def run(app: web.Application, host: str, port: int, *, name: str, reuse_port: bool = False) -> None:
+    """Serve `app` behind the fast path until SIGINT/SIGTERM, then shut down cleanly.
+
+    `reuse_port`: bind with SO_REUSEPORT, beside other processes on the same port (tracker.prefork).
+    """
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(_serve(app, host, port, name))
+        runner.run(_serve(app, host, port, name, reuse_port))
 
 
-async def _serve(app: web.Application, host: str, port: int, name: str) -> None:
+async def _serve(app: web.Application, host: str, port: int, name: str, reuse_port: bool = False) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
+    server = FastPathServer(runner, host, port, reuse_port=reuse_port)
     try:
-        log.info("%s listening on http://%s:%d", name, host, port)
-        await FastPathSite(runner, host, port).start()
+        await server.start()
+        log.info("%s listening on http://%s:%d", name, host, server.port)
         await stop.wait()
     finally:
+        await server.stop()
         await runner.cleanup()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

@@ -232,3 +232,16 @@ def scrape_answer(files: dict[bytes, tuple[int, int, int]]) -> bytes:
     """{info_hash: (complete, downloaded, incomplete)} → BEP 48 `files` dict."""
     return bencoding.encode({"files": {h: {"complete": c, "downloaded": d, "incomplete": i}
                                        for h, (c, d, i) in files.items()}})
+
+
+def interval_jitter(interval: int) -> int:
+    """Up to this much is added to each answer's interval, so a swarm that started together does not
+    come back in lock-step."""
+    return max(1, interval // 10)
+
+
+def peer_ttl(interval: int) -> float:
+    """How long a peer stays in its swarm after its last announce: a live client is back within
+    `interval` plus the jitter; one killed without a `stopped` announce is gone half an interval
+    later, so no one is handed it past two intervals."""
+    return 1.5 * interval + interval_jitter(interval)

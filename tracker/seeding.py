@@ -6,9 +6,13 @@ the announce waits up to `start_wait` for them, so the endpoints they
 answer go into that same announce answer (libtorrent does not re-announce
 for 300 s, so a seedless first answer would cost the client five minutes).
 
-Concurrent announces for H share one in-flight start per (H, site): fifty
-clients arriving together cause one request per site, not fifty. A site
-that answered 429 or failed is left alone for `site_backoff` seconds.
+A start of H at a site is claimed first (tracker.startstate): across every
+tracker process sharing the state, fifty clients arriving together cause
+one request per site, not fifty. The process that wins the claim asks the
+site; announces in the same process wait on that request, and those in
+other processes watch the swarm until the seed appears there (or their
+wait is over). A site that answered 429 or failed is left alone for
+`site_backoff` seconds, for every process.
 """
 
 from __future__ import annotations
@@ -24,15 +28,21 @@ from typing import Callable, Protocol, Sequence
 import aiohttp
 
 from tracker.config import TrackerConfig
+from torrents.errors import ConfigError
+from torrents.hostport import parse_hostport
 from torrents.servicekit.web import signed_request
-from tracker.peerstore import PeerStore, SwarmCounts
+from tracker.peerstore import PeerStore, SwarmCounts, resolve
+from tracker.startstate import LocalStartState, StartState
 from tracker.sites import Site, SiteRegistry
 
 log = logging.getLogger("btswarm.tracker.seeding")
 
 # A start request may outlive the announce that caused it (start_wait):
 # when it lands later the seed still joins the swarm for the next answers.
-START_TIMEOUT = 10.0
+# The claim outlives the request by CLAIM_MARGIN, so no process asks again
+# while it may still land; if the process dies, the claim expires.
+CLAIM_MARGIN = 2.0
+WATCH_EVERY = 0.1  # how often a start claimed by another process is looked for in the swarm
 MAX_INFLIGHT = 64  # start requests outstanding at once, over all swarms and sites
 MAX_ENDPOINTS = 16  # taken from one site's answer
 
@@ -78,9 +88,12 @@ def parse_endpoints(data: object) -> tuple[tuple[str, int], ...]:
     for text in data["peers"][:MAX_ENDPOINTS]:
         if not isinstance(text, str):
             continue
-        host, _, port = text.rpartition(":")
-        if host and port.isdigit() and 1 <= int(port) <= 65535:
-            out.append((host.strip("[]"), int(port)))
+        try:
+            host, port = parse_hostport(text)
+        except ConfigError:
+            continue
+        if 1 <= port <= 65535:
+            out.append((host, port))
     return tuple(out)
 
 
@@ -91,17 +104,17 @@ def site_peer_id(site: str, endpoint: tuple[str, int]) -> bytes:
 
 class SeedStarter:
     def __init__(self, config: TrackerConfig, sites: SiteRegistry, store: PeerStore, *,
-                 outcomes: Outcomes | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 state: StartState | None = None, outcomes: Outcomes | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.sites = sites
         self.store = store
+        self.state = state or LocalStartState(clock)
         self.outcomes = outcomes
         self.clock = clock
         self.session: aiohttp.ClientSession | None = None
-        self._inflight: dict[bytes, dict[str, asyncio.Task[Started | None]]] = {}
+        self._inflight: dict[bytes, dict[str, asyncio.Task[Started | None]]] = {}  # this process's requests
         self._count = 0
-        self._site_backoff: dict[str, float] = {}
-        self._pair_backoff: dict[tuple[bytes, str], float] = {}
         self._rotation = 0
 
     async def open(self) -> None:
@@ -115,81 +128,99 @@ class SeedStarter:
         if self.session is not None:
             await self.session.close()
 
-    def backed_off(self, site: str, info_hash: bytes | None = None) -> bool:
-        now = self.clock()
-        if self._site_backoff.get(site, 0.0) > now:
-            return True
-        return info_hash is not None and self._pair_backoff.get((info_hash, site), 0.0) > now
-
-    async def ensure(self, info_hash: bytes, counts: SwarmCounts) -> list[Started]:
-        """Start seeds for H if its swarm is short; wait ≤ start_wait; return what started in time."""
-        holders = self.sites.holders.get(info_hash)
-        if not holders:
-            return []
+    def short(self, info_hash: bytes, counts: SwarmCounts) -> bool:
+        """Whether H's swarm may want a start: fewer seeds than wanted, or a start of ours in flight."""
         wanted = wanted_seeds(counts.incomplete, self.config.leechers_per_seed, self.config.max_seeds_per_swarm,
                               self.config.min_seeds)
-        inflight = self._inflight.get(info_hash, {})
-        if counts.complete + len(inflight) >= wanted and not inflight:
-            return []
+        return counts.complete < wanted or info_hash in self._inflight
+
+    async def ensure(self, info_hash: bytes, counts: SwarmCounts) -> bool:
+        """Start seeds for H if its swarm is short; wait <= start_wait. True if the swarm gained a seed meanwhile."""
+        holders = self.sites.holders.get(info_hash)
+        if not holders:
+            return False
+        wanted = wanted_seeds(counts.incomplete, self.config.leechers_per_seed, self.config.max_seeds_per_swarm,
+                              self.config.min_seeds)
+        if counts.complete >= wanted and info_hash not in self._inflight:
+            return False
         deadline = self.clock() + self.config.start_wait
         tried: set[str] = set()
-        results: list[Started] = []
         waiting: set[asyncio.Task[Started | None]] = set()
+        gained = False
         while True:
-            # Re-read each round: starts made by concurrent announces land in
-            # the store while this one waits, and a site seeding H already
-            # must not be asked again.
-            inflight = self._inflight.get(info_hash, {})
-            need = wanted - self.store.counts(info_hash).complete - len(inflight)
+            # Re-read each round: starts made by concurrent announces (here
+            # or in other processes) land in the store while this one waits,
+            # and a site seeding H already must not be asked again.
+            (complete, seeding), remote = await asyncio.gather(
+                self._seeding(info_hash), resolve(self.state.claimed(info_hash, holders)))
+            gained |= complete > counts.complete
+            mine = self._inflight.get(info_hash, {})
+            remote -= set(mine)
+            need = wanted - complete - len(mine) - len(remote)
             if need > 0:
-                exclude = self._seeding_sites(info_hash) | tried | set(inflight)
-                for site in self._candidates(info_hash, holders, exclude)[:need]:
+                exclude = seeding | tried | set(mine) | remote
+                for site in (await self._candidates(info_hash, holders, exclude))[:need]:
                     tried.add(site.name)
-                    self._launch(info_hash, site)
-                inflight = self._inflight.get(info_hash, {})
-            waiting |= set(inflight.values())
+                    if not await self._launch(info_hash, site):
+                        remote.add(site.name)  # claimed by another process a moment ago: watch for it
+                mine = self._inflight.get(info_hash, {})
+            waiting |= set(mine.values())
             remaining = deadline - self.clock()
-            if not waiting or remaining <= 0:
+            if (not waiting and not remote) or remaining <= 0:
                 break
-            done, _ = await asyncio.wait(waiting, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            if not done:
+            # Another process's start shows only in the swarm: look again shortly.
+            timeout = min(remaining, WATCH_EVERY) if remote else remaining
+            if waiting:
+                done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                done = set()
+                await asyncio.sleep(timeout)
+            if not done and not remote:
                 break
             waiting -= done
             for task in done:
                 started = None if task.cancelled() or task.exception() else task.result()
                 if started is not None and started.endpoints:
-                    results.append(started)
+                    gained = True
             # A failed site frees its share: the loop asks the next candidate
             # while time remains; a success may already satisfy the swarm.
-        return results
+        return gained
 
-    def _seeding_sites(self, info_hash: bytes) -> set[str]:
-        out = set()
-        for p in self.store.peers(info_hash):
-            if p.seed:
-                name = p.site or self.sites.site_of(p.ip)
-                if name:
-                    out.add(name)
-        return out
+    async def _seeding(self, info_hash: bytes) -> tuple[int, set[str]]:
+        """(seeds in H's swarm, the sites they run at)."""
+        seeds = await resolve(self.store.seeds(info_hash))
+        names = set()
+        for s in seeds:
+            name = s.site or self.sites.site_of(s.ip)
+            if name:
+                names.add(name)
+        return len(seeds), names
 
-    def _candidates(self, info_hash: bytes, holders: Sequence[str], exclude: set[str]) -> list[Site]:
+    async def _candidates(self, info_hash: bytes, holders: Sequence[str], exclude: set[str]) -> list[Site]:
+        names = [n for n in holders if n not in exclude and n in self.config.site_secrets]
+        if not names:
+            return []
+        backed_off = await resolve(self.state.backed_off(info_hash, names))
         found = []
-        for name in holders:
+        for name in names:
             site = self.sites.get(name)
-            if (site is None or name in exclude or not self.sites.is_up(site)
-                    or self.backed_off(name, info_hash) or name not in self.config.site_secrets):
-                continue
-            found.append(site)
+            if site is not None and name not in backed_off and self.sites.is_up(site):
+                found.append(site)
         ordered = order_sites(found, info_hash, self._rotation)
         self._rotation += 1
         return ordered
 
-    def _launch(self, info_hash: bytes, site: Site) -> None:
+    async def _launch(self, info_hash: bytes, site: Site) -> bool:
+        """Claim the start of H at `site` and ask it; False if another process holds the claim."""
         if self._count >= MAX_INFLIGHT or self.session is None:
-            return
-        task = asyncio.get_running_loop().create_task(self._start(info_hash, site))
-        self._inflight.setdefault(info_hash, {})[site.name] = task
-        self._count += 1
+            return True  # this process has enough requests outstanding; nobody else is asked either
+        if not await resolve(self.state.claim(info_hash, site.name, self.config.start_timeout + CLAIM_MARGIN)):
+            return False
+        if site.name not in self._inflight.get(info_hash, {}):
+            task = asyncio.get_running_loop().create_task(self._start(info_hash, site))
+            self._inflight.setdefault(info_hash, {})[site.name] = task
+            self._count += 1
+        return True
 
     async def _start(self, info_hash: bytes, site: Site) -> Started | None:
         hex_hash = info_hash.hex()
@@ -199,14 +230,14 @@ class SeedStarter:
             assert self.session is not None
             status, data = await signed_request(
                 self.session, "POST", f"{site.control_url}/api/seeds", site=site.name,
-                secret=self.config.site_secrets[site.name], payload={"info_hash": hex_hash}, timeout=START_TIMEOUT)
+                secret=self.config.site_secrets[site.name], payload={"info_hash": hex_hash}, timeout=self.config.start_timeout)
             if status == 200:
                 endpoints = parse_endpoints(data)
                 if endpoints:
                     outcome = "started"
                     for ep in endpoints:
-                        self.store.update(info_hash, ep[0], ep[1], site_peer_id(site.name, ep), True, "started",
-                                          site=site.name)
+                        await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep),
+                                                          site.name))
                     log.info("%s: seed started at %s: %s", hex_hash, site.name, endpoints)
                     return Started(site.name, endpoints)
                 log.warning("%s: %s answered 200 without peers", hex_hash, site.name)
@@ -219,24 +250,26 @@ class SeedStarter:
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             log.warning("%s: seed start at %s failed: %s", hex_hash, site.name, exc or type(exc).__name__)
         finally:
+            if self.outcomes is not None:
+                self.outcomes.seed_start(outcome, self.clock() - t0)
+            await self._finish(info_hash, site.name, outcome)
+        return None
+
+    async def _finish(self, info_hash: bytes, site: str, outcome: str) -> None:
+        """Back off after a failure, give the claim up, forget the request; never raises."""
+        try:
+            if outcome == "not_found":
+                await resolve(self.state.back_off(site, self.config.site_backoff, info_hash))
+            elif outcome != "started":
+                await resolve(self.state.back_off(site, self.config.site_backoff))
+                log.info("%s: backing off for %.0f s (%s)", site, self.config.site_backoff, outcome)
+            await resolve(self.state.release(info_hash, site))
+        except Exception as exc:  # the shared state is unreachable: the claim expires by itself
+            log.warning("%s: %s: cannot record the start's end (%s)", info_hash.hex(), site, exc)
+        finally:
             per = self._inflight.get(info_hash)
             if per is not None:
-                per.pop(site.name, None)
+                per.pop(site, None)
                 if not per:
                     del self._inflight[info_hash]
             self._count -= 1
-            if self.outcomes is not None:
-                self.outcomes.seed_start(outcome, self.clock() - t0)
-        until = self.clock() + self.config.site_backoff
-        if outcome == "not_found":
-            self._prune_pairs()
-            self._pair_backoff[(info_hash, site.name)] = until
-        else:
-            self._site_backoff[site.name] = until
-            log.info("%s: backing off for %.0f s (%s)", site.name, self.config.site_backoff, outcome)
-        return None
-
-    def _prune_pairs(self) -> None:
-        if len(self._pair_backoff) > 10_000:
-            now = self.clock()
-            self._pair_backoff = {k: v for k, v in self._pair_backoff.items() if v > now}

@@ -4,21 +4,26 @@ A site is up while its heartbeats keep coming; after three missed beats it
 is down and no seed is asked of it (its info-hashes stay known: the data
 did not go away). `holders` indexes which sites can seed which info-hash,
 rebuilt per heartbeat, so an announce looks it up in O(1).
+
+SiteRegistry keeps the sites in this process; RedisSiteRegistry
+(tracker/redisstore.py) keeps the same view, written through to Redis and
+refreshed from it, so that a heartbeat to any tracker process counts for all.
+`beat` and `refresh` are maybe-async, like the peer store's methods.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from torrents.errors import BtswarmError
+from torrents.errors import BtswarmError, ConfigError
+from torrents.hostport import parse_hostport
+from torrents.infohash import is_info_hash
 
 MISSED_BEATS = 3
 MAX_HASHES = 200_000  # per heartbeat; a site announcing more is misconfigured
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 
 class HeartbeatError(BtswarmError):
@@ -39,7 +44,7 @@ class Site:
 
     @property
     def peer_ips(self) -> frozenset[str]:
-        return frozenset(p.rpartition(":")[0].strip("[]") for p in self.peers)
+        return frozenset(parse_hostport(p)[0] for p in self.peers)
 
 
 def _hashes(body: Mapping[str, Any], key: str, site: str) -> frozenset[bytes]:
@@ -48,7 +53,7 @@ def _hashes(body: Mapping[str, Any], key: str, site: str) -> frozenset[bytes]:
         raise HeartbeatError(f"{site}: {key}", f"expected a list of at most {MAX_HASHES} info-hashes")
     out = set()
     for h in value:
-        if not isinstance(h, str) or not _HEX40.match(h):
+        if not is_info_hash(h) or h != h.lower():
             raise HeartbeatError(f"{site}: {key}", f"{str(h)[:50]!r} is not 40 lowercase hex characters")
         out.add(bytes.fromhex(h))
     return frozenset(out)
@@ -57,11 +62,11 @@ def _hashes(body: Mapping[str, Any], key: str, site: str) -> frozenset[bytes]:
 def _endpoint(text: object, site: str) -> str:
     if not isinstance(text, str):
         raise HeartbeatError(f"{site}: peers", f"{text!r} is not ip:port")
-    host, sep, port = text.rpartition(":")
     try:
-        ipaddress.ip_address(host.strip("[]"))
-        ok = sep and 1 <= int(port) <= 65535
-    except ValueError:
+        host, port = parse_hostport(text)
+        ipaddress.ip_address(host)
+        ok = 1 <= port <= 65535
+    except (ConfigError, ValueError):
         ok = False
     if not ok:
         raise HeartbeatError(f"{site}: peers", f"{text[:60]!r} is not ip:port")
@@ -108,6 +113,19 @@ class SiteRegistry:
         self._sites[site.name] = site
         self._reindex()
 
+    def refresh(self) -> None:
+        """Bring the view up to date with the shared registry (nothing to do here: this is the registry)."""
+
+    def load(self, sites: list[Site]) -> None:
+        """Replace the view with `sites`; the indexes are rebuilt only if what they hold changed."""
+        def index_key(ss: dict[str, Site]) -> dict[str, tuple]:
+            return {n: (s.can_seed, s.seeding, s.peers) for n, s in ss.items()}
+        new = {s.name: s for s in sites}
+        changed = index_key(new) != index_key(self._sites)
+        self._sites = new
+        if changed:
+            self._reindex()
+
     def _reindex(self) -> None:
         holders: dict[bytes, list[str]] = {}
         ip_site: dict[str, str] = {}
@@ -127,9 +145,6 @@ class SiteRegistry:
 
     def is_up(self, site: Site) -> bool:
         return self.clock() - site.seen_mono <= MISSED_BEATS * self.heartbeat_interval
-
-    def knows(self, info_hash: bytes) -> bool:
-        return info_hash in self.holders
 
     def site_of(self, ip: str) -> str | None:
         """The site an address belongs to: by configured networks, else by a site's registered peer addresses.

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from btget import plan
-from btget.errors import UsageError
+from torrents.errors import UsageError
 
 
 def files(sizes: list[int]) -> list[plan.PlanFile]:

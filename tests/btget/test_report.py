@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from torrents.errors import BtswarmError, ConfigError, NotFound
+from torrents.errors import BtswarmError, ConfigError, NotFound, UsageError
 
 from btget import client, errors, report
-from btget.download import stop_seeding
-from btget.exitcodes import ExitStatus, status_for
+from btget.runstate import stop_seeding
+from torrents.exitstatus import ExitStatus, status_for
 
 
 @pytest.mark.parametrize("exc, status", [
-    (errors.UsageError("--shard", "x"), ExitStatus.USAGE),
+    (UsageError("--shard", "x"), ExitStatus.USAGE),
     (ConfigError("f.toml", "x"), ExitStatus.USAGE),
     (NotFound("ds", "x"), ExitStatus.NOT_FOUND),
     (errors.Incomplete("ds", "x"), ExitStatus.INCOMPLETE),
@@ -21,14 +21,20 @@ from btget.exitcodes import ExitStatus, status_for
     (errors.RepoError("http://r", "x"), ExitStatus.ERROR),
     (BtswarmError("x", "y"), ExitStatus.ERROR),
     (errors.Interrupted("ds", "x"), ExitStatus.INTERRUPTED),
+    (errors.ReplicaConflict("ds", "x"), ExitStatus.CONFLICT),
+    (errors.Blocked("ds", "x"), ExitStatus.BLOCKED),
     (KeyboardInterrupt(), ExitStatus.INTERRUPTED),
+    (ValueError("a bug"), ExitStatus.ERROR),
 ])
 def test_status_for(exc, status):
     assert status_for(exc) is status
 
 
 def test_exit_codes_are_fixed():
-    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 4, 5, 6, 7, 130]
+    # the same numbers for every command (docs/cli.md); a number never changes meaning
+    assert {s.name: int(s) for s in ExitStatus} == {
+        "OK": 0, "ERROR": 1, "USAGE": 2, "NOT_FOUND": 3, "INCOMPLETE": 4, "VERIFY_FAILED": 5, "CONFLICT": 6,
+        "BLOCKED": 7, "PROBLEMS": 8, "UNREACHABLE": 9, "INTERRUPTED": 130}
 
 
 @pytest.mark.parametrize("elapsed, uploaded, seed_time, seed_ratio, stop", [

@@ -16,6 +16,7 @@ from torrents.sample import generate
 from torrents.servicekit.web import signed_request
 
 from btserver.app import Deps, create_app
+from btserver.inventory import Inventory
 from btserver.seeder import Seeder
 
 SITE, SECRET = "site1", "test-secret"
@@ -124,7 +125,7 @@ async def test_unknown_info_hash_is_404_and_a_malformed_one_400(server):
     code, answer = await post_seed(client, "0" * 40)
     assert (code, answer["error"]) == (404, f"{'0' * 40}: no such dataset at this site")
     code, answer = await post_seed(client, "XYZ")
-    assert code == 400 and answer["error"].startswith("info_hash: expected 40 lowercase hex characters")
+    assert code == 400 and answer["error"].startswith("info_hash: expected 40 hexadecimal characters")
 
 
 async def test_at_capacity_with_busy_seeds_is_429(server):
@@ -178,3 +179,23 @@ async def test_metrics_and_healthz(server):
     assert "# TYPE btserver_uploaded_bytes_total counter" in text
     resp = await client.get("/healthz")
     assert resp.status == 200 and await resp.json() == {"ok": True}
+
+
+class CrashingInventory(Inventory):
+    """A fault no file system here produces on demand: the preparation itself fails."""
+
+    def prepare(self, on_ready=None, stop=None):
+        raise OSError(5, "Input/output error")
+
+
+async def test_a_crash_while_preparing_is_said_in_status_not_hidden_as_ready(aiohttp_client, tmp_path):
+    cfg = config(tmp_path)
+    client = await aiohttp_client(create_app(cfg, deps=Deps(inventory=CrashingInventory(cfg))))
+    doc = await until(lambda: status_when_ready(client), what="the preparation to end")
+    assert doc["datasets"] == []
+    assert doc["error"] == "preparing datasets failed: OSError: [Errno 5] Input/output error"
+
+
+async def status_when_ready(client) -> dict | None:
+    doc = await status(client)
+    return doc if doc["ready"] else None

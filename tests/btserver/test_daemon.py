@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -101,7 +102,9 @@ def test_a_libtorrent_client_downloads_a_dataset_from_a_running_daemon(procs, tm
     wait_for(lambda: uploaded_metric(url) == ds["total_size"], timeout=10, what="upload counted in /metrics")
     shown = subprocess.run([command("bt-server"), "status", "--url", url], capture_output=True, text=True,
                            timeout=20)
-    assert shown.returncode == 0 and f"{ds['info_hash']}  yes" in shown.stdout
+    assert shown.returncode == 0
+    assert re.search(rf"^{ds['info_hash']} +\d+ +\S+ \S+ +yes +{re.escape(ds['name'])}$", shown.stdout, re.M), \
+        shown.stdout  # the name whole, last
     as_json = json.loads(subprocess.run([command("bt-server"), "status", "--url", url, "--json"],
                                         capture_output=True, text=True, timeout=20).stdout)
     assert as_json["uploaded_total"] == ds["total_size"] and as_json["hash_failures"] == 0
@@ -133,8 +136,8 @@ def test_restart_over_unchanged_datasets_does_not_rehash(procs, tmp_path):
 def test_run_refuses_a_bad_option_with_one_line(tmp_path):
     out = subprocess.run([command("bt-server"), "run", "--listen", "nonsense", "--state", str(tmp_path)],
                          capture_output=True, text=True, timeout=20)
-    assert out.returncode == 1
-    assert out.stderr.strip().splitlines()[-1] == "bt-server: error: server.listen: 'nonsense' is not HOST:PORT"
+    assert out.returncode == 2  # USAGE, as for every command
+    assert out.stderr.strip().splitlines()[-1] == "bt-server: error: --listen: 'nonsense' is not HOST:PORT"
 
 
 # -- against tiny stand-ins for bt-repo and bt-tracker (real aiohttp servers) -----
@@ -289,7 +292,7 @@ def test_status_of_no_daemon_says_so(tmp_path):
     port = free_port()
     out = subprocess.run([command("bt-server"), "status", "--url", f"http://127.0.0.1:{port}"],
                          capture_output=True, text=True, timeout=20)
-    assert out.returncode == 4
+    assert out.returncode == 9  # UNREACHABLE
     assert out.stderr.startswith(f"bt-server: error: http://127.0.0.1:{port}: no answer")
 
 

@@ -49,6 +49,24 @@ def test_unchanged_dataset_is_not_rehashed_and_a_changed_one_gets_a_new_info_has
     assert meta.announce == "http://127.0.0.1:6969/announce"
 
 
+def test_every_tracker_goes_in_announce_list_without_changing_the_info_hash(tmp_path):
+    generate(tmp_path / "root", name=NAME, files=3, total_size=2**20)
+    state = tmp_path / "state"
+    one = scan(tmp_path / "root", state, "--tracker", "http://127.0.0.1:7001")["datasets"][0]
+    conf = tmp_path / "server.toml"
+    conf.write_text('[server]\ntrackers = ["http://127.0.0.1:7001", "http://127.0.0.1:7002/"]\n')
+    two = scan(tmp_path / "root", state, "--config", str(conf))["datasets"][0]
+    assert two["built"] is False, "only the trackers changed: no rehash"
+    assert two["info_hash"] == one["info_hash"]
+    meta = metainfo.parse(Path(two["torrent"]).read_bytes())
+    assert meta.announce == "http://127.0.0.1:7001/announce"
+    assert meta.announce_list == (("http://127.0.0.1:7001/announce", "http://127.0.0.1:7002/announce"),)
+    assert meta.trackers() == ["http://127.0.0.1:7001/announce", "http://127.0.0.1:7002/announce"]
+    fresh = scan(tmp_path / "root", tmp_path / "fresh", "--config", str(conf))["datasets"][0]
+    assert fresh["built"] is True and fresh["info_hash"] == one["info_hash"]
+    assert Path(fresh["torrent"]).read_bytes() == Path(two["torrent"]).read_bytes()
+
+
 def test_two_sites_with_the_same_files_compute_the_same_info_hash(tmp_path):
     generate(tmp_path / "site1", name=NAME, files=4, total_size=1 * 2**20)
     generate(tmp_path / "site2", name=NAME, files=4, total_size=1 * 2**20)
@@ -98,7 +116,7 @@ def test_scan_reports_refused_files_with_exit_status_3(tmp_path):
     outside.write_bytes(b"secret")
     os.symlink(outside, root / "ds" / "escape")
     out = bt_server("scan", "--root", str(root), "--state", str(tmp_path / "state"))
-    assert out.returncode == 3
+    assert out.returncode == 8  # PROBLEMS
     assert f"bt-server: refused: {root}/ds/escape: link to {outside} leaves the storage roots; refused" in out.stderr
 
 

@@ -69,3 +69,30 @@ def test_ready_document_names_every_endpoint(tmp_path):
     assert doc["repo"] == "http://127.0.0.1:7001"
     assert doc["sites"][1] == {"name": "site2", "peer": "127.0.0.3:7013", "control_url": "http://127.0.0.3:7012"}
     assert doc["datasets"] == ["ds1"]
+
+
+def test_two_trackers_share_our_redis_and_every_site_knows_both(tmp_path):
+    import dataclasses
+
+    fed = dataclasses.replace(federation(tmp_path, 2), more_tracker_ports=(7002,), redis_port=7009)
+    configs = plan.configs(fed)
+    for label, port in (("tracker", 7000), ("tracker2", 7002)):
+        path = tmp_path / f"{label}.toml"
+        path.write_text(plan.toml(configs[label]))
+        t = load_section("tracker", TrackerConfig, path, environ={})
+        assert (t.listen, t.store, t.redis_url) == (f"127.0.0.1:{port}", "redis", "redis://127.0.0.1:7009/0")
+    path = tmp_path / "site1.toml"
+    path.write_text(plan.toml(configs["site1"]))
+    site = load_section("server", ServerConfig, path, environ={})
+    assert site.tracker_urls() == ("http://127.0.0.1:7000", "http://127.0.0.1:7002")
+    services = plan.services(fed, Path("/bin"))
+    assert [s.label for s in services][:3] == ["redis", "tracker", "tracker2"]
+    assert services[0].health_url == "redis://127.0.0.1:7009/0"
+    assert "--save" in services[0].argv and str(fed.state / "redis") in services[0].argv
+    doc = plan.ready_document(fed, ["ds"])
+    assert doc["trackers"] == ["http://127.0.0.1:7000/announce", "http://127.0.0.1:7002/announce"]
+    assert doc["redis"] == "redis://127.0.0.1:7009/0"
+    # Joining a Redis that is already there: none of ours is started.
+    joined = dataclasses.replace(fed, redis_port=0, redis_url="redis://127.0.0.1:6400/3")
+    assert [s.label for s in plan.services(joined, Path("/bin"))][0] == "tracker"
+    assert plan.configs(joined)["tracker2"]["tracker"]["redis_url"] == "redis://127.0.0.1:6400/3"

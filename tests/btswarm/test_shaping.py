@@ -113,16 +113,14 @@ def test_btswarm_run_hands_out_the_shaped_client_addresses_in_turn():
     assert env["BTSWARM_GET_REPO"] == "http://elsewhere:1" and env["BTSWARM_GET_LISTEN"] == "127.0.0.102"
 
 
-def test_shaping_without_root_is_one_clear_line(tmp_path, monkeypatch):
+def test_shaping_without_root_is_one_clear_line(tmp_path, monkeypatch, capsys):
     """Not root: `btswarm up --site-link` says so in one line and starts nothing (euid faked: we run as root)."""
-    from click.testing import CliRunner
-
     from btswarm import cli, netns
 
     monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
-    result = CliRunner().invoke(cli.main, ["up", "--state", str(tmp_path / "state"), "--site-link", "10mbit"])
-    assert result.exit_code == 1
-    assert result.output.strip().splitlines() == [
+    code = cli.main(["up", "--state", str(tmp_path / "state"), "--site-link", "10mbit"])
+    assert code == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
         "btswarm: error: --site-link: needs root (a private network namespace and tc shaping); "
         "run as root, or without --site-link/--client-link"]
     assert not (tmp_path / "state").exists()

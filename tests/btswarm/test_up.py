@@ -64,6 +64,13 @@ def test_a_dataset_no_site_can_serve_fails_at_once_with_the_reasons():
     assert state.ready and state.warnings == (f"site2 cannot serve {NAME}: {problem}",)
 
 
+def test_a_site_whose_preparation_crashed_fails_at_once():
+    crashed = {**status(None), "error": "preparing datasets failed: OSError: [Errno 5] Input/output error"}
+    state = readiness([NAME], {"site1": status(), "site2": crashed}, {NAME: record(sites=("site1",))}, TRACKER,
+                      ANNOUNCE)
+    assert state.failures == ("site2: preparing datasets failed: OSError: [Errno 5] Input/output error",)
+
+
 def test_replicas_nothing_decides_between_are_said_at_once():
     disputed = record(sites=("site1",), servable=False, problem=f"{NAME}: replicas disagree ...",
                       replica_sites=[{"site": "site1", "info_hash": "a" * 40, "state": "current"},

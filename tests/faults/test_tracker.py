@@ -80,7 +80,8 @@ def test_tracker_killed_mid_transfer(fed, tmp_path, record_property):
 def announce_url(fed, info_hash: bytes, peer: int) -> str:
     q = urllib.parse.urlencode({"info_hash": info_hash, "peer_id": b"-FL0001-" + f"{peer:012d}".encode(),
                                 "port": 10000 + peer % 50000, "uploaded": 0, "downloaded": 0, "left": 1000,
-                                "compact": 1, "event": "started"})
+                                "compact": 1, "event": "started"},
+                               quote_via=urllib.parse.quote)  # a space byte is %20: '+' is a literal plus
     return f"{fed.ready['tracker']}?{q}"
 
 

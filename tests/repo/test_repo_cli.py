@@ -52,4 +52,4 @@ def test_bad_listen_address_is_a_one_line_error(tmp_path):
     result = subprocess.run([command("bt-repo"), "run", "--listen", "nowhere", "--state", str(tmp_path)],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
-    assert result.stderr.strip() == "bt-repo: error: [repo] listen: 'nowhere' is not HOST:PORT"
+    assert result.stderr.strip() == "bt-repo: error: --listen: 'nowhere' is not HOST:PORT"

@@ -15,10 +15,10 @@ SECRETS = {"site1": "secret-one", "site2": "secret-two", "site3": "secret-three"
 
 
 def query(info_hash: bytes, peer_id: bytes = b"-TT0001-000000000001", port: int = 6881, left: int = 1,
-          **extra: Any) -> str:
+          downloaded: int = 0, **extra: Any) -> str:
     """An announce query as a client sends it: binary values percent-encoded, nothing else touched."""
     parts = [f"info_hash={quote_from_bytes(info_hash)}", f"peer_id={quote_from_bytes(peer_id)}", f"port={port}",
-             "uploaded=0", "downloaded=0", f"left={left}"]
+             "uploaded=0", f"downloaded={downloaded}", f"left={left}"]
     parts += [f"{k}={v}" for k, v in extra.items()]
     return "&".join(parts)
 

@@ -25,3 +25,44 @@ def test_bad_config_is_a_one_line_error(tmp_path):
                             timeout=30)
     assert result.returncode == 2
     assert result.stderr.startswith("bt-tracker: error: ") and "intervall: unknown key" in result.stderr
+
+
+def test_processes_share_one_port_and_a_killed_one_is_replaced(procs, redis_server):
+    """`--processes 2` on the Redis store: both answer on one port; kill -9 one, the other serves, the parent
+    starts a new one; SIGTERM stops them all and exits 0."""
+    import os
+    import urllib.request
+
+    from btswarm.federation import children
+    from tests.tracker.helpers import query
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    tracker = procs.start("bt-tracker", [command("bt-tracker"), "run", "--listen", f"127.0.0.1:{port}", "--open",
+                                         "--store", "redis", "--redis-url", redis_server.url, "--processes", "2"])
+    wait_for(lambda: http_ok(url + "/healthz") and len(children(tracker.pid)) == 2, timeout=20,
+             what="two bt-tracker processes")
+
+    def announce(i: int) -> bytes:
+        # A connection the kernel queued on the killed process is reset: a client asks again, as libtorrent does.
+        for attempt in range(3):
+            try:
+                with urllib.request.urlopen(f"{url}/announce?" + query(b"\x01" * 20, b"-TT0001-%012d" % i,
+                                                                       port=7000 + i), timeout=5) as resp:
+                    return resp.read()
+            except ConnectionResetError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    assert all(b"interval" in announce(i) for i in range(20))
+    first, second = children(tracker.pid)
+    os.kill(first, signal.SIGKILL)
+    assert all(b"interval" in announce(100 + i) for i in range(20)), "the other process serves meanwhile"
+    wait_for(lambda: len(children(tracker.pid)) == 2 and first not in children(tracker.pid), timeout=20,
+             what="the parent to start a new process")
+    from torrents import bencoding
+    assert bencoding.decode(announce(200))[b"incomplete"] == 41, "one swarm, whichever process answered"
+    tracker.popen.send_signal(signal.SIGTERM)
+    assert tracker.popen.wait(20) == 0
+    assert children(tracker.pid) == []

@@ -1,7 +1,7 @@
 """The fast path in front of the app (tracker/fastpath.py), on a real socket.
 
 Every app-level test of this folder runs again here with `make_client`
-serving through FastPathSite, so announces and scrapes go through the
+serving through FastPathServer, so announces and scrapes go through the
 fast path and everything else through the hand-over to aiohttp: same
 assertions, same contract. The tests below add what only raw HTTP shows:
 keep-alive and pipelining, HTTP/1.0, limits, malformed heads.
@@ -24,7 +24,7 @@ from yarl import URL
 from torrents import bencoding
 from tracker.config import TrackerConfig
 from tracker.app import create_app
-from tracker.fastpath import MAX_HEAD, FastPathSite
+from tracker.fastpath import MAX_HEAD, FastPathServer
 
 from tests.tracker import test_on_demand, test_protocol, test_seeding, test_sites
 from tests.tracker.conftest import client_factory
@@ -39,20 +39,24 @@ for _module in (test_protocol, test_seeding, test_sites, test_on_demand):
 
 
 class FastPathTestServer(TestServer):
-    """TestServer whose socket is served by FastPathSite, as `bt-tracker run` serves it."""
+    """TestServer whose socket is served by FastPathServer, as `bt-tracker run` serves it."""
 
     async def start_server(self, loop: Any = None, **kwargs: Any) -> None:
         self.runner = web.AppRunner(self.app, handler_cancellation=True)
         await self.runner.setup()
-        site = FastPathSite(self.runner, self.host, 0)
-        await site.start()
-        self.port, self.scheme = site.port, "http"
+        self.fast = FastPathServer(self.runner, self.host, 0)
+        self.port, self.scheme = await self.fast.start(), "http"
         self._root = URL(f"http://{self.host}:{self.port}")  # what make_url joins onto
+
+    async def close(self) -> None:
+        if getattr(self, "fast", None) is not None:
+            await self.fast.stop()
+        await super().close()
 
 
 @pytest.fixture
-async def make_client():
-    async for make in client_factory(FastPathTestServer):
+async def make_client(store_kind, redis_url):
+    async for make in client_factory(FastPathTestServer, store=store_kind, redis_url=redis_url):
         yield make
 
 

@@ -388,7 +388,8 @@ def test_a_50000_file_torrent_costs_little_memory_per_file():
 
 
 def test_file_list_equals_the_entries_it_was_made_from():
-    entries = (FileEntry(("a", "x"), 3), FileEntry(("b",), 0, symlink=("a", "x")), FileEntry((".pad", "1"), 5, pad=True))
+    entries = (FileEntry(("a", "x"), 3), FileEntry(("b",), 0, symlink=("a", "x")),
+               FileEntry((".pad", "1"), 5, pad=True))
     files = metainfo.FileList.of(entries)
     assert files == entries and tuple(files) == entries and files[1:] == entries[1:]
     assert files.total == 8 and files.data_count == 2 and files.is_pad(2) and not files.is_pad(0)

@@ -22,7 +22,7 @@ def test_parse_duration(text, seconds):
 @pytest.mark.parametrize("text, expected", [
     ("", ": not a duration (examples: 30, 30s, 10m, 2h)"),
     ("ten", "ten: not a duration (examples: 30, 30s, 10m, 2h)"),
-    ("-5s", "-5s: not a duration (examples: 30, 30s, 10m, 2h)"),
+    ("-5s", "-5s: duration is negative"),
     ("5 weeks", "5 weeks: not a duration (examples: 30, 30s, 10m, 2h)"),
     ("1e3", "1e3: not a duration (examples: 30, 30s, 10m, 2h)"),
     (-1, "-1: duration is negative"),

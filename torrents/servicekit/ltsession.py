@@ -50,6 +50,15 @@ def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: A
         "tick_interval": 100,
         "announce_to_all_trackers": True,
         "stop_tracker_timeout": 1,
+        # Failover between the federation's trackers (one announce-list tier):
+        # libtorrent asks them in turn, and moves on when one does not answer
+        # in time. A hung tracker host (it accepts, never answers) cost the
+        # default 30 s before the next was asked; our trackers answer in
+        # milliseconds, or after at most start_wait (2 s) while a site starts
+        # a seed, so 5 s is enough and a new T3 is served in ~5 s
+        # (docs/reliability.md). A dead one (connection refused) costs nothing.
+        "tracker_completion_timeout": 5,
+        "tracker_receive_timeout": 4,
         # The federation's tracker sets the interval (60 s by default); libtorrent
         # would stretch anything under 300 s to 300 s, so after a tracker restart
         # peers would stay unknown to it for five minutes.

@@ -1,0 +1,111 @@
+"""What bt-get's worker processes and their parent say to each other: one dataclass per message.
+
+Both sides import these, so a renamed or missing field fails loudly where it
+is made, not as a silent 0 in the report. Workers send events; the parent
+sends commands; `WorkerGone`, `Tick` and `Verified` are the parent's own
+(a broken pipe, time passing, the checksum check done), fed to the same
+pure decision function (btget.runstate.step).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Phase(enum.Enum):
+    RUNNING = "running"  # fetching its share (or seeding it, once finished)
+    FINISHED = "finished"  # every wanted piece passed its check and is on disk
+    STOPPED = "stopped"  # the last event of a worker: its resume state is on disk
+
+
+# --- worker → parent --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Listening:
+    worker: int
+    ip: str
+    port: int
+    marks: dict[str, float] = field(default_factory=dict)  # epoch seconds: "session" up, "torrent_added"
+
+
+@dataclass(frozen=True)
+class Progress:
+    worker: int
+    phase: Phase = Phase.RUNNING
+    done: int = 0  # wanted bytes verified
+    wanted: int = 0
+    rate: int = 0  # payload bytes/s down
+    up_rate: int = 0
+    peers: int = 0
+    seeds: int = 0
+    downloaded: int = 0  # payload bytes received in this run
+    uploaded: int = 0
+    redundant: int = 0  # bytes received twice (end-game, straddling pieces)
+    hash_failures: int = 0
+    sources: dict[str, int] = field(default_factory=dict)  # peer endpoint → payload bytes from it
+    state: str = "starting"  # libtorrent's torrent state
+    flushed: bool = False  # complete and on disk (seeding from here on)
+    first_byte_at: float | None = None  # epoch seconds of the first payload byte
+    connected: bool = False  # some peer connected at some point
+    connected_at: float | None = None  # epoch seconds of the first peer connection
+    files: dict[int, int] | None = None  # file index → verified bytes (finished and stopped events)
+
+
+@dataclass(frozen=True)
+class WorkerFailed:
+    """libtorrent cannot go on (a full disk, a file error, a port it cannot listen on)."""
+
+    worker: int
+    kind: str  # disk_full | file | listen | torrent
+    subject: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class TrackerReply:
+    """Each announce's outcome (a dead tracker is the usual reason for no seeds)."""
+
+    worker: int
+    ok: bool
+    url: str
+    message: str
+    definitive: bool = False  # the tracker said no (a failure reason), or refused the connection again and again
+
+
+# --- parent → worker --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Connect:
+    """Connect to these peers (the sibling workers: they trade pieces)."""
+
+    peers: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Save the resume state, send a last Progress (phase STOPPED) and leave."""
+
+
+# --- the parent's own -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WorkerGone:
+    """A worker's pipe broke before it said it stopped."""
+
+    worker: int
+    exitcode: int | None
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Time passed with nothing said."""
+
+
+@dataclass(frozen=True)
+class Verified:
+    """The whole-file checksum check is done (its results are read at the end)."""
+
+
+WorkerEvent = Listening | Progress | WorkerFailed | TrackerReply
+Event = WorkerEvent | WorkerGone | Tick | Verified

@@ -1,0 +1,269 @@
+"""The parent's decisions during a download, as a pure function: `step(state, event, now) -> actions`.
+
+btget.download feeds every worker event (and the passing of time) through
+`step` and carries out what it returns: introduce the workers to each
+other, show progress, say a note, start the checksum check, end the run.
+Nothing here touches a process, a pipe or a clock, so every rule —
+introductions, timeout, stall, blocked files, completion, verification,
+the end of seeding — is tested in milliseconds (tests/btget/test_runstate.py).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from torrents.errors import BtswarmError
+
+from btget.errors import Incomplete, TrackersRefuse, TransferError
+from btget.events import (Event, Listening, Phase, Progress, TrackerReply, Verified, WorkerFailed,
+                          WorkerGone)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The rules of one run (from the command line and the configuration)."""
+
+    name: str  # the dataset's, for messages
+    workers: int
+    size: int  # bytes selected
+    timeout: float = 0.0  # 0: none
+    stall_timeout: float = 300.0  # 0: none
+    blocked_after: float = 30.0  # 0: never
+    seed_time: float = 0.0
+    seed_ratio: float = 0.0
+    verify: bool = False  # the record has checksums for the selected files
+    trackers: tuple[str, ...] = ()  # the torrent's (when every one says no for good, the run ends)
+
+
+class Ending(enum.Enum):
+    SEEDED = "seeded"  # complete (verified), seeding done
+    FAILED = "failed"  # an error ends the run
+    BLOCKED = "blocked"  # seeds connected (or gone), nothing arriving: name the stuck files
+
+
+# --- actions ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Introduce:
+    worker: int
+    peers: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Show:
+    event: Listening | Progress
+
+
+@dataclass(frozen=True)
+class Note:
+    text: str
+    warning: bool = False  # said even without a display (as `bt-get: warning: ...`)
+
+
+@dataclass(frozen=True)
+class Completed:
+    """Every wanted piece is on disk (seeding, if asked, goes on)."""
+
+    seconds: float
+    seeding: bool
+
+
+@dataclass(frozen=True)
+class StartVerify:
+    pass
+
+
+@dataclass(frozen=True)
+class End:
+    ending: Ending
+    error: BtswarmError | None = None
+    why: str = ""  # for BLOCKED: what was seen
+
+
+Action = Introduce | Show | Note | Completed | StartVerify | End
+
+
+# --- state ------------------------------------------------------------------------------------
+
+@dataclass
+class WorkerView:
+    endpoint: tuple[str, int] | None = None
+    last: Progress | None = None
+    files: dict[int, int] = field(default_factory=dict)
+    finished: bool = False
+    stopped: bool = False
+    tracker_error: str | None = None  # the last announce's failure, None once one succeeds
+    refused: dict[str, str] = field(default_factory=dict)  # tracker URL → its definitive no
+
+
+@dataclass
+class RunState:
+    policy: Policy
+    started: float
+    workers: dict[int, WorkerView] = field(default_factory=dict)
+    last_progress: float = 0.0
+    best_done: int = 0  # the most wanted bytes verified so far (more than that is progress)
+    introduced: bool = False
+    seeded: bool = False  # some seed (or peer) was connected at some point
+    completed_at: float | None = None
+    verifying: bool = False
+    verified: bool = False
+    ended: End | None = None
+
+    @classmethod
+    def start(cls, policy: Policy, now: float) -> "RunState":
+        return cls(policy, now, {k: WorkerView() for k in range(1, policy.workers + 1)}, last_progress=now)
+
+    def total(self, attr: str) -> int:
+        return sum(getattr(w.last, attr) for w in self.workers.values() if w.last is not None)
+
+    @property
+    def files(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for w in self.workers.values():
+            out.update(w.files)
+        return out
+
+    def peer_note(self) -> str:
+        errors = sorted({w.tracker_error for w in self.workers.values() if w.tracker_error})
+        return (f"{self.total('peers')} peers, {self.total('seeds')} seeds"
+                + (f"; tracker: {', '.join(errors)}" if errors else ""))
+
+
+def stop_seeding(elapsed: float, uploaded: int, size: int, seed_time: float, seed_ratio: float) -> bool:
+    """Seed until --seed-time has passed or --seed-ratio is reached, whichever comes first.
+
+    With neither set, stop at once; with only one set, that one decides.
+    """
+    ratio_reached = seed_ratio > 0 and size > 0 and uploaded / size >= seed_ratio
+    time_reached = seed_time > 0 and elapsed >= seed_time
+    if seed_time <= 0 and seed_ratio <= 0:
+        return True
+    return ratio_reached or time_reached
+
+
+# --- the decisions ----------------------------------------------------------------------------
+
+def step(state: RunState, event: Event, now: float) -> list[Action]:
+    """What to do about `event` at `now` (monotonic seconds); updates `state`."""
+    if state.ended is not None:
+        return []
+    if isinstance(event, WorkerGone):
+        observe(state, event)
+        return _end(state, End(Ending.FAILED, TransferError(f"worker {event.worker}", f"exited unexpectedly "
+                                                                                        f"(exit code {event.exitcode})")))
+    if isinstance(event, WorkerFailed):
+        return _end(state, End(Ending.FAILED, TransferError(event.subject, event.problem)))
+    actions = observe(state, event)
+    if isinstance(event, TrackerReply):
+        return actions + _trackers_refuse(state)
+    return actions + _introductions(state) + _progress(state, now)
+
+
+def observe(state: RunState, event: Event) -> list[Action]:
+    """Record what `event` says (also after the run has ended: the workers' last words); what to show."""
+    w = state.workers.get(getattr(event, "worker", 0))
+    if w is None:
+        if isinstance(event, Verified):
+            state.verified = True
+        return []
+    if isinstance(event, WorkerGone):
+        w.stopped = True
+    elif isinstance(event, TrackerReply):
+        if event.definitive:
+            w.refused[event.url] = event.message
+        else:
+            w.refused.pop(event.url, None)
+        note = _tracker_change(w, event)
+        return [Note(note, warning=not event.ok)] if note else []
+    elif isinstance(event, Listening):
+        w.endpoint = (event.ip, event.port)
+        return [Show(event)]
+    elif isinstance(event, Progress):
+        w.last = event
+        if event.files is not None:
+            w.files = dict(event.files)
+        w.finished = w.finished or event.phase is Phase.FINISHED or event.flushed
+        w.stopped = event.phase is Phase.STOPPED
+        return [Show(event)]
+    return []
+
+
+def _introductions(state: RunState) -> list[Action]:
+    """Workers trade pieces: once all listen, each connects to all the others."""
+    views = state.workers
+    if state.introduced or len(views) < 2 or not all(v.endpoint for v in views.values()):
+        return []
+    state.introduced = True
+    return [Introduce(k, tuple(o.endpoint for j, o in views.items() if j != k))  # type: ignore[misc]
+            for k in views]
+
+
+def _progress(state: RunState, now: float) -> list[Action]:
+    p = state.policy
+    done = state.total("done")
+    if done > state.best_done:
+        state.best_done, state.last_progress = done, now
+    if state.completed_at is None and all(v.finished for v in state.workers.values()):
+        state.completed_at = now
+        done_now: list[Action] = [Completed(now - state.started, p.seed_time > 0 or p.seed_ratio > 0)]
+        if p.verify:
+            state.verifying = True
+            return done_now + [Note("verifying checksums"), StartVerify()]
+        state.verified = True
+        if not stop_seeding(0.0, state.total("uploaded"), p.size, p.seed_time, p.seed_ratio):
+            return done_now
+        return done_now + _end(state, End(Ending.SEEDED))
+    if state.completed_at is None:
+        if p.timeout and now - state.started > p.timeout:
+            return _end(state, End(Ending.FAILED, Incomplete(p.name, f"not complete after --timeout {p.timeout:g} s "
+                                                                     f"({state.peer_note()}); run again to resume")))
+        seeds = state.total("seeds")
+        state.seeded = state.seeded or seeds > 0 or any(v.last is not None and v.last.connected
+                                                        for v in state.workers.values())
+        idle = now - state.last_progress
+        if p.blocked_after and state.seeded and idle > p.blocked_after:
+            # Seeds that claim every piece and send none of some (a site that cannot read
+            # them, a hung one), or seeds that left and none came back: name the stuck files.
+            seeds = max((v.last.seeds for v in state.workers.values() if v.last is not None), default=0)
+            why = (f"no byte for {p.blocked_after:g} s from the {seeds} seeds connected" if seeds else
+                   f"every seed left and none came back in {p.blocked_after:g} s")
+            return _end(state, End(Ending.BLOCKED, why=why))
+        if p.stall_timeout and idle > p.stall_timeout:
+            return _end(state, End(Ending.FAILED, Incomplete(p.name, f"no progress for {p.stall_timeout:g} s "
+                                                                     f"({state.peer_note()}); run again to resume")))
+        return []
+    if state.verified and stop_seeding(now - state.completed_at, state.total("uploaded"), p.size, p.seed_time,
+                                       p.seed_ratio):
+        return _end(state, End(Ending.SEEDED))
+    return []
+
+
+def _trackers_refuse(state: RunState) -> list[Action]:
+    """Every tracker of the torrent said no for good, to every worker, and no peer ever came:
+    nothing will start this swarm; say the trackers' words now rather than wait out the timeouts."""
+    p = state.policy
+    if not p.trackers or state.seeded or state.best_done > 0:
+        return []
+    views = state.workers.values()
+    if not all(url in v.refused for v in views for url in p.trackers):
+        return []
+    words = sorted({f"tracker {url}: {v.refused[url]}" for v in views for url in p.trackers})
+    return _end(state, End(Ending.FAILED, TrackersRefuse(p.name, "; ".join(words))))
+
+
+def _end(state: RunState, end: End) -> list[Action]:
+    state.ended = end
+    return [end]
+
+
+def _tracker_change(w: WorkerView, event: TrackerReply) -> str | None:
+    """Record an announce's outcome; a line for the user when the tracker starts or stops failing."""
+    before = w.tracker_error
+    w.tracker_error = None if event.ok else event.message
+    if w.tracker_error and w.tracker_error != before:
+        return f"tracker {event.url}: {w.tracker_error}"
+    if before and not w.tracker_error:
+        return f"tracker {event.url}: reachable again ({event.message})"
+    return None

@@ -1,0 +1,200 @@
+"""The Redis store against a real redis-server: its key layout, Redis gone or hung, and several
+tracker apps sharing one Redis (any of them answers any announce the same way; one start per site)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import secrets
+import signal
+import time
+
+import pytest
+
+from btswarm.redisserver import RedisServer
+from torrents import bencoding
+from tracker.config import TrackerConfig
+from tracker.peerstore import resolve
+from tracker.redisstore import RedisPeerStore
+from tracker.resp import RedisClient, StoreUnavailable
+
+from tests.tracker.conftest import client_factory
+from tests.tracker.helpers import SECRETS, announce, beat_body, get_raw, heartbeat, query
+from tests.tracker.test_seeding import StandInSite
+
+H = hashlib.sha1(b"redis").digest()
+
+
+def redis_config(url: str, prefix: str | None = None, **kw) -> TrackerConfig:
+    return TrackerConfig(site_secrets=SECRETS, store="redis", redis_url=url,
+                         redis_prefix=prefix or f"r{secrets.token_hex(4)}:", **kw)
+
+
+@pytest.fixture
+async def make_app():
+    async for make in client_factory():
+        yield make
+
+
+async def test_one_swarm_is_a_few_keys_with_a_ttl_and_nothing_scans(redis_server):
+    client = RedisClient(redis_server.url)
+    prefix = f"k{secrets.token_hex(4)}:"
+    store = RedisPeerStore(client, ttl=0.4, prefix=prefix)
+    try:
+        await client.call("CONFIG", "RESETSTAT")
+        await resolve(store.announce(H, "127.0.0.9", 7001, b"p" * 20, False, "", numwant=50, site="siteA"))
+        await resolve(store.announce(H, "127.0.0.9", 7002, b"q" * 20, True, "", numwant=50))
+        tag = "{" + H.hex() + "}"
+        keys = {f"{prefix}{tag}:{k}" for k in ("s", "l", "p", "a:siteA")}
+        for key in keys:
+            assert 0 < await client.call("PTTL", key) <= 800, key  # 2 x ttl: outlives every member
+        assert await client.call("ZSCORE", f"{prefix}swarms", H) is not None
+        stats = (await client.call("INFO", "commandstats")).decode()
+        assert "cmdstat_scan" not in stats and "cmdstat_keys" not in stats
+        await asyncio.sleep(0.9)
+        assert await client.call("EXISTS", *keys) == 0, "a dead swarm vanishes by itself"
+        assert await store.expire() >= 1 and await resolve(store.swarms(10)) == []
+    finally:
+        await client.close()
+
+
+async def test_redis_gone_gives_a_failure_reason_in_bounded_time_and_the_tracker_recovers(make_app, tmp_path):
+    with RedisServer(tmp_path / "redis") as server:
+        app = await make_app(redis_config(server.url, open=True, redis_timeout=0.5))
+        assert b"interval" in await announce_raw(app, query(H, port=7001))
+        server.stop()
+        t0 = time.monotonic()
+        answers = [await announce_raw(app, query(H, port=7002)) for _ in range(5)]
+        assert time.monotonic() - t0 < 3.0
+        assert all(bencoding.decode(a) == {b"failure reason": b"tracker: swarm store unavailable, retry later"}
+                   for a in answers), answers
+        async with app.session.get(app.make_url("/metrics")) as resp:
+            assert 'btswarm_tracker_announces_total{result="store_down"} 5.0' in await resp.text()
+        server.start()  # same port, empty: the swarm is rebuilt by the next announces
+
+        async def ok() -> bool:
+            return b"interval" in await announce_raw(app, query(H, port=7003))
+        assert await wait_async(ok, 5), "the tracker reconnects by itself"
+
+
+async def test_a_hung_redis_costs_an_announce_at_most_the_redis_timeout(make_app, tmp_path):
+    with RedisServer(tmp_path / "redis") as server:
+        app = await make_app(redis_config(server.url, open=True, redis_timeout=0.5))
+        assert b"interval" in await announce_raw(app, query(H, port=7001))
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            answers = await asyncio.gather(*(announce_raw(app, query(H, port=7100 + i)) for i in range(20)))
+            took = time.monotonic() - t0
+            assert all(b"failure reason" in a for a in answers) and took < 2.0, took
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+
+        async def ok() -> bool:
+            return b"interval" in await announce_raw(app, query(H, port=7003))
+        assert await wait_async(ok, 5)
+
+
+async def test_any_tracker_answers_any_announce_the_same_way(make_app, redis_server):
+    prefix = f"r{secrets.token_hex(4)}:"
+    a = await make_app(redis_config(redis_server.url, prefix))
+    b = await make_app(redis_config(redis_server.url, prefix))
+    site = beat_body("site1", "http://127.0.0.2:9", ["127.0.0.2:6881"], [H], seeding=[H])
+    assert await heartbeat(a, "site1", site) == 200  # to one tracker only
+    await announce(a, query(H, b"-TT0001-someseed0000", port=6881, left=0))  # a seed, announced to a
+
+    async def known_at_b() -> bool:
+        return b"failure reason" not in await announce_raw(b, query(H, port=7001))
+    assert await wait_async(known_at_b, 3), "b learns the site from Redis"
+    answer = await announce(b, query(H, b"-TT0001-000000000002", port=7002))
+    assert answer[b"complete"] == 1 and answer[b"incomplete"] == 2
+    assert b"\x7f\x00\x00\x01\x1a\xe1" in answer[b"peers"]  # handed out by b
+    async with a.session.get(a.make_url(f"/api/swarms/{H.hex()}")) as resp:
+        assert (await resp.json())["sites"] == ["site1"]
+
+
+async def test_200_first_announces_over_two_trackers_start_one_seed_per_site(make_app, redis_server):
+    prefix = f"r{secrets.token_hex(4)}:"
+    config = redis_config(redis_server.url, prefix, start_wait=3.0, min_seeds=2)
+    a, b = await make_app(config), await make_app(config)
+    async with StandInSite("site1", "127.0.0.2") as s1, StandInSite("site2", "127.0.0.3") as s2:
+        for s in (s1, s2):
+            assert await heartbeat(a, s.name, beat_body(s.name, s.url, [f"{s.ip}:6881"], [H])) == 200
+            assert await heartbeat(b, s.name, beat_body(s.name, s.url, [f"{s.ip}:6881"], [H])) == 200
+        answers = await asyncio.gather(*(announce((a, b)[i % 2], query(H, b"-TT0001-%012d" % i, port=7000 + i))
+                                         for i in range(200)))
+        assert s1.posts == [H.hex()] and s2.posts == [H.hex()]
+        with_seed = sum(1 for x in answers if b"\x7f\x00\x00\x02\x1a\xe1" in x[b"peers"]
+                        or b"\x7f\x00\x00\x03\x1a\xe1" in x[b"peers"])
+        assert with_seed == 200, "announces at the other tracker waited for the start too"
+
+
+async def test_a_claim_left_by_a_dead_tracker_expires_and_the_next_announce_starts_the_seed(make_app, redis_server):
+    prefix = f"r{secrets.token_hex(4)}:"
+    app = await make_app(redis_config(redis_server.url, prefix, start_wait=0.5))
+    client = RedisClient(redis_server.url)
+    try:
+        async with StandInSite("site1", "127.0.0.2", delay=0) as s1:
+            assert await heartbeat(app, "site1", beat_body("site1", s1.url, ["127.0.0.2:6881"], [H])) == 200
+            # What a tracker killed during its start leaves behind.
+            await client.call("SET", f"{prefix}{{{H.hex()}}}:start:site1", "dead:1", "PX", 1500)
+            first = await announce(app, query(H, port=7001))
+            assert s1.posts == [] and first[b"complete"] == 0 and first[b"interval"] == 5
+            await asyncio.sleep(1.6)
+            second = await announce(app, query(H, b"-TT0001-000000000002", port=7002))
+            assert s1.posts == [H.hex()] and second[b"complete"] == 1
+    finally:
+        await client.close()
+
+
+async def test_a_client_call_never_waits_past_its_timeout():
+    """A server that accepts and never answers (a hung host): StoreUnavailable after the timeout."""
+    async def silent(reader, writer):
+        await reader.read()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = RedisClient(f"redis://127.0.0.1:{port}/0", timeout=0.3)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="no answer within 0.3 s"):
+            await client.call("PING")
+        assert time.monotonic() - t0 < 1.0
+    finally:
+        await client.close()
+        server.close()
+
+
+async def announce_raw(app, q: str) -> bytes:
+    status, body = await get_raw(app, "/announce?" + q)
+    assert status == 200
+    return body
+
+
+async def wait_async(predicate, timeout: float, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await predicate():
+            return True
+        await asyncio.sleep(interval)
+    return False
+
+
+async def test_a_redis_restarted_empty_gets_the_registry_back_at_the_next_heartbeat(make_app, tmp_path):
+    with RedisServer(tmp_path / "redis") as server:
+        prefix = f"r{secrets.token_hex(4)}:"
+        a = await make_app(redis_config(server.url, prefix))
+        site = beat_body("site1", "http://127.0.0.2:9", ["127.0.0.2:6881"], [H])
+        assert await heartbeat(a, "site1", site) == 200
+        server.restart()  # empty: nothing is persisted
+        await wait_async(lambda: heartbeat_ok(a, site), 5)
+        b = await make_app(redis_config(server.url, prefix))  # a tracker started after the restart
+
+        async def known_at_b() -> bool:
+            return b"failure reason" not in await announce_raw(b, query(H, port=7001))
+        assert await wait_async(known_at_b, 3), "b reads site1's can_seed from the new Redis"
+
+
+async def heartbeat_ok(app, body) -> bool:
+    return await heartbeat(app, "site1", body) == 200

@@ -1,0 +1,27 @@
+"""The repository's URL paths for a dataset, its name quoted once, the same way everywhere.
+
+A dataset name may hold characters that mean something in a URL (`#`, `?`,
+`%`, a space, non-ASCII): unquoted, `PUT .../a#b` reaches the repository as
+`.../a` and the name in the path no longer matches the record's.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+
+def quoted(name: str) -> str:
+    """A dataset name as one URL path segment."""
+    return quote(name, safe="")
+
+
+def dataset_api(name: str) -> str:
+    return f"/api/datasets/{quoted(name)}"
+
+
+def dataset_page(name: str) -> str:
+    return f"/datasets/{quoted(name)}"
+
+
+def dataset_torrent(name: str) -> str:
+    return f"/datasets/{quoted(name)}.torrent"
