@@ -31,7 +31,7 @@ from torrents.infohash import parse_info_hash
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import download, plan, report
+from btget import download, plan, report, timeline
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
@@ -93,6 +93,7 @@ def command(**opts: Any) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point (the shared contract: torrents.cli)."""
+    timeline.mark("imported")
     return run_main(command, "bt-get", argv)
 
 
@@ -240,6 +241,7 @@ def configure(opts: Options) -> GetConfig:
 
 def get(opts: Options) -> int:
     cfg = configure(opts)
+    timeline.mark("configured")
     if opts.search is not None:
         from btget import browse
 
@@ -289,6 +291,7 @@ def get(opts: Options) -> int:
                           report.name_sources(raw_sources, sites, outcome.endpoints),
                           outcome.seconds, status, hash_failures_by_source=failures, banned=banned)
     shared = share(opts, directory / meta.name, meta.info_hash, doc) if opts.share and error is None else None
+    doc["timeline"] = timeline.marks()
     if opts.json_output:
         # Indented for a person at a terminal; compact for a pipe, where the C
         # encoder writes a 10,000-file document in milliseconds, not seconds.
@@ -325,7 +328,7 @@ def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Meta
     from btget import serve as serving
     from btget.worker import WorkerSpec
 
-    files = [plan.PlanFile(i, f.lfn, f.length) for i, f in enumerate(meta.files) if not f.pad]
+    files = plan_files(meta)
     directory = Path(cfg.output).resolve()
     sdir = directory / meta.name / download.STATE_DIR
     sdir.mkdir(parents=True, exist_ok=True)
@@ -344,7 +347,7 @@ def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Meta
 
 
 def choose_files(meta: metainfo.Metainfo, opts: Options) -> list[plan.PlanFile]:
-    files = [plan.PlanFile(i, f.lfn, f.length) for i, f in enumerate(meta.files) if not f.pad]
+    files = plan_files(meta)
     chosen = plan.select(files, opts.globs)
     if opts.nrandom is not None:
         chosen = plan.sample(chosen, opts.nrandom, opts.sample_seed)
@@ -354,6 +357,13 @@ def choose_files(meta: metainfo.Metainfo, opts: Options) -> list[plan.PlanFile]:
             raise UsageError("--shard", f"{opts.shard[0]}/{opts.shard[1]}: this share is empty "
                              f"(fewer files than shards)")
     return chosen
+
+
+def plan_files(meta: metainfo.Metainfo) -> list[plan.PlanFile]:
+    """Every file but padding, read from the file list's columns (no FileEntry made per file)."""
+    fl = meta.files
+    return [plan.PlanFile(i, lfn, size) for i, (lfn, size) in enumerate(zip(fl.lfns, fl.lengths))
+            if not fl.is_pad(i)]
 
 
 def repo_hint(cfg: GetConfig) -> str:
@@ -387,10 +397,13 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
             resolved = await client.resolve(target.value, info_hash)
         else:
             resolved = await resolve_magnet(client, target, cfg, peers)
+        timeline.mark("resolved")
         if target.kind == "file" and (why := not_a_torrent(resolved.torrent)):
             raise MetainfoError(target.value, why)
         meta = metainfo.parse(resolved.torrent, subject=target.value)
+        timeline.mark("parsed")
         sites = await client.site_names(meta.trackers()) if site_names else {}
+        timeline.mark("sites_named")
         return resolved, meta, sites
 
 

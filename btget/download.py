@@ -25,7 +25,7 @@ from torrents import metainfo
 from torrents.errors import BtswarmError
 from torrents.metainfo import Metainfo
 
-from btget import plan, verify
+from btget import plan, timeline, verify
 from btget.report import WorkerReport
 from btget.errors import Blocked, Interrupted, TransferError, VerifyFailed
 from btget.events import Connect, Event, Listening, Progress, Stop, Tick, Verified, WorkerGone
@@ -179,6 +179,7 @@ def run(job: Job, display: Display) -> Outcome:
             proc.start()
             child_end.close()
             procs[k] = WorkerProcess(spec, proc, parent_end)
+        timeline.mark("workers_started")
         display.start([(k, len(s), sum(f.size for f in s)) for k, s in enumerate(job.shares, 1)])
         while state.ended is None:
             happened: list[Event] = []
@@ -195,6 +196,7 @@ def run(job: Job, display: Display) -> Outcome:
                 happened.append(Verified())
             happened.append(Tick())
             for event in happened:
+                _mark(event)
                 for action in step(state, event, time.monotonic()):
                     verifier = _carry_out(action, job, procs, display, executor, verifier)
     except KeyboardInterrupt:
@@ -215,6 +217,16 @@ def run(job: Job, display: Display) -> Outcome:
                                          state.workers[k].last) for k, p in procs.items()],
                    files=state.files, verify_results=results,
                    endpoints=endpoints)
+
+
+def _mark(event: Event) -> None:
+    """The workers' steps of the start, for --json's timeline (the earliest worker's)."""
+    if isinstance(event, Listening):
+        timeline.merge(event.marks)
+    elif isinstance(event, Progress):
+        for name, at in (("connected", event.connected_at), ("first_byte", event.first_byte_at)):
+            if at:
+                timeline.mark(name, at)
 
 
 def _carry_out(action: Action, job: Job, procs: dict[int, WorkerProcess], display: Display,

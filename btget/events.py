@@ -26,6 +26,7 @@ class Listening:
     worker: int
     ip: str
     port: int
+    marks: dict[str, float] = field(default_factory=dict)  # epoch seconds: "session" up, "torrent_added"
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class Progress:
     flushed: bool = False  # complete and on disk (seeding from here on)
     first_byte_at: float | None = None  # epoch seconds of the first payload byte
     connected: bool = False  # some peer connected at some point
+    connected_at: float | None = None  # epoch seconds of the first peer connection
     files: dict[int, int] | None = None  # file index → verified bytes (finished and stopped events)
     siblings: dict[str, int] = field(default_factory=dict)  # endpoint of a connection from another worker → its index
     peer_hash_failures: dict[str, int] = field(default_factory=dict)  # endpoint → failed pieces it took part in

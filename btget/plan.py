@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import heapq
 import random
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -18,7 +19,7 @@ from typing import Iterable, Sequence
 from torrents.errors import UsageError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: 100,000 of them are 7 MB, not 11
 class PlanFile:
     index: int  # position in the torrent's file list
     lfn: str
@@ -29,12 +30,16 @@ def split(files: Sequence[PlanFile], n: int) -> list[list[PlanFile]]:
     """`n` shares balanced by bytes; each share in torrent order; some may be empty."""
     if n < 1:
         raise UsageError("shares", f"need at least one, got {n}")
+    if n == 1:
+        return [sorted(files, key=lambda f: f.index)]
     shares: list[list[PlanFile]] = [[] for _ in range(n)]
-    loads = [0] * n
+    # The share with the fewest bytes (then the lowest number) from a heap: min() over all
+    # shares for each file was most of a 100,000-file start.
+    heap = [(0, k) for k in range(n)]
     for f in sorted(files, key=lambda f: (-f.size, f.index)):
-        k = min(range(n), key=lambda i: (loads[i], i))
+        load, k = heapq.heappop(heap)
         shares[k].append(f)
-        loads[k] += f.size
+        heapq.heappush(heap, (load + f.size, k))
     return [sorted(s, key=lambda f: f.index) for s in shares]
 
 

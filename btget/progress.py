@@ -1,4 +1,4 @@
-"""The terminal display: one rich Progress on stderr, a line per worker and a total.
+"""The display of a download: drawn on a terminal (btget.terminal), or nothing.
 
 Only the parent draws; workers send events (see btget.worker). When stderr
 is not a terminal, or with -q / --json, `make_display` returns a display
@@ -8,17 +8,13 @@ that draws nothing, so logs and pipes stay clean.
 from __future__ import annotations
 
 import sys
-from typing import TextIO
-
-from rich.console import Console
-from rich.progress import (BarColumn, DownloadColumn, Progress, ProgressColumn, Task, TaskID, TextColumn,
-                           TimeRemainingColumn)
-from rich.text import Text
-
-from torrents.units import human_rate
+from typing import TYPE_CHECKING, TextIO
 
 from btget import events
 from btget.events import Listening
+
+if TYPE_CHECKING:
+    from btget.terminal import RichDisplay
 
 
 class NullDisplay:
@@ -42,59 +38,10 @@ class NullDisplay:
         pass
 
 
-class RateColumn(ProgressColumn):
-    """Rate in binary units, like the sizes beside it and the summary (rich's own says MB/s)."""
-
-    def render(self, task: Task) -> Text:
-        return Text(human_rate(task.speed) if task.speed else "?", style="progress.data.speed")
-
-
-class RichDisplay:
-    """Bytes, %, rate, ETA, peers and seeds, per worker and in total."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.console = Console(file=stream)
-        self.progress = Progress(
-            TextColumn("{task.description:>9}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
-            DownloadColumn(binary_units=True), RateColumn(), TimeRemainingColumn(),
-            TextColumn("{task.fields[peers]} peers {task.fields[seeds]} seeds"),
-            console=self.console, transient=False, refresh_per_second=4)
-        self.tasks: dict[int, TaskID] = {}
-        self.total: TaskID | None = None
-        self.last: dict[int, events.Progress] = {}
-
-    def start(self, shares: list[tuple[int, int, int]]) -> None:
-        self.progress.start()
-        if len(shares) > 1:
-            for k, _count, size in shares:
-                self.tasks[k] = self.progress.add_task(f"worker {k}", total=size, peers=0, seeds=0)
-        self.total = self.progress.add_task("total", total=sum(s for _, _, s in shares), peers=0, seeds=0)
-
-    def update(self, event: Listening | events.Progress) -> None:
-        if not isinstance(event, events.Progress):
-            return
-        k = event.worker
-        self.last[k] = event
-        if k in self.tasks:
-            # `wanted` counts whole pieces, boundary ones included: the true total.
-            self.progress.update(self.tasks[k], completed=event.done, total=event.wanted or None,
-                                 peers=event.peers, seeds=event.seeds)
-        if self.total is not None:
-            if len(self.last) == len(self.tasks) or not self.tasks:
-                self.progress.update(self.total, total=sum(e.wanted for e in self.last.values()) or None)
-            self.progress.update(self.total, completed=sum(e.done for e in self.last.values()),
-                                 peers=sum(e.peers for e in self.last.values()),
-                                 seeds=sum(e.seeds for e in self.last.values()))
-
-    def note(self, text: str, warning: bool = False) -> None:
-        self.progress.console.print(f"bt-get: {'warning: ' if warning else ''}{text}")
-
-    def stop(self) -> None:
-        self.progress.stop()
-
-
-def make_display(quiet: bool, json_output: bool, stream: TextIO | None = None) -> NullDisplay | RichDisplay:
+def make_display(quiet: bool, json_output: bool, stream: TextIO | None = None) -> "NullDisplay | RichDisplay":
     stream = stream or sys.stderr
     if quiet or json_output or not stream.isatty():
         return NullDisplay(stream)  # -q leaves out progress and summary, not warnings
+    from btget.terminal import RichDisplay  # rich only when there is something to draw
+
     return RichDisplay(stream)

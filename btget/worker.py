@@ -132,6 +132,7 @@ class Worker:
         self.pending_saves = 0
         self.had_seeds = False
         self.connected = False  # some peer connected at some point (sent to the parent)
+        self.connected_at: float | None = None  # time.time() of the first peer connection
         self.next_reannounce = 0.0  # monotonic: the earliest a lost seed may cost another announce
         self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
@@ -148,8 +149,10 @@ class Worker:
         # Web seeds (given and the torrent's url-list) by endpoint: a connection to one that ends
         # between two samples is still named a web seed, not taken for a sibling worker.
         self._web_seed_endpoints = _endpoints(spec.web_seeds + spec.url_list)
+        marks = {"session": time.time()}
         self.handle = self.ses.add_torrent(self._params())
-        self.send(events.Listening(spec.index, spec.listen_ip, self.ses.listen_port()))
+        marks["torrent_added"] = time.time()
+        self.send(events.Listening(spec.index, spec.listen_ip, self.ses.listen_port(), marks))
         for peer in spec.peers:
             self.handle.connect_peer(peer)
 
@@ -266,6 +269,7 @@ class Worker:
                 self.connected = True
                 if ep:
                     self._failures_at_connect.setdefault(f"{ep[0]}:{ep[1]}", self.hash_failures)
+                self.connected_at = self.connected_at or time.time()
             elif self.phase is WorkerPhase.FETCHING:
                 # A site that cannot read its replica drops its seed at once, between two
                 # status updates: look now, not at the next one.
@@ -447,7 +451,7 @@ class Worker:
         done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity) if files else None
         if st is None:
             return events.Progress(self.spec.index, phase, hash_failures=self.hash_failures,
-                                   sources=dict(self.sources), connected=self.connected,
+                                   sources=dict(self.sources), connected=self.connected, connected_at=self.connected_at,
                                    files={i: done[i] for i in self.spec.wanted} if done is not None else None,
                                    **self._peers_named())
         return events.Progress(
@@ -456,7 +460,7 @@ class Worker:
             downloaded=st.total_payload_download, uploaded=st.total_payload_upload,
             redundant=st.total_redundant_bytes, hash_failures=self.hash_failures, sources=dict(self.sources),
             state=str(st.state).rsplit(".", 1)[-1], flushed=self.phase is WorkerPhase.SEEDING,
-            first_byte_at=self.first_byte_at, connected=self.connected,
+            first_byte_at=self.first_byte_at, connected=self.connected, connected_at=self.connected_at,
             files={i: done[i] for i in self.spec.wanted} if done is not None else None, **self._peers_named())
 
     def _peers_named(self) -> dict[str, Any]:
@@ -480,7 +484,7 @@ def torrent_params(lt: Any, spec: WorkerSpec) -> Any:
     """
     from torrents.servicekit import ltsession
 
-    ti = lt.torrent_info(lt.bdecode(spec.torrent))
+    ti = ltsession.torrent_info(spec.torrent)
     atp = None
     if not spec.recheck and os.path.isfile(spec.resume_path):
         try:

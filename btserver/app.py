@@ -169,8 +169,8 @@ async def status(request: web.Request) -> web.Response:
     active = {s["info_hash"] for s in seeds}
     prepared = d.inventory.all()
     excluded = d.inventory.excluded
-    datasets = [{"name": p.name, "info_hash": p.info_hash, "total_size": p.meta.total_size,
-                 "files": len(p.meta.data_files), "seeding": p.info_hash in active,
+    datasets = [{"name": p.name, "info_hash": p.info_hash, "total_size": p.total_size,
+                 "files": p.file_count, "seeding": p.info_hash in active,
                  "refused": [str(x) for x in d.inventory.problems if x.dataset == p.name],
                  "excluded": [{"lfn": lfn, "why": why} for lfn, why in excluded.get(p.name, ())],
                  "repository": d.published[p.info_hash].to_json() if p.info_hash in d.published else None}
@@ -213,8 +213,8 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
     stop = threading.Event()
 
     def on_ready(prepared: Prepared, replaced: Prepared | None) -> None:  # preparation thread
-        d.seeder.register(Seedable(prepared.info_hash, prepared.name, prepared.torrent_path.read_bytes(),
-                                   str(prepared.farm.parent), prepared.meta))
+        d.seeder.register(Seedable(prepared.info_hash, prepared.name, prepared.torrent_path,
+                                   str(prepared.farm.parent), prepared.own_names))
         if replaced is not None:
             d.seeder.unregister(replaced.info_hash)
         _threadsafe(loop, lambda: _dataset_ready(d, prepared))

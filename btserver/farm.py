@@ -15,23 +15,31 @@ import os
 import shutil
 import stat
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
+
+from torrents.paths import RealPaths
 
 from btserver.layout import DatasetLayout, Target
 
 log = logging.getLogger("btswarm.server.farm")
 
 
-def probe(path: str) -> Target | None:
+def probe(path: str, realpath: Callable[[str], str] = os.path.realpath) -> Target | None:
     """The real file system behind layout's Probe."""
     try:
-        real = os.path.realpath(path)
+        real = realpath(path)
         st = os.stat(real)
     except (OSError, ValueError):
         return None
     if not stat.S_ISREG(st.st_mode) or not os.access(real, os.R_OK):
         return None
     return Target(real, st.st_size)
+
+
+def prober() -> Callable[[str], Target | None]:
+    """`probe` for one scan, each directory resolved once (torrents.paths.RealPaths)."""
+    realpath = RealPaths()
+    return lambda path: probe(path, realpath)
 
 
 def farm_path(farm_root: str | os.PathLike, name: str) -> Path:
@@ -41,11 +49,13 @@ def farm_path(farm_root: str | os.PathLike, name: str) -> Path:
 def current_links(path: Path) -> dict[str, str]:
     """LFN → link target of an existing farm (anything else in it counts as a difference)."""
     out: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(path):
+    top = os.fspath(path)
+    for dirpath, dirnames, filenames in os.walk(top):
         # a link to a directory (one the dataset carries) is listed with the directories, never followed
+        here = "" if dirpath == top else dirpath[len(top) + 1:] + "/"  # (relpath per file: a third of the walk)
         for fn in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
             full = os.path.join(dirpath, fn)
-            lfn = os.path.relpath(full, path).replace(os.sep, "/")
+            lfn = (here + fn).replace(os.sep, "/")
             try:
                 out[lfn] = os.readlink(full)
             except OSError:

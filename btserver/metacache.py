@@ -61,11 +61,11 @@ class MetaCache:
         meta = built.meta
         _write_atomic(torrent_path, built.torrent)
         record = {"name": name, "info_hash": meta.info_hash, "fingerprint": fp, "params": params.key(),
-                  "total_size": meta.total_size, "files": len(meta.data_files), "built_at": int(time.time()),
+                  "total_size": meta.total_size, "files": meta.file_count, "built_at": int(time.time()),
                   "sums": {lfn: [s.size, s.xxh3, s.adler32] for lfn, s in built.sums.items()}}
         _write_atomic(json_path, json.dumps(record, separators=(",", ":")).encode())
         log.info("torrent %s: built %s in %.2f s (%d files)", name, meta.info_hash,
-                 time.monotonic() - started, len(meta.data_files))
+                 time.monotonic() - started, meta.file_count)
         return Cached(name, meta.info_hash, torrent_path, fp, True, meta, built.sums)
 
     def _load(self, name: str, fp: str, params: BuildParams) -> Cached | None:

@@ -14,6 +14,8 @@ from typing import Iterable, Mapping
 
 import xxhash
 
+from torrents.paths import RealPaths
+
 
 def fingerprint(entries: Iterable[tuple[str, str | os.PathLike]], extra: str = "",
                 links: Mapping[str, str] | None = None) -> str:
@@ -23,12 +25,13 @@ def fingerprint(entries: Iterable[tuple[str, str | os.PathLike]], extra: str = "
     `extra` folds in build parameters (piece length, private flag, format)
     so that a change of build options also counts as a change.
     """
+    realpath = RealPaths()  # each directory resolved once, not each file's every component
     h = xxhash.xxh3_128()
     h.update(extra.encode() + b"\0\n")  # a separator: extra "ab" + LFN "c" must differ from "a" + "bc"
     for lfn, target in sorted((links or {}).items()):
         h.update(b"\0".join([b"link", lfn.encode(), target.encode()]) + b"\n")
     for lfn, path in sorted(entries, key=lambda e: e[0]):
-        target = os.path.realpath(path)
+        target = realpath(path)
         st = os.stat(target)
         h.update(b"\0".join([lfn.encode(), str(st.st_size).encode(), str(st.st_mtime_ns).encode(),
                              str(st.st_ctime_ns).encode(), str(st.st_ino).encode(), target.encode()]))

@@ -14,7 +14,9 @@ pytestmark = pytest.mark.slow
 
 KEYS = {"dataset", "info_hash", "directory", "files", "bytes_total", "bytes_downloaded", "bytes_redundant", "seconds", "rate",
         "first_byte_at", "sources", "hash_failures", "hash_failures_by_source", "banned", "workers", "exit_status",
-        "exit_code"}
+        "exit_code", "timeline"}
+PARENT_STEPS = ["imported", "configured", "resolved", "parsed", "workers_started"]  # bt-get's own, in order
+WORKER_STEPS = ["session", "torrent_added", "connected", "first_byte"]  # the worker's (another process)
 
 
 def test_full_download_bytes_match_and_json_schema(dataset, seed, tmp_path):
@@ -34,6 +36,11 @@ def test_full_download_bytes_match_and_json_schema(dataset, seed, tmp_path):
     assert isinstance(doc["seconds"], float) and doc["rate"] > 0
     # epoch seconds of the first payload byte: after launch, before the end
     assert isinstance(doc["first_byte_at"], float)
+    # the start's steps, each after the one before, between launch and the first byte
+    marks = doc["timeline"]
+    for steps in (PARENT_STEPS, WORKER_STEPS):
+        assert [marks[k] for k in steps] == sorted(marks[k] for k in steps), marks
+    assert launched <= marks["imported"] and marks["first_byte"] == doc["first_byte_at"]
     assert launched < doc["first_byte_at"] <= time.time()
     assert [f["lfn"] for f in doc["files"]] == [f.lfn for f in dataset.meta.files]
     assert {f["status"] for f in doc["files"]} == {"complete"}

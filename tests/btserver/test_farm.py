@@ -56,7 +56,7 @@ def test_symlink_escaping_the_roots_is_refused_and_reported(tmp_path):
     cfg = ServerConfig(state=str(tmp_path / "state"), roots=(str(root),))
     report = Inventory(cfg).prepare()
     # the escaping link is refused, as a problem of its own; the rest of the dataset is served
-    assert [(p.name, [f.lfn for f in p.dataset.files]) for p in report.prepared] == [("bad.ds", ["f1"]),
+    assert [(p.name, [f["lfn"] for f in p.record()["files"]]) for p in report.prepared] == [("bad.ds", ["f1"]),
                                                                                    ("good.ds", ["f1"])]
     messages = [str(p) for p in report.problems]
     assert f"{root}/bad.ds/f2: link to {secret} leaves the storage roots; refused" in messages

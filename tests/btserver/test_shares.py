@@ -10,6 +10,7 @@ from btserver import shares, sharing
 from btserver.config import ServerConfig
 from btserver.heartbeat import heartbeat_body
 from btserver.inventory import Inventory
+from torrents import metainfo
 from torrents.errors import BtswarmError, ConfigError
 from torrents.sample import generate
 
@@ -60,8 +61,8 @@ def test_the_inventory_prepares_shares_and_refuses_another_info_hash(tmp_path):
     assert [p.name for p in report.prepared] == [NAME]  # what was shared, not the rest of the directory
     assert partial.name not in {p.name for p in report.prepared}
     [prepared] = report.prepared
-    assert sorted(f.lfn for f in prepared.meta.data_files) == sorted(p.name for p in fetched.iterdir()
-                                                                    if p.is_file())
+    shared_files = metainfo.parse(prepared.torrent_path.read_bytes()).data_files
+    assert sorted(f.lfn for f in shared_files) == sorted(p.name for p in fetched.iterdir() if p.is_file())
     good = prepared.info_hash
 
     shares.add(cfg.state, shares.Share(NAME, str(fetched), "0" * 40))

@@ -235,3 +235,14 @@ def test_dict_value_span_matches_encoding_of_each_value(top, data):
     key = data.draw(st.sampled_from(sorted(top)))
     start, end = dict_value_span(encoded, key)
     assert encoded[start:end] == encode(top[key])
+
+
+def test_decode_with_span_finds_the_same_span_in_one_pass():
+    info = b"d5:filesld6:lengthi1e4:pathl1:aeee4:name2:ds12:piece lengthi16384e6:pieces20:" + b"\x01" * 20 + b"e"
+    for data in (b"d8:announce3:url4:info" + info + b"3:zzzi1ee", b"d4:info" + info + b"e",
+                 b"d1:ad4:infoi1ee4:info" + info + b"e"):  # an "info" key deeper down is not the one
+        value, span = bencoding.decode_with_span(data, b"info")
+        assert value == decode(data) and span == dict_value_span(data, b"info")
+        assert data[span[0]:span[1]] == info
+    assert bencoding.decode_with_span(b"d1:ai1ee", b"info") == ({b"a": 1}, None)
+    assert bencoding.decode_with_span(b"li1ee", b"info") == ([1], None)

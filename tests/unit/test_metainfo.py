@@ -352,3 +352,63 @@ def test_a_valid_torrent_with_random_file_names_parses():
     files = {f"d{rnd.randrange(5)}/f{i}.root": bytes([i]) * rnd.randrange(1, 5000) for i in range(40)}
     m = parse(real_torrent(files)[0])
     assert [f.lfn for f in m.files] == sorted(files)
+
+
+# memory and speed of large file lists: held by column, not as objects
+
+def many_file_torrent(count: int) -> bytes:
+    files = [(f"run{i // 1000:03d}/evt.{i:06d}.root", 1 + i % 7) for i in range(count)]
+    total = sum(size for _, size in files)
+    pieces = b"\x00" * (HASH_LEN * metainfo.piece_count(total, 16 * KiB))
+    return dump(info_dict("big.dataset", files, 16 * KiB, pieces))
+
+
+HASH_LEN = metainfo.HASH_LEN
+
+
+def test_a_50000_file_torrent_costs_little_memory_per_file():
+    import gc
+    import tracemalloc
+
+    data = many_file_torrent(50_000)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        meta = parse(data)
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # its LFN strings, 8 bytes of length each and the info bytes; not an object per file
+    assert held < len(data) + 160 * 50_000, held
+    assert len(meta.files) == 50_000 and meta.file_count == 50_000
+    assert meta.files[12345] == FileEntry(("run012", "evt.012345.root"), 1 + 12345 % 7)
+    assert meta.files[-1].lfn == "run049/evt.049999.root" and meta.files.lfns[-1] == meta.files[-1].lfn
+    assert meta.total_size == sum(1 + i % 7 for i in range(50_000)) == sum(f.length for f in meta.files)
+    assert len(repr(meta)) < 200  # a repr of every file would take seconds (asyncio makes one of task results)
+
+
+def test_file_list_equals_the_entries_it_was_made_from():
+    entries = (FileEntry(("a", "x"), 3), FileEntry(("b",), 0, symlink=("a", "x")),
+               FileEntry((".pad", "1"), 5, pad=True))
+    files = metainfo.FileList.of(entries)
+    assert files == entries and tuple(files) == entries and files[1:] == entries[1:]
+    assert files.total == 8 and files.data_count == 2 and files.is_pad(2) and not files.is_pad(0)
+
+
+names = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"), min_size=1, max_size=8)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.lists(names, min_size=1, max_size=3).map("/".join), st.integers(0, 10**12), min_size=1,
+                       max_size=8),
+       st.dictionaries(st.lists(names, min_size=1, max_size=3).map("/".join), st.lists(names, min_size=1, max_size=3)
+                       .map("/".join), max_size=3),
+       st.booleans(), st.one_of(st.none(), st.text(min_size=1, max_size=20)), st.lists(st.text(min_size=1), max_size=2),
+       st.one_of(st.none(), st.text(min_size=1, max_size=20)))
+def test_encoded_directly_is_the_same_bytes_as_the_dict_encoded(files, links, private, announce, urls, comment):
+    links = {k: v for k, v in links.items() if k not in files}
+    pieces = b"\x07" * 40
+    as_dict = info_dict("ds", list(files.items()), 16 * KiB, pieces, private, links)
+    direct = metainfo.encode_info("ds", list(files.items()), 16 * KiB, pieces, private, links)
+    assert direct == bencoding.encode(as_dict)
+    assert metainfo.dump_encoded(direct, announce, urls, comment) == dump(as_dict, announce, urls, comment)

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 import libtorrent as lt
 
+from torrents import metainfo
 from torrents.errors import ConfigError
 
 # Extra settings from the environment, for measuring a setting without a release
@@ -111,6 +112,22 @@ def _from_env(name: str) -> dict[str, Any]:
 
 def session(listen_ip: str, port: int = 0, **kw: Any) -> "lt.session":
     return lt.session(settings(listen_ip, port, **kw))
+
+
+# libtorrent's own parse limits, as wide as torrents.metainfo.parse's (which every torrent
+# passes first): its defaults (10 MB, 3 million tokens) refuse a 200,000-file torrent.
+_LIMITS = metainfo.DEFAULT_READ_LIMITS
+LOAD_LIMITS = {"max_buffer_size": _LIMITS.max_bytes, "max_pieces": _LIMITS.max_pieces,
+               "max_decode_depth": _LIMITS.max_depth + 8, "max_decode_tokens": 8 * _LIMITS.max_files + 1024}
+
+
+def torrent_info(data: bytes) -> "lt.torrent_info":
+    """A .torrent's torrent_info, parsed straight from its bytes.
+
+    Not `torrent_info(bdecode(data))`: that builds the whole file list as Python
+    objects first, 1.1 s for 100,000 files against 0.15 s from the buffer.
+    """
+    return lt.torrent_info(data, LOAD_LIMITS)
 
 
 def torrent_params(info: "lt.torrent_info", save_path: str, own_names: Mapping[int, str],
