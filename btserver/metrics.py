@@ -22,3 +22,9 @@ class Metrics:
         self.seed_requests = Counter("btserver_seed_requests", "POST /api/seeds answers", ["result"], registry=r)
         self.publishes = Counter("btserver_publish_attempts", "PUTs to the repository", ["result"], registry=r)
         self.heartbeats = Counter("btserver_heartbeats", "Heartbeats to the tracker", ["result"], registry=r)
+        self.web_requests = Counter("btserver_web_requests", "Web seed requests answered", ["code"], registry=r)
+        self.web_sent = Counter("btserver_web_sent_bytes", "Payload bytes sent by the web seed", ["dataset"],
+                                registry=r)
+        self.web_active = Gauge("btserver_web_requests_active", "Web seed requests being answered", registry=r)
+        self.web_queue = Histogram("btserver_web_queue_seconds", "Time a web seed request waited for a slot",
+                                   buckets=(0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10), registry=r)
