@@ -115,7 +115,7 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
         daemon.web = WebSeed(
             inventory=daemon.inventory, metrics=metrics, seeding=seeder.seeding,
             load=WebLoad(idle_ttl=config.idle_ttl, capacity=config.max_seeds),
-            damaged=lambda info_hash: info_hash in seeder.damaged, templates=config.web_seed_urls,
+            damaged=lambda info_hash: info_hash in seeder.damaged,
             max_requests=config.web_max_requests, queue_timeout=config.web_queue_timeout,
             # A burst of a quarter second's worth: pacing smooth enough for TCP on a shaped link.
             bucket=TokenBucket(config.web_rate_limit, max(64 * 1024, config.web_rate_limit // 4))

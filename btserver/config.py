@@ -64,12 +64,6 @@ class ServerConfig:
         """The trackers' base URLs: `trackers`, else `tracker` (none when both are empty)."""
         return tuple(self.trackers) or ((self.tracker,) if self.tracker else ())
 
-    def web_base_url(self) -> str:
-        """The own web seed listener as clients reach it; '' when there is none."""
-        if not self.web_listen:
-            return ""
-        return (self.web_url or f"http://{self.web_listen}").rstrip("/")
-
     def __post_init__(self) -> None:
         for key in ("listen", "peer_listen"):
             check_hostport(self, key)
@@ -79,9 +73,6 @@ class ServerConfig:
             raise ConfigError("web_url", f"{self.web_url!r} is not an http:// or https:// URL")
         for template in self.web_seed_urls:
             weburls.check_template("web_seed_urls", template)
-            if weburls.direct_base(template) is None and not self.web_listen:
-                raise ConfigError("web_seed_urls", f"{template!r} does not end in {weburls.SUFFIX}, so clients "
-                                                   "reach it through a redirect from web_listen, which is not set")
         for key in ("max_seeds", "web_max_requests"):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")

@@ -3,8 +3,6 @@
 Routes (docs/contracts.md, "bt-server web seed"):
 - `GET|HEAD /data/<dataset>/<LFN>`: the file's bytes, one byte range at a time
   (`Range: bytes=a-b` → 206), sent with sendfile(2);
-- `GET|HEAD /door/<k>/<dataset>/<LFN>`: a redirect to door template k filled in
-  (btserver/weburls.py: the doors a BEP 19 client cannot reach directly);
 - `GET /healthz`.
 
 Why a listener of its own rather than the control API's: it is the one a
@@ -36,7 +34,6 @@ from aiohttp import web
 
 from torrents.metainfo import FileEntry
 
-from btserver import weburls
 from btserver.inventory import Inventory, Prepared
 from btserver.metrics import Metrics
 from btserver.ratelimit import TokenBucket
@@ -55,7 +52,6 @@ class WebSeed:
     metrics: Metrics
     seeding: Callable[[], list[str]]  # the libtorrent seeds running now (they share the capacity)
     damaged: Callable[[str], bool]  # a replica this site found damaged (not served)
-    templates: tuple[str, ...] = ()
     max_requests: int = 16
     queue_timeout: float = 5.0
     bucket: TokenBucket | None = None
@@ -90,8 +86,6 @@ def create_web_app(seed: WebSeed) -> web.Application:
     app[WEBSEED] = seed
     app.router.add_route("GET", "/data/{name}/{lfn:.+}", serve_file)
     app.router.add_route("HEAD", "/data/{name}/{lfn:.+}", serve_file)
-    app.router.add_route("GET", "/door/{door:\\d+}/{name}/{lfn:.+}", door_redirect)
-    app.router.add_route("HEAD", "/door/{door:\\d+}/{name}/{lfn:.+}", door_redirect)
     app.router.add_get("/healthz", healthz)
     return app
 
@@ -215,16 +209,6 @@ def open_confined(link: os.PathLike, roots: list[str], size: int):
         pass
     f.close()
     return None
-
-
-async def door_redirect(request: web.Request) -> web.Response:
-    seed = request.app[WEBSEED]
-    name, lfn = request.match_info["name"], request.match_info["lfn"]
-    location = weburls.door_location(seed.templates, int(request.match_info["door"]), name, lfn)
-    if location is None or seed.lookup(name, lfn) is None:
-        return _answer(seed, 404, f"{name}/{lfn}: not served here")
-    # The header as written: yarl (web.HTTPFound) would re-quote the template's own URL.
-    return _answer(seed, 302, location, Location=location)
 
 
 async def healthz(request: web.Request) -> web.Response:

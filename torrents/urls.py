@@ -36,7 +36,3 @@ def web_seed_path(name: str, lfn: str) -> str:
     """A file's path under a BEP 19 base URL of a multi-file torrent: NAME/LFN, quoted."""
     return f"{quoted(name)}/{lfn_path(lfn)}"
 
-
-def fill_template(template: str, name: str, lfn: str) -> str:
-    """A door's URL template (`https://door/pnfs/{dataset}/{lfn}`) for one file, both parts quoted."""
-    return template.replace("{dataset}", quoted(name)).replace("{lfn}", lfn_path(lfn))
