@@ -296,7 +296,9 @@ def _dataset_ready(d: Daemon, prepared: Prepared) -> None:
 async def _publish(d: Daemon, prepared: Prepared) -> None:
     assert d.http is not None
     torrent = await asyncio.get_running_loop().run_in_executor(None, prepared.torrent_path.read_bytes)
-    record = {**prepared.record(), "web_seeds": d.web_seeds()}
+    record = prepared.record()
+    if d.web_seeds():
+        record["web_seeds"] = d.web_seeds()  # where this site serves it over HTTP (BEP 19 bases)
     answer = await publisher.publish(d.http, d.config.repo, d.config.site, d.config.secret, torrent,
                                      record, retry=d.publish_retry, metrics=d.metrics)
     d.published[prepared.info_hash] = answer
