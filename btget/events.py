@@ -48,6 +48,10 @@ class Progress:
     first_byte_at: float | None = None  # epoch seconds of the first payload byte
     connected: bool = False  # some peer connected at some point
     files: dict[int, int] | None = None  # file index → verified bytes (finished and stopped events)
+    # BitTorrent peers that are neither sibling workers nor web seeds (btget/webseeds.py decides on these):
+    peer_bytes: int = 0  # payload received from them in this run
+    peers_remote: int = 0  # connected now
+    connect_failures: int = 0  # connections to them that failed (refused, timed out)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,14 @@ class WorkerFailed:
     kind: str  # disk_full | file | listen | torrent
     subject: str
     problem: str
+
+
+@dataclass(frozen=True)
+class WebSeedBanned:
+    """libtorrent banned a web seed: pieces from it failed their SHA1 check."""
+
+    worker: int
+    url: str
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,15 @@ class Connect:
     """Connect to these peers (the sibling workers: they trade pieces)."""
 
     peers: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class WebSeeds:
+    """Use exactly these web seeds (BEP 19 base URLs; none: BitTorrent peers alone). `probe`: meanwhile
+    keep asking the tracker for peers, so that a peer that becomes reachable is tried again."""
+
+    urls: tuple[str, ...]
+    probe: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,5 +125,5 @@ class Verified:
     """The whole-file checksum check is done (its results are read at the end)."""
 
 
-WorkerEvent = Listening | Progress | WorkerFailed | TrackerReply
+WorkerEvent = Listening | Progress | WorkerFailed | TrackerReply | WebSeedBanned
 Event = WorkerEvent | WorkerGone | Tick | Verified

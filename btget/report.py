@@ -36,14 +36,21 @@ def file_status(size: int, done: int | None, selected: bool, verified: bool | No
     return "verified" if verified else "corrupt"
 
 
+WEB_SEED = "web seed "
+
+
 def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapping[str, int],
-                 listen_ip: str) -> dict[str, int]:
-    """Per-endpoint byte counts → per-source, named by site where the tracker knows the endpoint."""
+                 listen_ip: str, web_sites: Mapping[str, str] | None = None) -> dict[str, int]:
+    """Per-endpoint byte counts → per-source, named by site where the tracker knows the endpoint;
+    a web seed's bytes as `web seed SITE` where the repository named its site (`web_sites`:
+    host:port → site), else `web seed host:port`."""
     site_ips = {ep.rsplit(":", 1)[0]: name for ep, name in sites.items()}
     out: dict[str, int] = {}
     for ep, n in raw.items():
         ip = ep.rsplit(":", 1)[0]
-        if ep in sites:
+        if ep.startswith(WEB_SEED):
+            name = WEB_SEED + (web_sites or {}).get(ep[len(WEB_SEED):], ep[len(WEB_SEED):])
+        elif ep in sites:
             name = sites[ep]
         elif ep in workers:
             name = f"worker {workers[ep]}"
@@ -59,7 +66,7 @@ def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapp
 
 def document(meta: Metainfo, directory: str, selected: set[int], files_done: Mapping[int, int],
              verified: Mapping[str, bool], workers: Sequence[WorkerReport], sources: Mapping[str, int],
-             seconds: float, status: ExitStatus) -> dict[str, Any]:
+             seconds: float, status: ExitStatus, web_switches: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The one JSON document `bt-get --json` prints (schema in docs/bt-get.md)."""
     files = []
     for i, f in enumerate(meta.files):
@@ -83,6 +90,7 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
         "first_byte_at": round(min(first), 3) if first else None,
         "sources": dict(sources),
         "hash_failures": sum(p.hash_failures for p in last),
+        "web_seed_switches": [dict(s) for s in web_switches],
         "workers": [{"worker": w.worker, "files": w.files_count, "bytes": w.bytes,
                      "done": w.last.done if w.last else 0, "downloaded": w.last.downloaded if w.last else 0,
                      "uploaded": w.last.uploaded if w.last else 0} for w in workers],

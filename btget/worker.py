@@ -3,8 +3,10 @@
 The parent (btget.download) starts `run(spec, conn)` in a forked process
 and talks over a duplex pipe: the worker sends events and receives commands,
 each a dataclass of btget.events (Listening, Progress, WorkerFailed,
-TrackerReply; Connect, Stop). The worker never draws anything and decides
-nothing about the run: the parent owns the terminal and the outcome.
+TrackerReply, WebSeedBanned; Connect, WebSeeds, Stop). The worker never
+draws anything and decides nothing about the run: the parent owns the
+terminal and the outcome, and when to use web seeds (btget/webseeds.py): a
+torrent's own url-list is never used by libtorrent on its own.
 
 Layout on disk: save_path is DIR, so libtorrent writes DIR/NAME/<LFN>.
 Everything of bt-get's own lives in DIR/NAME/.bt-get/ (a dot name, which
@@ -35,6 +37,7 @@ STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and 
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
 REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
+PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,8 @@ class WorkerSpec:
     wanted: tuple[int, ...]  # file indices this worker downloads; the rest get priority 0
     listen_ip: str = "127.0.0.1"
     peers: tuple[tuple[str, int], ...] = ()
-    web_seeds: tuple[str, ...] = ()  # extra HTTP sources (--web-seed)
-    url_list: tuple[str, ...] = ()  # the torrent's own (BEP 19), for naming sources
+    web_seeds: tuple[str, ...] = ()  # HTTP sources (BEP 19) used from the start; the parent adds and drops them
+    url_list: tuple[str, ...] = ()  # every web seed it may be told to use (the torrent's, --web-seed): naming
     own_names: dict[int, str] = field(default_factory=dict)  # torrents.metainfo.own_names: case twins
     recheck: bool = False  # --check: ignore saved resume state, hash what is on disk
     max_connections: int = 200
@@ -117,6 +120,11 @@ class Worker:
         self.had_seeds = False
         self.connected = False  # some peer connected at some point (sent to the parent)
         self.next_reannounce = 0.0  # monotonic: the earliest a lost seed may cost another announce
+        self.web_urls = set(spec.web_seeds)  # the web seeds in use now
+        self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
+        self.next_probe = 0.0
+        self.connect_failures = 0  # connections to remote peers that failed (refused, timed out)
+        self.peers_remote = 0  # remote peers connected at the last sample
         self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
         self.piece_length = 0
@@ -166,6 +174,8 @@ class Worker:
                 elif isinstance(command, events.Connect):
                     for peer in command.peers:
                         self.handle.connect_peer(peer)
+                elif isinstance(command, events.WebSeeds):
+                    self._set_web_seeds(command)
             if self.first_byte_at is None and self.phase is WorkerPhase.FETCHING:
                 # Polled here, not taken from a state_update_alert: those come
                 # every report_interval (0.5 s), too coarse for a first byte that
@@ -183,6 +193,11 @@ class Worker:
             if now >= next_stall:
                 self._shut_out_stalled(now)
                 next_stall = now + STALL_CHECK
+            if self.probe and self.phase is WorkerPhase.FETCHING and now >= self.next_probe:
+                # Blocked peers are given up after a few failures; handed out again by the
+                # tracker they are tried again, so one that became reachable is found.
+                self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
+                self.next_probe = now + PROBE_EVERY
             if now >= next_report:
                 if self.phase is WorkerPhase.SEEDING:
                     # Seeding: libtorrent posts no state update for uploads alone, so
@@ -242,13 +257,23 @@ class Worker:
                 key = f"{ep[0]}:{ep[1]}"
                 self._seen.setdefault(f"web seed {key}" if (ep[0], ep[1]) in self._web_seed_endpoints else key, 1)
             if isinstance(a, lt.peer_connect_alert):
-                self.connected = True
+                self.connected = True  # an attempt (libtorrent posts it before the connection is made)
             elif self.phase is WorkerPhase.FETCHING:
+                if (a.op == lt.operation_t.connect and ep and ep[0] != self.spec.listen_ip
+                        and (ep[0], ep[1]) not in self._web_seed_endpoints):
+                    self.connect_failures += 1  # refused, or timed out (a firewall that drops)
                 # A site that cannot read its replica drops its seed at once, between two
                 # status updates: look now, not at the next one.
                 self._seeds_gone(self.handle.status(0).num_seeds)
         elif isinstance(a, lt.hash_failed_alert):
             self.hash_failures += 1
+        elif isinstance(a, lt.peer_ban_alert) and self.web_urls:
+            # libtorrent bans a web seed that sent pieces failing their SHA1 check and removes it from
+            # the torrent: the URLs gone from the handle are the banned ones (also when named by host).
+            gone = self.web_urls - set(self.handle.url_seeds())
+            for url in sorted(gone):
+                self.send(events.WebSeedBanned(self.spec.index, url))
+            self.web_urls -= gone
         elif isinstance(a, lt.tracker_error_alert):
             # A dead or refusing tracker is the usual reason for "0 seeds":
             # say so rather than let the user watch a still bar.
@@ -309,6 +334,22 @@ class Worker:
                 rules.add_rule(ip, ip, 1)
             self.ses.set_ip_filter(rules)
 
+    def _set_web_seeds(self, command: events.WebSeeds) -> None:
+        """Use exactly the web seeds the parent named (adding and removing url seeds on the handle)."""
+        wanted = set(command.urls)
+        for url in sorted(self.web_urls - wanted):
+            self.handle.remove_url_seed(url)  # its connection closes; its requests go back to the picker
+        for url in sorted(wanted - self.web_urls):
+            self.handle.add_url_seed(url)
+        self.web_urls = wanted
+        self._web_seed_endpoints |= _endpoints(command.urls)
+        self.probe = command.probe
+        self.next_probe = time.monotonic() + PROBE_EVERY
+
+    def _remote(self, ip: str, key: str) -> bool:
+        """A BitTorrent peer that is neither a sibling worker (on our own address) nor a web seed."""
+        return ip != self.spec.listen_ip and not key.startswith("web seed ")
+
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:
         self.unsaved = 0
@@ -341,8 +382,12 @@ class Worker:
         except RuntimeError:
             return
         recent: dict[str, int] = {}
+        busy = self.lt.peer_info.connecting | self.lt.peer_info.handshake
+        remote = 0
         for p in peers:
             key = f"{p.ip[0]}:{p.ip[1]}"
+            if p.connection_type not in self._web_seed_types and not p.flags & busy and self._remote(p.ip[0], key):
+                remote += 1
             if p.connection_type in self._web_seed_types:
                 # An HTTP server (BEP 19), not a peer: named so that one on the
                 # workers' own address is not taken for a sibling worker.
@@ -360,6 +405,7 @@ class Worker:
             self._last_conn[key] = total
         if recent:
             self._recent = recent
+        self.peers_remote = remote
 
     def _attribute_rest(self) -> None:
         """Share the bytes that arrived after the last sample among the peers of that sample.
@@ -380,10 +426,13 @@ class Worker:
     def progress(self, phase: events.Phase = events.Phase.RUNNING, files: bool = False) -> events.Progress:
         st = self.status
         done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity) if files else None
+        peers = {"peer_bytes": sum(n for k, n in self.sources.items() if self._remote(k.rsplit(":", 1)[0], k)),
+                 "peers_remote": self.peers_remote, "connect_failures": self.connect_failures}
         if st is None:
             return events.Progress(self.spec.index, phase, hash_failures=self.hash_failures,
                                    sources=dict(self.sources), connected=self.connected,
-                                   files={i: done[i] for i in self.spec.wanted} if done is not None else None)
+                                   files={i: done[i] for i in self.spec.wanted} if done is not None else None,
+                                   **peers)
         return events.Progress(
             worker=self.spec.index, phase=phase, done=st.total_wanted_done, wanted=st.total_wanted,
             rate=st.download_payload_rate, up_rate=st.upload_payload_rate, peers=st.num_peers, seeds=st.num_seeds,
@@ -391,7 +440,7 @@ class Worker:
             redundant=st.total_redundant_bytes, hash_failures=self.hash_failures, sources=dict(self.sources),
             state=str(st.state).rsplit(".", 1)[-1], flushed=self.phase is WorkerPhase.SEEDING,
             first_byte_at=self.first_byte_at, connected=self.connected,
-            files={i: done[i] for i in self.spec.wanted} if done is not None else None)
+            files={i: done[i] for i in self.spec.wanted} if done is not None else None, **peers)
 
     def send(self, event: events.WorkerEvent) -> None:
         if self.parent_gone:
@@ -410,7 +459,11 @@ def torrent_params(lt: Any, spec: WorkerSpec) -> Any:
     """
     from torrents.servicekit import ltsession
 
-    ti = lt.torrent_info(lt.bdecode(spec.torrent))
+    decoded = lt.bdecode(spec.torrent)
+    # The torrent's own web seeds are the parent's to use (btget/webseeds.py), never libtorrent's at once.
+    for key in (b"url-list", b"httpseeds"):
+        decoded.pop(key, None)
+    ti = lt.torrent_info(decoded)
     atp = None
     if not spec.recheck and os.path.isfile(spec.resume_path):
         try:

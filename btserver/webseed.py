@@ -153,6 +153,7 @@ async def _send(request: web.Request, seed: WebSeed, served, f, size: int) -> we
     if status == 206:
         resp.headers["Content-Range"] = f"bytes {start}-{start + count - 1}/{size}"
     seed.metrics.web_requests.labels(code=str(status)).inc()
+    log.debug("web seed %s %s: bytes %d-%d of %d", request.method, request.path, start, start + count - 1, size)
     await resp.prepare(request)
     if request.method == "HEAD" or count == 0:
         return resp
