@@ -38,6 +38,10 @@ SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
 REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
 PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
+# A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent
+# bans one at once only when it alone sent the piece, and a web seed that goes on sending bad
+# ranges costs a re-fetch each time.
+WEB_SEED_HASHFAILS = 2
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,7 @@ class Worker:
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0
         self.connect_failures = 0  # connections to remote peers that failed (refused, timed out)
+        self.bans_seen = False  # libtorrent banned some peer: maybe a web seed (see _banned_web_seeds)
         self.peers_remote = 0  # remote peers connected at the last sample
         self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
@@ -192,6 +197,8 @@ class Worker:
                 next_sample = now + SOURCE_SAMPLE
             if now >= next_stall:
                 self._shut_out_stalled(now)
+                if self.bans_seen and self.web_urls:
+                    self._banned_web_seeds()
                 next_stall = now + STALL_CHECK
             if self.probe and self.phase is WorkerPhase.FETCHING and now >= self.next_probe:
                 # Blocked peers are given up after a few failures; handed out again by the
@@ -268,12 +275,8 @@ class Worker:
         elif isinstance(a, lt.hash_failed_alert):
             self.hash_failures += 1
         elif isinstance(a, lt.peer_ban_alert) and self.web_urls:
-            # libtorrent bans a web seed that sent pieces failing their SHA1 check and removes it from
-            # the torrent: the URLs gone from the handle are the banned ones (also when named by host).
-            gone = self.web_urls - set(self.handle.url_seeds())
-            for url in sorted(gone):
-                self.send(events.WebSeedBanned(self.spec.index, url))
-            self.web_urls -= gone
+            self.bans_seen = True
+            self._banned_web_seeds()
         elif isinstance(a, lt.tracker_error_alert):
             # A dead or refusing tracker is the usual reason for "0 seeds":
             # say so rather than let the user watch a still bar.
@@ -346,6 +349,17 @@ class Worker:
         self.probe = command.probe
         self.next_probe = time.monotonic() + PROBE_EVERY
 
+    def _banned_web_seeds(self, also: set[str] = frozenset()) -> None:
+        """Web seeds that sent pieces failing their SHA1 check: those libtorrent banned (it removes them
+        from the torrent, so they are the URLs gone from the handle; looked at on the ban alert and
+        again every STALL_CHECK, in case the removal came later) and `also` (dropped here)."""
+        for url in also & self.web_urls:
+            self.handle.remove_url_seed(url)
+        gone = (self.web_urls - set(self.handle.url_seeds())) | (also & self.web_urls)
+        for url in sorted(gone):
+            self.send(events.WebSeedBanned(self.spec.index, url))
+        self.web_urls -= gone
+
     def _remote(self, ip: str, key: str) -> bool:
         """A BitTorrent peer that is neither a sibling worker (on our own address) nor a web seed."""
         return ip != self.spec.listen_ip and not key.startswith("web seed ")
@@ -384,10 +398,13 @@ class Worker:
         recent: dict[str, int] = {}
         busy = self.lt.peer_info.connecting | self.lt.peer_info.handshake
         remote = 0
+        bad: set[str] = set()
         for p in peers:
             key = f"{p.ip[0]}:{p.ip[1]}"
             if p.connection_type not in self._web_seed_types and not p.flags & busy and self._remote(p.ip[0], key):
                 remote += 1
+            if p.connection_type in self._web_seed_types and p.num_hashfails >= WEB_SEED_HASHFAILS:
+                bad |= {u for u in self.web_urls if (p.ip[0], p.ip[1]) in _endpoints((u,))}
             if p.connection_type in self._web_seed_types:
                 # An HTTP server (BEP 19), not a peer: named so that one on the
                 # workers' own address is not taken for a sibling worker.
@@ -406,6 +423,8 @@ class Worker:
         if recent:
             self._recent = recent
         self.peers_remote = remote
+        if bad:
+            self._banned_web_seeds(bad)
 
     def _attribute_rest(self) -> None:
         """Share the bytes that arrived after the last sample among the peers of that sample.
