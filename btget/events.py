@@ -51,6 +51,7 @@ class Progress:
     # BitTorrent peers that are neither sibling workers nor web seeds (btget/webseeds.py decides on these):
     peer_bytes: int = 0  # payload received from them in this run
     peers_remote: int = 0  # connected now
+    connect_attempts: int = 0  # connections to them tried
     connect_failures: int = 0  # connections to them that failed (refused, timed out)
 
 

@@ -261,6 +261,7 @@ def _web(state: RunState) -> webseeds.State:
 def _seen(state: RunState) -> webseeds.Seen:
     last = [w.last for w in state.workers.values() if w.last is not None]
     return webseeds.Seen(peer_bytes=sum(p.peer_bytes for p in last), peers_connected=sum(p.peers_remote for p in last),
+                         connect_attempts=sum(p.connect_attempts for p in last),
                          connect_failures=sum(p.connect_failures for p in last),
                          trackers_failing=all(w.tracker_error for w in state.workers.values()))
 

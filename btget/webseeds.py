@@ -6,12 +6,20 @@ peer ports leaves a T3 with nothing but those; a T3 whose peers are
 reachable must not load the sites' HTTP doors at all. So, in the default
 mode (`auto`), the web seeds are used only when BitTorrent does not deliver:
 
-- no byte from a BitTorrent peer (not a sibling worker) for `after` seconds,
-  since the start or since the last byte;
-- peers blocked outright: connections refused or timed out, and none made,
-  for `blocked_after` seconds (sooner than `after`: the firewall has said so);
+- no BitTorrent peer (not a sibling worker) connected for `after` seconds,
+  since the start or since the last one left;
+- peers blocked: connections attempted, refused or unanswered, and none
+  made, `blocked_after` seconds into the run (sooner than `after`: a
+  reachable peer answers in a few round trips, a firewall that drops SYNs
+  never does);
 - no peer can be known at all: every tracker fails, or there is none and no
-  `--peer`.
+  `--peer`;
+- peers connected but silent for `idle_after` seconds (a swarm stuck on
+  pieces none of them has; sooner than bt-get's blocked_after, 30 s).
+
+A peer that is connected and waits its turn (a site serves `upload_slots`
+T3s at a time, the others take pieces from those) is no reason: the web
+seeds are the sites' uplinks too, and spared while the swarm works.
 
 While they are in use the workers keep asking the tracker for peers
 (btget/worker.py), so a peer that becomes reachable is tried again; once
@@ -58,7 +66,8 @@ class Rule:
     mode: Mode = Mode.AUTO
     sources: tuple[Source, ...] = ()
     after: float = 5.0
-    blocked_after: float = 1.0
+    blocked_after: float = 1.5
+    idle_after: float = 20.0
     back_bytes: int = 256 * 1024
     peer_sources: bool = True  # the torrent has a tracker, or peers were given
 
@@ -73,6 +82,7 @@ class Seen:
 
     peer_bytes: int = 0  # payload from BitTorrent peers that are not sibling workers
     peers_connected: int = 0  # such peers connected now
+    connect_attempts: int = 0  # connections to such peers tried
     connect_failures: int = 0  # connections to such peers that failed (refused, timed out)
     trackers_failing: bool = False  # every worker's last announce failed
 
@@ -82,6 +92,7 @@ class State:
     active: bool
     since: float  # when the web seeds were last switched on or off (or the run started)
     peer_moved_at: float  # when BitTorrent peers last sent a byte (or the run started)
+    connected_at: float  # when a BitTorrent peer was last seen connected (or the run started)
     peer_bytes: int = 0
     peer_bytes_at_switch: int = 0
     ever_connected: bool = False
@@ -90,7 +101,7 @@ class State:
 
     @classmethod
     def start(cls, rule: Rule, now: float) -> "State":
-        return cls(active=rule.usable and rule.mode is Mode.ALWAYS, since=now, peer_moved_at=now)
+        return cls(active=rule.usable and rule.mode is Mode.ALWAYS, since=now, peer_moved_at=now, connected_at=now)
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,8 @@ def decide(rule: Rule, state: State, seen: Seen, now: float, complete: bool) -> 
     """Switch the web seeds on or off, or leave them (None); updates `state`."""
     if seen.peer_bytes > state.peer_bytes:
         state.peer_bytes, state.peer_moved_at = seen.peer_bytes, now
-    state.ever_connected = state.ever_connected or seen.peers_connected > 0
+    if seen.peers_connected:
+        state.ever_connected, state.connected_at = True, now
     if not rule.usable or rule.mode is Mode.ALWAYS or complete:
         return None
     if state.active:
@@ -132,11 +144,15 @@ def decide(rule: Rule, state: State, seen: Seen, now: float, complete: bool) -> 
         why = "no tracker and no peer to ask"
     elif seen.trackers_failing and not state.ever_connected:
         why = "no tracker answers"
-    elif (seen.connect_failures and not state.ever_connected and seen.peers_connected == 0
+    elif ((seen.connect_attempts or seen.connect_failures) and not state.ever_connected and not state.peer_bytes
           and now - state.since >= rule.blocked_after):
-        why = f"connections to the peers fail ({seen.connect_failures} refused or timed out): peer ports blocked?"
-    elif now - max(state.since, state.peer_moved_at) >= rule.after:
-        why = f"no byte from a BitTorrent peer in {rule.after:g} s"
+        tried = max(seen.connect_attempts, seen.connect_failures)
+        why = (f"no connection to a peer in {now - state.since:.1f} s ({tried} tried, {seen.connect_failures} "
+               "refused or timed out): peer ports blocked?")
+    elif not seen.peers_connected and now - max(state.since, state.connected_at) >= rule.after:
+        why = f"no BitTorrent peer connected for {rule.after:g} s"
+    elif now - max(state.since, state.peer_moved_at) >= rule.idle_after:
+        why = f"no byte from the {seen.peers_connected} BitTorrent peers connected in {rule.idle_after:g} s"
     if why is None:
         return None
     names = ", ".join(s.label for s in sources)

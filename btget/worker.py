@@ -127,6 +127,7 @@ class Worker:
         self.web_urls = set(spec.web_seeds)  # the web seeds in use now
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0
+        self.connect_attempts = 0  # connections to remote peers tried
         self.connect_failures = 0  # connections to remote peers that failed (refused, timed out)
         self.bans_seen = False  # libtorrent banned some peer: maybe a web seed (see _banned_web_seeds)
         self.peers_remote = 0  # remote peers connected at the last sample
@@ -263,11 +264,12 @@ class Worker:
             if ep:
                 key = f"{ep[0]}:{ep[1]}"
                 self._seen.setdefault(f"web seed {key}" if (ep[0], ep[1]) in self._web_seed_endpoints else key, 1)
+            remote = bool(ep) and ep[0] != self.spec.listen_ip and (ep[0], ep[1]) not in self._web_seed_endpoints
             if isinstance(a, lt.peer_connect_alert):
                 self.connected = True  # an attempt (libtorrent posts it before the connection is made)
+                self.connect_attempts += remote
             elif self.phase is WorkerPhase.FETCHING:
-                if (a.op == lt.operation_t.connect and ep and ep[0] != self.spec.listen_ip
-                        and (ep[0], ep[1]) not in self._web_seed_endpoints):
+                if a.op == lt.operation_t.connect and remote:
                     self.connect_failures += 1  # refused, or timed out (a firewall that drops)
                 # A site that cannot read its replica drops its seed at once, between two
                 # status updates: look now, not at the next one.
@@ -446,7 +448,8 @@ class Worker:
         st = self.status
         done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity) if files else None
         peers = {"peer_bytes": sum(n for k, n in self.sources.items() if self._remote(k.rsplit(":", 1)[0], k)),
-                 "peers_remote": self.peers_remote, "connect_failures": self.connect_failures}
+                 "peers_remote": self.peers_remote, "connect_attempts": self.connect_attempts,
+                 "connect_failures": self.connect_failures}
         if st is None:
             return events.Progress(self.spec.index, phase, hash_failures=self.hash_failures,
                                    sources=dict(self.sources), connected=self.connected,

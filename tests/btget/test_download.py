@@ -13,7 +13,7 @@ from torrents import build
 pytestmark = pytest.mark.slow
 
 KEYS = {"dataset", "info_hash", "directory", "files", "bytes_total", "bytes_downloaded", "bytes_redundant", "seconds", "rate",
-        "first_byte_at", "sources", "hash_failures", "workers", "exit_status", "exit_code"}
+        "first_byte_at", "sources", "hash_failures", "web_seed_switches", "workers", "exit_status", "exit_code"}
 
 
 def test_full_download_bytes_match_and_json_schema(dataset, seed, tmp_path):
@@ -30,6 +30,7 @@ def test_full_download_bytes_match_and_json_schema(dataset, seed, tmp_path):
     assert doc["bytes_total"] == dataset.meta.total_size
     assert doc["bytes_downloaded"] >= dataset.meta.total_size
     assert doc["hash_failures"] == 0
+    assert doc["web_seed_switches"] == []  # the torrent has no web seeds
     assert isinstance(doc["seconds"], float) and doc["rate"] > 0
     # epoch seconds of the first payload byte: after launch, before the end
     assert isinstance(doc["first_byte_at"], float)
