@@ -80,9 +80,9 @@ def test_blocked_peer_ports_the_dataset_arrives_identical_from_the_web_seeds_of_
     assert sources.get("web seed site1", 0) > 0 and sources.get("web seed site2", 0) > 0, sources
     assert not any(k in sources for k in ("site1", "site2")), sources  # not a byte over the peer wire
     [switch] = doc["web_seed_switches"]
-    assert switch["to"] == "web seeds" and switch["after_s"] < 10, switch
-    assert "fetching from the web seeds of site1" in switch["why"] and "site2" in switch["why"]
-    assert "connections to the peers fail" in switch["why"] or "no byte from a BitTorrent peer" in switch["why"]
+    # Noticed while the first connection attempts still wait for an answer (the firewall drops the SYNs).
+    assert switch["to"] == "web seeds" and switch["after_s"] < 5, switch
+    assert "peer ports blocked?; fetching from the web seeds of site1" in switch["why"] and "site2" in switch["why"]
 
 
 def test_unblocking_mid_transfer_moves_the_rest_back_to_peers(fed, blocked, tmp_path):
