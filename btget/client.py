@@ -20,9 +20,10 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import aiohttp
 
 from torrents import urls
-from torrents.errors import NotFound
+from torrents.errors import MetainfoError, NotFound
 
 from btget.errors import RepoError, ReplicaConflict
+from btget.target import not_a_torrent, torrent_link
 
 TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)
 SITES_TIMEOUT = aiohttp.ClientTimeout(total=3, connect=2)  # site names are for the summary only
@@ -38,9 +39,10 @@ class Resolved:
 
 
 class Client:
-    def __init__(self, repo: str, session: aiohttp.ClientSession) -> None:
+    def __init__(self, repo: str, session: aiohttp.ClientSession, *, hint: str = "") -> None:
         self.repo = repo.rstrip("/")
         self.session = session
+        self.hint = hint  # said after a repository error: how to name another one
 
     async def _get(self, url: str, limit: int, what: str) -> tuple[int, bytes]:
         try:
@@ -56,10 +58,14 @@ class Client:
                 if len(body) > limit:
                     raise RepoError(url, f"{what} larger than {limit} bytes")
                 return resp.status, body
+        except aiohttp.ClientConnectorError as exc:
+            why = "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else \
+                (exc.os_error.strerror or str(exc.os_error)).lower()
+            raise RepoError(_base(url), f"{why}: is bt-repo running at this URL?{self.hint}") from None
         except aiohttp.ClientError as exc:
-            raise RepoError(_base(url), f"cannot reach ({exc.__class__.__name__}: {exc})") from None
+            raise RepoError(_base(url), f"cannot reach ({exc.__class__.__name__}: {exc}){self.hint}") from None
         except TimeoutError:
-            raise RepoError(_base(url), "no answer in time") from None
+            raise RepoError(_base(url), f"no answer in time{self.hint}") from None
 
     async def _json(self, url: str) -> tuple[int, Any]:
         status, body = await self._get(url, MAX_JSON, "answer")
@@ -70,8 +76,17 @@ class Client:
 
     async def dataset(self, name: str) -> dict[str, Any]:
         """GET /api/datasets/{name}; NotFound with suggestions on 404."""
-        status, doc = await self._json(f"{self.repo}{urls.dataset_api(name)}")
+        try:
+            status, doc = await self._json(f"{self.repo}{urls.dataset_api(name)}")
+        except RepoError as exc:
+            if "not JSON" in exc.problem:
+                raise RepoError(self.repo, f"not a btswarm repository (its answer is not the JSON API){self.hint}") \
+                    from None
+            raise
         if status == 404:
+            if not (isinstance(doc, dict) and str(doc.get("error", "")).endswith("no such dataset")):
+                raise RepoError(self.repo, f"not a btswarm repository (GET {urls.dataset_api(name)} answered 404 "
+                                           f"{_error_text(doc).strip() or 'without saying why'}){self.hint}")
             raise NotFound(name, _not_found_text(self.repo, await self.close_names(name)))
         if status != 200 or not isinstance(doc, dict):
             raise RepoError(self.repo, f"GET /api/datasets/{name}: HTTP {status}{_error_text(doc)}")
@@ -125,11 +140,27 @@ class Client:
         return Resolved(torrent, record)
 
     async def fetch(self, url: str) -> bytes:
+        """The .torrent at URL; a repository's dataset page (pasted from the browser) leads to its own."""
+        body = await self._fetch_one(url)
+        why = not_a_torrent(body)
+        if why == "an HTML page, not a .torrent" and (link := torrent_link(body, url)):
+            body = await self._fetch_one(link)  # once: a page naming a page is not followed further
+            why = not_a_torrent(body)
+            url = link
+        if why:
+            raise MetainfoError(url, why)
+        return body
+
+    async def _fetch_one(self, url: str) -> bytes:
         status, body = await self._get(url, MAX_TORRENT, ".torrent")
         if status == 404:
             raise NotFound(url, "HTTP 404")
         if status != 200:
-            raise RepoError(url, f"HTTP {status}")
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                doc = None
+            raise RepoError(url, f"HTTP {status}{_error_text(doc)}")
         return body
 
     async def site_names(self, announce: str | Sequence[str]) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 from typing import Any, Mapping
 
 from torrents.config import Seconds, load_section
@@ -28,6 +29,10 @@ class GetConfig:
     web_seed_after: Seconds = Seconds(5.0)
 
     def __post_init__(self) -> None:
+        parts = urlsplit(self.repo)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            hint = f" (write http://{self.repo})" if "://" not in self.repo else ""
+            raise ConfigError("repo", f"{self.repo!r} is not an http(s) URL{hint}")
         workers = self.workers
         if isinstance(workers, str) and workers.strip().isdigit():
             workers = int(workers)

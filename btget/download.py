@@ -13,6 +13,7 @@ import concurrent.futures
 import logging
 import multiprocessing
 import multiprocessing.connection
+import secrets
 import signal
 import sys
 import time
@@ -74,7 +75,7 @@ class Outcome:
     workers: list[WorkerReport]
     files: dict[int, int]  # file index → verified bytes on disk
     verify_results: dict[str, bool]  # LFN → adler32 matched
-    endpoints: dict[str, int]  # "ip:port" of each worker → worker number
+    endpoints: dict[str, int]  # "ip:port" of each worker, and of connections from one → worker number
     web_switches: list[dict] = field(default_factory=list)  # when the web seeds were switched on or off, and why
 
 
@@ -111,7 +112,18 @@ def policy_of(job: Job) -> Policy:
     return Policy(name=job.meta.name, workers=len(job.shares), size=sum(f.size for f in job.selected),
                   timeout=job.timeout, stall_timeout=job.stall_timeout, blocked_after=job.blocked_after,
                   seed_time=job.seed_time, seed_ratio=job.seed_ratio,
-                  verify=any(f.lfn in job.checksums for f in job.selected), web=job.web)
+                  verify=any(f.lfn in job.checksums for f in job.selected), web=job.web,
+                  # Given peers or web seeds may serve it whatever the trackers say.
+                  trackers=tuple(job.meta.trackers()) if not (job.peers or job.web.sources) else ())
+
+
+def sibling_prefix() -> str:
+    """A peer-id prefix for one run's workers (each adds its 2-digit index; libtorrent fills the rest).
+
+    A worker's incoming connection from a sibling comes from an ephemeral port on the shared
+    address, as does one from any other client on this host: the peer id tells them apart.
+    """
+    return f"-BW0100-{secrets.token_hex(3)}"
 
 
 def run(job: Job, display: Display) -> Outcome:
@@ -121,7 +133,13 @@ def run(job: Job, display: Display) -> Outcome:
     processes, their pipes, the display, the checksum thread.
     """
     sdir = state_dir(job)
-    sdir.mkdir(parents=True, exist_ok=True)
+    try:
+        sdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file where a directory belongs, a read-only or full file system
+        where = next((p for p in sdir.parents if p.exists()), job.directory)  # what refused us
+        problem = "not a directory" if isinstance(exc, (NotADirectoryError, FileExistsError)) else \
+            f"cannot write here ({exc.strerror})"
+        raise TransferError(where, problem) from None
     check_case(sdir, job.meta)
     # fork, not spawn: a spawned worker re-imports Python, libtorrent and this
     # package before it can announce (~0.4 s of a cold start). Forking is safe
@@ -134,6 +152,7 @@ def run(job: Job, display: Display) -> Outcome:
     verifier: concurrent.futures.Future | None = None
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify")
     previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    prefix = sibling_prefix() if len(job.shares) > 1 else ""
     try:
         for k, share in enumerate(job.shares, 1):
             spec = WorkerSpec(index=k, torrent=job.torrent, save_path=str(job.directory), state_dir=str(sdir),
@@ -141,7 +160,7 @@ def run(job: Job, display: Display) -> Outcome:
                               listen_ip=job.listen_ip, peers=job.peers,
                               web_seeds=tuple(s.url for s in webseeds.initial(job.web)),
                               url_list=tuple(s.url for s in job.web.sources), own_names=metainfo.own_names(job.meta),
-                              recheck=job.recheck, max_connections=job.max_connections)
+                              recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix)
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()
@@ -174,12 +193,15 @@ def run(job: Job, display: Display) -> Outcome:
     results: dict[str, bool] = verifier.result() if verifier is not None else {}
     executor.shutdown(wait=True)
     end = state.completed_at if state.completed_at is not None else time.monotonic()
+    endpoints = {f"{v.endpoint[0]}:{v.endpoint[1]}": k for k, v in state.workers.items() if v.endpoint}
+    for v in state.workers.values():
+        endpoints.update(v.last.siblings if v.last else {})
     return Outcome(complete=state.completed_at is not None, error=outcome_error(state, job, results, interrupted),
                    seconds=end - state.started,
                    workers=[WorkerReport(k, len(p.spec.wanted), sum(f.size for f in job.shares[k - 1]),
                                          state.workers[k].last) for k, p in procs.items()],
                    files=state.files, verify_results=results,
-                   endpoints={f"{v.endpoint[0]}:{v.endpoint[1]}": k for k, v in state.workers.items() if v.endpoint},
+                   endpoints=endpoints,
                    web_switches=[{"after_s": round(t - state.started, 3), "to": "web seeds" if on else "peers",
                                   "why": why} for t, on, why in (state.web.switches if state.web else [])])
 

@@ -45,3 +45,7 @@ class Blocked(BtswarmError):
     """
 
     exit_status = ExitStatus.BLOCKED
+
+
+class TrackersRefuse(BtswarmError):
+    """Every tracker of the torrent answers no for good (an unpublished info-hash, nobody listening)."""

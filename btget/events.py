@@ -48,6 +48,9 @@ class Progress:
     first_byte_at: float | None = None  # epoch seconds of the first payload byte
     connected: bool = False  # some peer connected at some point
     files: dict[int, int] | None = None  # file index → verified bytes (finished and stopped events)
+    siblings: dict[str, int] = field(default_factory=dict)  # endpoint of a connection from another worker → its index
+    peer_hash_failures: dict[str, int] = field(default_factory=dict)  # endpoint → failed pieces it took part in
+    banned: tuple[str, ...] = ()  # endpoints banned for corrupt pieces
     # BitTorrent peers that are neither sibling workers nor web seeds (btget/webseeds.py decides on these):
     peer_bytes: int = 0  # payload received from them in this run
     peers_remote: int = 0  # connected now
@@ -81,6 +84,7 @@ class TrackerReply:
     ok: bool
     url: str
     message: str
+    definitive: bool = False  # the tracker said no (a failure reason), or refused the connection again and again
 
 
 # --- parent → worker --------------------------------------------------------------------------

@@ -39,34 +39,55 @@ def file_status(size: int, done: int | None, selected: bool, verified: bool | No
 WEB_SEED = "web seed "
 
 
+def source_name(endpoint: str, sites: Mapping[str, str], workers: Mapping[str, int],
+                web_sites: Mapping[str, str] | None = None) -> str:
+    """What a peer endpoint is: a site (by the tracker's `/api/sites`: its endpoint, else its
+    address), a worker of this bt-get (its listening endpoint, or a connection it opened, known by
+    its peer id), else the peer itself by address (a T3's bt-get or any other client, even one on
+    our own address). A web seed (`web seed host:port`) is named by the site the repository listed
+    it for (`web_sites`: host:port → site), `web seed SITE`."""
+    if endpoint.startswith(WEB_SEED):
+        return WEB_SEED + (web_sites or {}).get(endpoint[len(WEB_SEED):], endpoint[len(WEB_SEED):])
+    if endpoint in sites:
+        return sites[endpoint]
+    if endpoint in workers:
+        return f"worker {workers[endpoint]}"
+    ip = endpoint.rsplit(":", 1)[0]
+    for ep, name in sites.items():
+        if ep.rsplit(":", 1)[0] == ip:
+            return name
+    return endpoint
+
+
 def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapping[str, int],
-                 listen_ip: str, web_sites: Mapping[str, str] | None = None) -> dict[str, int]:
-    """Per-endpoint byte counts → per-source, named by site where the tracker knows the endpoint;
-    a web seed's bytes as `web seed SITE` where the repository named its site (`web_sites`:
-    host:port → site), else `web seed host:port`."""
-    site_ips = {ep.rsplit(":", 1)[0]: name for ep, name in sites.items()}
+                 web_sites: Mapping[str, str] | None = None) -> dict[str, int]:
+    """Per-endpoint byte counts → per-source (source_name), largest first."""
     out: dict[str, int] = {}
     for ep, n in raw.items():
-        ip = ep.rsplit(":", 1)[0]
-        if ep.startswith(WEB_SEED):
-            name = WEB_SEED + (web_sites or {}).get(ep[len(WEB_SEED):], ep[len(WEB_SEED):])
-        elif ep in sites:
-            name = sites[ep]
-        elif ep in workers:
-            name = f"worker {workers[ep]}"
-        elif ip in site_ips:
-            name = site_ips[ip]
-        elif workers and ip == listen_ip:
-            name = "other workers"  # an incoming connection from a sibling (ephemeral port)
-        else:
-            name = ep
+        name = source_name(ep, sites, workers, web_sites)
         out[name] = out.get(name, 0) + n
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def bad_sources(workers: Sequence[WorkerReport], sites: Mapping[str, str], endpoints: Mapping[str, int],
+                web_sites: Mapping[str, str] | None = None) -> tuple[dict[str, int], list[str]]:
+    """Hash failures per source and the sources banned for corrupt pieces, over every worker."""
+    failures: dict[str, int] = {}
+    banned: set[str] = set()
+    for w in workers:
+        if w.last is None:
+            continue
+        for ep, n in w.last.peer_hash_failures.items():
+            name = source_name(ep, sites, endpoints, web_sites)
+            failures[name] = failures.get(name, 0) + n
+        banned.update(source_name(ep, sites, endpoints, web_sites) for ep in w.last.banned)
+    return dict(sorted(failures.items(), key=lambda kv: -kv[1])), sorted(banned)
+
+
 def document(meta: Metainfo, directory: str, selected: set[int], files_done: Mapping[int, int],
              verified: Mapping[str, bool], workers: Sequence[WorkerReport], sources: Mapping[str, int],
-             seconds: float, status: ExitStatus, web_switches: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+             seconds: float, status: ExitStatus, *, hash_failures_by_source: Mapping[str, int] | None = None,
+             banned: Sequence[str] = (), web_switches: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The one JSON document `bt-get --json` prints (schema in docs/bt-get.md)."""
     files = []
     for i, f in enumerate(meta.files):
@@ -90,6 +111,8 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
         "first_byte_at": round(min(first), 3) if first else None,
         "sources": dict(sources),
         "hash_failures": sum(p.hash_failures for p in last),
+        "hash_failures_by_source": dict(hash_failures_by_source or {}),
+        "banned": list(banned),
         "web_seed_switches": [dict(s) for s in web_switches],
         "workers": [{"worker": w.worker, "files": w.files_count, "bytes": w.bytes,
                      "done": w.last.done if w.last else 0, "downloaded": w.last.downloaded if w.last else 0,
@@ -115,5 +138,7 @@ def human(doc: Mapping[str, Any]) -> str:
         lines.append("  sources    " + ", ".join(f"{k} {human_size(v)}" for k, v in doc["sources"].items()))
     if doc["hash_failures"]:
         lines.append(f"  hash failures {doc['hash_failures']} (bad pieces were fetched again)")
+    if doc.get("banned"):
+        lines.append("  banned     " + ", ".join(doc["banned"]) + " (sent corrupt pieces)")
     lines.append(f"  status     {doc['exit_status'].lower()}")
     return "\n".join(lines)

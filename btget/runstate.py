@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from torrents.errors import BtswarmError
 
 from btget import webseeds
-from btget.errors import Incomplete, TransferError
+from btget.errors import Incomplete, TrackersRefuse, TransferError
 from btget.events import (Event, Listening, Phase, Progress, TrackerReply, Verified, WebSeedBanned, WorkerFailed,
                           WorkerGone)
 
@@ -34,6 +34,7 @@ class Policy:
     seed_time: float = 0.0
     seed_ratio: float = 0.0
     verify: bool = False  # the record has checksums for the selected files
+    trackers: tuple[str, ...] = ()  # the torrent's (when every one says no for good, the run ends)
     web: webseeds.Rule = webseeds.Rule()  # when to use the sites' web seeds
 
 
@@ -103,6 +104,7 @@ class WorkerView:
     finished: bool = False
     stopped: bool = False
     tracker_error: str | None = None  # the last announce's failure, None once one succeeds
+    refused: dict[str, str] = field(default_factory=dict)  # tracker URL → its definitive no
 
 
 @dataclass
@@ -167,7 +169,7 @@ def step(state: RunState, event: Event, now: float) -> list[Action]:
         return _end(state, End(Ending.FAILED, TransferError(event.subject, event.problem)))
     actions = observe(state, event)
     if isinstance(event, TrackerReply):
-        return actions
+        return actions + _trackers_refuse(state)
     if isinstance(event, WebSeedBanned):
         return actions + _web_seeds(webseeds.banned(state.policy.web, _web(state), event.url), warning=True)
     actions += _introductions(state) + _progress(state, now)
@@ -187,6 +189,10 @@ def observe(state: RunState, event: Event) -> list[Action]:
     if isinstance(event, WorkerGone):
         w.stopped = True
     elif isinstance(event, TrackerReply):
+        if event.definitive:
+            w.refused[event.url] = event.message
+        else:
+            w.refused.pop(event.url, None)
         note = _tracker_change(w, event)
         return [Note(note, warning=not event.ok)] if note else []
     elif isinstance(event, Listening):
@@ -250,6 +256,19 @@ def _progress(state: RunState, now: float) -> list[Action]:
                                        p.seed_ratio):
         return _end(state, End(Ending.SEEDED))
     return []
+
+
+def _trackers_refuse(state: RunState) -> list[Action]:
+    """Every tracker of the torrent said no for good, to every worker, and no peer ever came:
+    nothing will start this swarm; say the trackers' words now rather than wait out the timeouts."""
+    p = state.policy
+    if not p.trackers or state.seeded or state.best_done > 0:
+        return []
+    views = state.workers.values()
+    if not all(url in v.refused for v in views for url in p.trackers):
+        return []
+    words = sorted({f"tracker {url}: {v.refused[url]}" for v in views for url in p.trackers})
+    return _end(state, End(Ending.FAILED, TrackersRefuse(p.name, "; ".join(words))))
 
 
 def _web(state: RunState) -> webseeds.State:

@@ -42,6 +42,9 @@ PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peer
 # bans one at once only when it alone sent the piece, and a web seed that goes on sending bad
 # ranges costs a re-fetch each time.
 WEB_SEED_HASHFAILS = 2
+REFUSALS_DEFINITIVE = 3  # connections a tracker refused in a row before that is its answer
+REASONS_DEFINITIVE = 2  # refusals with a reason in a row before that is its answer
+REASON_RECHECK = 3  # seconds before asking a tracker that gave a reason once more
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,13 @@ class WorkerSpec:
     # Resume state is written at most this often while pieces arrive: a kill -9
     # then costs at most this long of transfer on the rerun.
     resume_interval: float = 0.5
+    # This run's peer-id prefix (download.sibling_prefix); the worker's peer id is it plus its index.
+    # A connection whose peer id starts with it is a sibling worker, whatever its address.
+    peer_prefix: str = ""
+
+    @property
+    def peer_fingerprint(self) -> str:
+        return f"{self.peer_prefix}{self.index:02d}" if self.peer_prefix else ""
 
     @property
     def resume_path(self) -> str:
@@ -115,6 +125,13 @@ class Worker:
         self._last_conn: dict[str, int] = {}
         self._seen: dict[str, int] = {}  # every peer seen connected (small transfers end between samples)
         self._recent: dict[str, int] = {}  # peer → bytes it sent in the last sample that saw any
+        self.siblings: dict[str, int] = {}  # endpoint of a connection from another worker → its index
+        self.peer_hash_failures: dict[str, int] = {}  # endpoint → failed pieces it took part in
+        self.banned: list[str] = []  # endpoints libtorrent banned for sending corrupt pieces
+        self.banned_ips: set[str] = set()
+        self._failures_at_connect: dict[str, int] = {}  # endpoint → hash failures counted when it connected
+        self._prefix = spec.peer_prefix.encode()
+        self._sibling_endpoints: set[str] = set()  # where the parent said the other workers listen
         self.phase = WorkerPhase.FETCHING
         self.parent_gone = False
         self.ppid = os.getppid()
@@ -140,7 +157,8 @@ class Worker:
         self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
-                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification)}
+                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
+                 **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {})}
         self.ses = ltsession.session(spec.listen_ip, 0, **extra)
         # Web seeds (given and the torrent's url-list) by endpoint: a connection to one that ends
         # between two samples is still named a web seed, not taken for a sibling worker.
@@ -179,6 +197,7 @@ class Worker:
                     self.stop["signal"] = "stop"
                 elif isinstance(command, events.Connect):
                     for peer in command.peers:
+                        self._sibling_endpoints.add(f"{peer[0]}:{peer[1]}")
                         self.handle.connect_peer(peer)
                 elif isinstance(command, events.WebSeeds):
                     self._set_web_seeds(command)
@@ -264,10 +283,12 @@ class Worker:
             if ep:
                 key = f"{ep[0]}:{ep[1]}"
                 self._seen.setdefault(f"web seed {key}" if (ep[0], ep[1]) in self._web_seed_endpoints else key, 1)
-            remote = bool(ep) and ep[0] != self.spec.listen_ip and (ep[0], ep[1]) not in self._web_seed_endpoints
+            remote = bool(ep) and (ep[0], ep[1]) not in self._web_seed_endpoints and self._remote(ep[0], key)
             if isinstance(a, lt.peer_connect_alert):
                 self.connected = True  # an attempt (libtorrent posts it before the connection is made)
                 self.connect_attempts += remote
+                if ep:
+                    self._failures_at_connect.setdefault(f"{ep[0]}:{ep[1]}", self.hash_failures)
             elif self.phase is WorkerPhase.FETCHING:
                 if a.op == lt.operation_t.connect and remote:
                     self.connect_failures += 1  # refused, or timed out (a firewall that drops)
@@ -276,14 +297,23 @@ class Worker:
                 self._seeds_gone(self.handle.status(0).num_seeds)
         elif isinstance(a, lt.hash_failed_alert):
             self.hash_failures += 1
-        elif isinstance(a, lt.peer_ban_alert) and self.web_urls:
-            self.bans_seen = True
-            self._banned_web_seeds()
+        elif isinstance(a, lt.peer_ban_alert):
+            self._banned(a.endpoint)
+            if self.web_urls:
+                self.bans_seen = True
+                self._banned_web_seeds()
         elif isinstance(a, lt.tracker_error_alert):
             # A dead or refusing tracker is the usual reason for "0 seeds":
             # say so rather than let the user watch a still bar.
             reason = a.failure_reason() or a.error.message()
-            self.send(events.TrackerReply(self.spec.index, False, a.tracker_url(), reason))
+            # It answered with a reason twice (once may be a tracker that has not yet heard the
+            # site's heartbeat for a dataset just published), or nobody listens there, every time.
+            definitive = a.times_in_row >= (REASONS_DEFINITIVE if a.failure_reason() else REFUSALS_DEFINITIVE) \
+                and (bool(a.failure_reason()) or a.error.value() == errno.ECONNREFUSED)
+            if a.failure_reason() and not definitive:
+                # Ask again soon rather than after libtorrent's half-minute back-off.
+                self.handle.force_reannounce(REASON_RECHECK, -1, self.lt.reannounce_flags_t.ignore_min_interval)
+            self.send(events.TrackerReply(self.spec.index, False, a.tracker_url(), reason, definitive))
         elif isinstance(a, lt.tracker_reply_alert):
             self.send(events.TrackerReply(self.spec.index, True, a.tracker_url(), f"{a.num_peers} peers"))
         elif isinstance(a, lt.file_error_alert):
@@ -333,11 +363,35 @@ class Worker:
                        for p in peers if p.connection_type not in self._web_seed_types]
             changed |= bool(self.stall.step(now, samples))
         if changed:
-            # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
-            rules = self.lt.ip_filter()
-            for ip in self.stall.banned:
-                rules.add_rule(ip, ip, 1)
-            self.ses.set_ip_filter(rules)
+            self._set_ip_filter()
+
+    def _set_ip_filter(self) -> None:
+        # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
+        rules = self.lt.ip_filter()
+        for ip in set(self.stall.banned) | self.banned_ips:
+            rules.add_rule(ip, ip, 1)
+        self.ses.set_ip_filter(rules)
+
+    def _banned(self, endpoint: tuple[str, int]) -> None:
+        """libtorrent banned a peer for corrupt pieces (it alone sent a piece that failed, or took part
+        in too many). It bans the endpoint; the same peer connecting from another port would be a new
+        peer to it (several connections per address are allowed, for loopback and NAT), so the address
+        is shut out for the rest of the run: unless it is our own, which our sibling workers share."""
+        key = f"{endpoint[0]}:{endpoint[1]}"
+        if (endpoint[0], endpoint[1]) in self._web_seed_endpoints:
+            key = f"web seed {key}"  # named as the sources name it
+        if key not in self.banned:
+            self.banned.append(key)
+            # Banned between two samples, its count unseen: it took part in at least one of the
+            # failures since it connected (the failing piece's alert comes before the ban's).
+            since = self.hash_failures - self._failures_at_connect.get(key, 0)
+            self.peer_hash_failures[key] = max(self.peer_hash_failures.get(key, 0), since, 1)
+        # A web seed's address is left open: libtorrent dropped the web seed, and the site's peer wire
+        # there checks every piece before sending it (seed mode).
+        if (endpoint[0] != self.spec.listen_ip and endpoint[0] not in self.banned_ips
+                and (endpoint[0], endpoint[1]) not in self._web_seed_endpoints):
+            self.banned_ips.add(endpoint[0])
+            self._set_ip_filter()
 
     def _set_web_seeds(self, command: events.WebSeeds) -> None:
         """Use exactly the web seeds the parent named (adding and removing url seeds on the handle)."""
@@ -363,8 +417,11 @@ class Worker:
         self.web_urls -= gone
 
     def _remote(self, ip: str, key: str) -> bool:
-        """A BitTorrent peer that is neither a sibling worker (on our own address) nor a web seed."""
-        return ip != self.spec.listen_ip and not key.startswith("web seed ")
+        """A BitTorrent peer that is neither a web seed nor a sibling worker: one known by its peer id (this
+        run's prefix) or by the endpoint the parent introduced; without a prefix, any on our own address."""
+        if key.startswith("web seed ") or key in self.siblings or key in self._sibling_endpoints:
+            return False
+        return bool(self._prefix) or ip != self.spec.listen_ip
 
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:
@@ -403,14 +460,21 @@ class Worker:
         bad: set[str] = set()
         for p in peers:
             key = f"{p.ip[0]}:{p.ip[1]}"
-            if p.connection_type not in self._web_seed_types and not p.flags & busy and self._remote(p.ip[0], key):
-                remote += 1
-            if p.connection_type in self._web_seed_types and p.num_hashfails >= WEB_SEED_HASHFAILS:
-                bad |= {u for u in self.web_urls if (p.ip[0], p.ip[1]) in _endpoints((u,))}
             if p.connection_type in self._web_seed_types:
                 # An HTTP server (BEP 19), not a peer: named so that one on the
                 # workers' own address is not taken for a sibling worker.
                 key = f"web seed {key}"
+                if p.num_hashfails >= WEB_SEED_HASHFAILS:
+                    bad |= {u for u in self.web_urls if (p.ip[0], p.ip[1]) in _endpoints((u,))}
+            if self._prefix and key not in self.siblings:
+                pid = p.pid.to_bytes()
+                index = pid[len(self._prefix):len(self._prefix) + 2]
+                if pid.startswith(self._prefix) and index.isdigit():
+                    self.siblings[key] = int(index)
+            if not p.flags & busy and self._remote(p.ip[0], key):
+                remote += 1
+            if p.num_hashfails:  # libtorrent's count for this endpoint, kept across its connections
+                self.peer_hash_failures[key] = max(p.num_hashfails, self.peer_hash_failures.get(key, 0))
             total = p.total_download
             # Seeds weigh more than leechers when nothing was ever seen moving.
             self._seen[key] = 1000 if p.flags & self.lt.peer_info.seed else 1
@@ -437,6 +501,13 @@ class Worker:
         """
         total = self.status.total_payload_download if self.status else 0
         rest = total - sum(self.sources.values())
+        failures = self.peer_hash_failures
+        for key in self.banned:
+            if rest > 0 and key not in self.sources:
+                # Banned between two samples (it sent its bad pieces in a few milliseconds):
+                # it sent at least the pieces that failed.
+                self.sources[key] = min(rest, failures.get(key, 0) * self.piece_length)
+                rest -= self.sources[key]
         if rest <= 0:
             return
         weights = self._recent or self.sources or self._seen or {"unattributed": 1}
@@ -447,14 +518,11 @@ class Worker:
     def progress(self, phase: events.Phase = events.Phase.RUNNING, files: bool = False) -> events.Progress:
         st = self.status
         done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity) if files else None
-        peers = {"peer_bytes": sum(n for k, n in self.sources.items() if self._remote(k.rsplit(":", 1)[0], k)),
-                 "peers_remote": self.peers_remote, "connect_attempts": self.connect_attempts,
-                 "connect_failures": self.connect_failures}
         if st is None:
             return events.Progress(self.spec.index, phase, hash_failures=self.hash_failures,
                                    sources=dict(self.sources), connected=self.connected,
                                    files={i: done[i] for i in self.spec.wanted} if done is not None else None,
-                                   **peers)
+                                   **self._peers_named())
         return events.Progress(
             worker=self.spec.index, phase=phase, done=st.total_wanted_done, wanted=st.total_wanted,
             rate=st.download_payload_rate, up_rate=st.upload_payload_rate, peers=st.num_peers, seeds=st.num_seeds,
@@ -462,7 +530,14 @@ class Worker:
             redundant=st.total_redundant_bytes, hash_failures=self.hash_failures, sources=dict(self.sources),
             state=str(st.state).rsplit(".", 1)[-1], flushed=self.phase is WorkerPhase.SEEDING,
             first_byte_at=self.first_byte_at, connected=self.connected,
-            files={i: done[i] for i in self.spec.wanted} if done is not None else None, **peers)
+            files={i: done[i] for i in self.spec.wanted} if done is not None else None, **self._peers_named())
+
+    def _peers_named(self) -> dict[str, Any]:
+        return {"siblings": dict(self.siblings), "peer_hash_failures": dict(self.peer_hash_failures),
+                "banned": tuple(self.banned),
+                "peer_bytes": sum(n for k, n in self.sources.items() if self._remote(k.rsplit(":", 1)[0], k)),
+                "peers_remote": self.peers_remote, "connect_attempts": self.connect_attempts,
+                "connect_failures": self.connect_failures}
 
     def send(self, event: events.WorkerEvent) -> None:
         if self.parent_gone:

@@ -268,6 +268,31 @@ def _positive(text: str, what: str, default: int, maximum: int | None) -> int:
 _WORD = re.compile(r"[^\W_]+")
 
 
+@dataclass(frozen=True)
+class Term:
+    """One word of a search: its token phrase (FTS5 over names, files, descriptions) and, when it
+    is long enough, the substring to find in names (trigrams: `cosmic` in `IDCosmic`)."""
+
+    phrase: str
+    substring: str | None
+
+
+def search_terms(q: str) -> list[Term]:
+    """User words → terms; every one must match, by token prefix or as a part of the name.
+
+    Only letters and digits reach the token phrase, and the substring is one
+    quoted FTS5 string (quotes doubled), so user text is never FTS5 syntax.
+    """
+    out = []
+    for word in q.split():
+        parts = _WORD.findall(word)
+        if not parts:
+            continue
+        substring = '"' + word.replace('"', '""') + '"' if len(word) >= 3 else None
+        out.append(Term('"' + " ".join(parts) + '"*', substring))
+    return out
+
+
 def fts_query(q: str) -> str | None:
     """User words → an FTS5 query: every word must match, each as a prefix phrase.
 

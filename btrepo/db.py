@@ -94,6 +94,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE datasets ADD COLUMN decision TEXT NOT NULL DEFAULT '{}';
     ALTER TABLE publications ADD COLUMN left_out TEXT;
     """,
+    # Any part of a name, in any case: `cosmic` finds `...physics_IDCosmic...` (trigrams).
+    """
+    CREATE VIRTUAL TABLE datasets_tri USING fts5(name, tokenize = "trigram case_sensitive 0");
+    INSERT INTO datasets_tri (rowid, name) SELECT id, name FROM datasets;
+    """,
     # Web seeds (BEP 19): where each site serves the version over HTTP, a JSON list of base URLs.
     """
     ALTER TABLE publications ADD COLUMN web_seeds TEXT;
@@ -528,15 +533,28 @@ def _index(conn: sqlite3.Connection, dataset_id: int) -> None:
     conn.execute("DELETE FROM datasets_fts WHERE rowid = ?", (dataset_id,))
     conn.execute("INSERT INTO datasets_fts (rowid, name, files, description) VALUES (?, ?, ?, ?)",
                  (dataset_id, name, lfns, description))
+    conn.execute("DELETE FROM datasets_tri WHERE rowid = ?", (dataset_id,))
+    conn.execute("INSERT INTO datasets_tri (rowid, name) VALUES (?, ?)", (dataset_id, name))
 
 
 def _search(conn: sqlite3.Connection, params: catalog.SearchParams) -> tuple[int, list[Summary]]:
     match = catalog.fts_query(params.q)
     joins, where, args = "", [], []
+    join_args: list[str] = []
+    for term in catalog.search_terms(params.q):
+        tokens = "d.id IN (SELECT rowid FROM datasets_fts WHERE datasets_fts MATCH ?)"
+        if term.substring is None:
+            where.append(tokens)
+            args.append(term.phrase)
+        else:
+            where.append(f"({tokens} OR d.id IN (SELECT rowid FROM datasets_tri WHERE datasets_tri MATCH ?))")
+            args += [term.phrase, term.substring]
     if match:
-        joins = "JOIN datasets_fts ON datasets_fts.rowid = d.id"
-        where.append("datasets_fts MATCH ?")
-        args.append(match)
+        # bm25 for the order: the datasets whose tokens match rank by it, the others after.
+        any_word = " OR ".join(t.phrase for t in catalog.search_terms(params.q))
+        joins = ("LEFT JOIN (SELECT rowid AS id, " + _BM25 + " AS rank FROM datasets_fts "
+                 "WHERE datasets_fts MATCH ?) r ON r.id = d.id")
+        join_args.append(any_word)
     if params.site:
         where.append("""EXISTS (SELECT 1 FROM publications p JOIN sites s ON s.id = p.site_id
                                 WHERE p.version_id = v.id AND s.name = ?)""")
@@ -544,17 +562,18 @@ def _search(conn: sqlite3.Connection, params: catalog.SearchParams) -> tuple[int
     base = f"FROM datasets d JOIN versions v ON v.id = d.current_version_id {joins}"
     if where:
         base += " WHERE " + " AND ".join(where)
-    total = conn.execute(f"SELECT count(*) {base}", args).fetchone()[0]
+    total = conn.execute(f"SELECT count(*) {base}", [*join_args, *args]).fetchone()[0]
     order = {
         "name": "d.name COLLATE NOCASE, d.name",
         "size": "v.total_size DESC, d.name",
         "date": "d.last_published DESC, d.id DESC",
         # An exact name ranks first whatever bm25 thinks, then the best matches.
-        "relevance": f"(d.name = ? COLLATE NOCASE) DESC, {_BM25}, d.name" if match else "d.last_published DESC",
+        "relevance": "(d.name = ? COLLATE NOCASE) DESC, r.rank IS NULL, r.rank, d.name" if match
+                     else "d.last_published DESC",
     }[params.sort]
     order_args = [params.q] if params.sort == "relevance" and match else []
     rows = conn.execute(f"SELECT {_SUMMARY_COLUMNS} {base} ORDER BY {order} LIMIT ? OFFSET ?",
-                        [*args, *order_args, params.per_page, params.offset]).fetchall()
+                        [*join_args, *args, *order_args, params.per_page, params.offset]).fetchall()
     return total, _summaries(conn, rows)
 
 

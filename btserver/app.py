@@ -22,6 +22,7 @@ import aiohttp
 from aiohttp import web
 
 from torrents import auth
+from torrents.log import notice
 from torrents.errors import NotFound
 from torrents.hostport import format_hostport, parse_hostport
 from torrents.infohash import parse_info_hash
@@ -207,6 +208,7 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
     d.changed = asyncio.Event()
     d.seeder.on_change = lambda: _threadsafe(loop, d.notify)
     await loop.run_in_executor(None, d.seeder.open)
+    notice().info("%s: control %s, peers %s; preparing datasets", d.config.site, d.control_url, d.seeder.endpoint)
     d.http = aiohttp.ClientSession()
     web_runner = await _start_web(d) if d.web is not None else None
     stop = threading.Event()
@@ -232,8 +234,9 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
                 d.seeder.unregister(gone.info_hash)
                 if d.web is not None:
                     _threadsafe(loop, lambda ih=gone.info_hash: d.web.load.forget(ih))
-            log.info("datasets ready: %d; gone: %d; problems: %d", len(report.prepared), len(report.gone),
-                     len(report.problems))
+            notice().info("%s: %d datasets ready, %d gone, %d problems%s", d.config.site, len(report.prepared),
+                          len(report.gone), len(report.problems),
+                          f" (see {d.control_url}/api/status)" if report.problems else "")
             _threadsafe(loop, lambda: d.metrics.datasets.set(len(d.inventory.all())))
             _threadsafe(loop, d.notify)
 

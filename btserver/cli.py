@@ -27,7 +27,7 @@ import click
 from torrents import log as btlog
 from torrents.cli import command_settings, run_main
 from torrents.dataset import Dataset, read_manifest, scan_directory
-from torrents.errors import BtswarmError, DatasetError, NotFound, Unreachable
+from torrents.errors import BtswarmError, ConfigError, DatasetError, NotFound, Unreachable
 from torrents.exitstatus import ExitStatus
 from torrents.hostport import parse_hostport
 from torrents.units import human_rate, human_size, parse_duration, parse_size
@@ -103,6 +103,14 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     btlog.setup(verbose, PROG)
     cfg = load_server(config_path, **flags)
     host, port = parse_hostport(cfg.listen)
+    if not cfg.roots_may_appear:
+        for root in cfg.roots:
+            if not Path(root).is_dir():
+                raise ConfigError(root, "no such directory: a root must exist when bt-server starts (set "
+                                        "[server] roots_may_appear = true for one mounted later)")
+    for manifest in cfg.manifests:
+        if not Path(manifest).is_file():
+            raise ConfigError(manifest, "no such manifest file")
     try:
         run_app(create_app(cfg), host, port, name=f"{PROG} {cfg.site}")
     except OSError as exc:  # the control address is taken or not ours
@@ -126,6 +134,7 @@ def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> 
              "excluded": [{"lfn": lfn, "why": why} for lfn, why in report.excluded.get(p.name, ())]}
             for p in report.prepared]
     problems = [str(p) for p in report.problems]
+    serious = [p for p in report.problems if p.serious]
     if as_json:
         click.echo(json.dumps({"datasets": rows, "problems": problems}, indent=1))
     else:
@@ -138,7 +147,7 @@ def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> 
                 click.echo(f"{PROG}: excluded: {r['name']}/{x['lfn']}: {x['why']}", err=True)
         for p in problems:
             click.echo(f"{PROG}: refused: {p}", err=True)
-    return int(ExitStatus.PROBLEMS if problems else ExitStatus.OK)
+    return int(ExitStatus.PROBLEMS if serious else ExitStatus.OK)
 
 
 @cli.command()

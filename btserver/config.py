@@ -30,6 +30,9 @@ class ServerConfig:
     # Serve a directory dataset only when every entry can be served (else the rest is served, and the
     # repository lists this site's replica as partial).
     require_whole: bool = False
+    # A root that does not exist when bt-server starts is an error (a typo, a storage not mounted),
+    # unless it may appear later (an automounted pool): then it is scanned at each rescan.
+    roots_may_appear: bool = False
     tracker: str = "http://127.0.0.1:6969"
     # Every tracker of the federation (they share one store): heartbeats go
     # to each, and the .torrents list each in announce-list (BEP 12, one

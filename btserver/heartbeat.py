@@ -49,6 +49,13 @@ async def beat_all(http: aiohttp.ClientSession, trackers: Sequence[str], site: s
                                       for t, e in zip(trackers, events)))
 
 
+def _said(answer: object) -> str:
+    """What a JSON error answer says, as a sentence (not a Python dict)."""
+    if isinstance(answer, dict) and isinstance(answer.get("error"), str):
+        return answer["error"]
+    return str(answer) if answer else "no reason given"
+
+
 async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, secret: str,
                        body: Callable[[], dict], changed: asyncio.Event, interval: float,
                        metrics: Metrics | None = None) -> None:
@@ -76,9 +83,11 @@ async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, sec
             failing = False
         else:
             if status == 401:
-                log.warning("heartbeat: tracker %s refused our signature: %s", tracker, answer)
+                log.warning("heartbeat: tracker %s refused our signature (%s): is this site's secret the one the "
+                            "tracker holds for %s in [tracker] site_secrets?", tracker, _said(answer), site)
             elif not failing:
-                log.info("heartbeat: tracker %s not answering (%s); will keep trying", tracker, status or answer)
+                log.info("heartbeat: tracker %s not answering (%s); will keep trying", tracker,
+                         f"HTTP {status}: {_said(answer)}" if status else answer)
             failing = True
         try:
             await asyncio.wait_for(changed.wait(), timeout=every)

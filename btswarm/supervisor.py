@@ -13,6 +13,7 @@ from typing import Awaitable, Callable
 
 import aiohttp
 
+from btswarm import statelock
 from btswarm.plan import Service
 from torrents.errors import BtswarmError
 
@@ -52,8 +53,9 @@ async def _redis_ping(url: str) -> bool:
 
 
 class Supervisor:
-    def __init__(self, log_dir: Path, *, report: Callable[[str], None] = print) -> None:
+    def __init__(self, log_dir: Path, *, report: Callable[[str], None] = print, state: Path | None = None) -> None:
         self.log_dir = log_dir
+        self.state = state  # where the children are recorded (btswarm.statelock)
         self.children: list[Child] = []
         self.report = report
         self.stopping = False
@@ -74,11 +76,15 @@ class Supervisor:
         try:
             # A session of its own: a Ctrl-C at the terminal reaches the
             # supervisor only, which then stops every child in order.
+            # ...and dies with it: a kill -9 of the supervisor orphans nothing.
             child.proc = await asyncio.create_subprocess_exec(
                 *child.service.argv, stdin=asyncio.subprocess.DEVNULL, stdout=logfile, stderr=logfile,
-                start_new_session=True)
+                start_new_session=True, preexec_fn=statelock.die_with_parent)
         finally:
             logfile.close()
+        if self.state is not None:
+            statelock.record_children(self.state, [(c.label, c.proc.pid, list(c.service.argv))
+                                                   for c in self.children if c.proc is not None])
 
     async def start(self, service: Service, timeout: float = 60.0) -> Child:
         child = Child(service)

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from btswarm import netns, plan, redisserver, shaping
+from btswarm import netns, plan, redisserver, shaping, statelock
 from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
 from torrents import urls
@@ -242,9 +242,16 @@ def run(opts: UpOptions, *, report: Callable[[str], None]) -> int:
     that every thread and every process started afterwards is inside;
     it is deleted when the federation has stopped, whatever the reason.
     """
+    if opts.links.shaped:
+        netns.require("--site-link")
+    with statelock.held(opts.state):
+        statelock.stop_leftovers(opts.state, report)
+        return _run_locked(opts, report)
+
+
+def _run_locked(opts: UpOptions, report: Callable[[str], None]) -> int:
     if not opts.links.shaped:
         return asyncio.run(run_up(opts, report=report))
-    netns.require("--site-link")
     links = opts.link_plan()
     opts.state.mkdir(parents=True, exist_ok=True)
     _remove_stale_netns(opts.state / NETNS_FILE, report)
@@ -300,7 +307,7 @@ async def run_up(opts: UpOptions, *, report: Callable[[str], None], bin_dir: Pat
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # HUP: the terminal went away
         loop.add_signal_handler(sig, stop.set)
-    async with Supervisor(opts.state / "logs", report=report) as sup:
+    async with Supervisor(opts.state / "logs", report=report, state=opts.state) as sup:
         for service in plan.services(fed, bin_dir):
             await _or_stop(sup.start(service), stop)
             report(f"started {service.label}: {service.health_url.rsplit('/', 1)[0]}")

@@ -166,6 +166,7 @@ class Problem:
     dataset: str
     subject: str
     problem: str
+    serious: bool = True  # refused or unreadable; an empty dataset directory is said, not a failure
 
     def __str__(self) -> str:
         return f"{self.subject}: {self.problem}"
@@ -270,7 +271,7 @@ def scan_directory(path: str | os.PathLike, name: str | None = None, *, exclude:
                                                          "be whole (require_whole); not served"))
         return DirectoryScan(None, tuple(problems), tuple(excluded))
     if not files:
-        problems.append(Problem(dataset_name, dataset_name, "dataset has no files"))
+        problems.append(Problem(dataset_name, dataset_name, "dataset has no files", serious=bool(problems)))
         return DirectoryScan(None, tuple(problems), tuple(excluded))
     try:
         ds = Dataset(dataset_name, tuple(files), source=str(root))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from btget.errors import Incomplete, TransferError
+from btget.errors import Incomplete, TrackersRefuse, TransferError
 from btget.events import Listening, Phase, Progress, Tick, TrackerReply, Verified, WorkerFailed, WorkerGone
 from btget.runstate import End, Ending, Introduce, Note, Policy, RunState, Show, StartVerify, step
 
@@ -131,3 +131,28 @@ def test_the_files_of_the_last_words_are_kept():
     step(state, Progress(1, Phase.STOPPED, files={0: 10, 2: 5}), 1.0)
     step(state, Progress(2, Phase.STOPPED, files={1: 7}), 1.0)
     assert state.files == {0: 10, 1: 7, 2: 5} and all(w.stopped for w in state.workers.values())
+
+
+def test_every_tracker_saying_no_for_good_ends_the_run_with_their_words():
+    state = RunState.start(policy(trackers=("http://a/announce", "http://b/announce")), 0.0)
+    no = "unknown info_hash: not published in this federation"
+    assert step(state, TrackerReply(1, False, "http://a/announce", no, definitive=True), 0.5) == [
+        Note(f"tracker http://a/announce: {no}", warning=True)]
+    for worker, url in ((2, "http://a/announce"), (1, "http://b/announce")):
+        assert not [a for a in step(state, TrackerReply(worker, False, url, no, definitive=True), 1.0)
+                    if isinstance(a, End)]
+    # a failure that may pass (a timeout) does not count
+    step(state, TrackerReply(2, False, "http://b/announce", "timed out"), 1.1)
+    assert state.ended is None
+    (end,) = [a for a in step(state, TrackerReply(2, False, "http://b/announce", "connection refused",
+                                                    definitive=True), 1.2) if isinstance(a, End)]
+    assert isinstance(end.error, TrackersRefuse)
+    assert str(end.error) == (f"ds: tracker http://a/announce: {no}; tracker http://b/announce: connection refused; "
+                              f"tracker http://b/announce: {no}")
+
+
+def test_a_tracker_saying_no_does_not_end_a_run_that_has_peers():
+    state = RunState.start(policy(workers=1, trackers=("http://a/announce",)), 0.0)
+    step(state, progress(1, 10, peers=1, connected=True), 0.5)
+    step(state, TrackerReply(1, False, "http://a/announce", "no", definitive=True), 1.0)
+    assert state.ended is None

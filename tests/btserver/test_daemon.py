@@ -331,3 +331,25 @@ def test_taken_ports_are_one_line_errors(tmp_path):
         assert control.returncode == 1
         assert control.stderr.strip().splitlines()[-1].startswith(
             f"bt-server: error: 127.0.0.2:{port}: cannot listen")
+
+
+def test_a_missing_root_at_start_is_an_error_unless_it_may_appear(tmp_path, procs):
+    missing = tmp_path / "not-mounted"
+    base = [command("bt-server"), "run", "--state", str(tmp_path / "state"), "--tracker", "", "--repo", "",
+            "--listen", f"127.0.0.1:{free_port()}", "--peer-listen", "127.0.0.2:0", "--root", str(missing)]
+    out = subprocess.run(base, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"bt-server: error: {missing}: no such directory: a root must exist when bt-server starts (set [server] "
+        "roots_may_appear = true for one mounted later)")
+    conf = tmp_path / "c.toml"
+    conf.write_text("[server]\nroots_may_appear = true\n")
+    proc = procs.start("may-appear", [*base, "--config", str(conf)])
+    url = "http://" + base[base.index("--listen") + 1]
+    status = wait_for(lambda: (d := get_json(url + "/api/status")) and d["ready"] and d, timeout=20,
+                      what="the daemon to be ready")
+    assert any(p.endswith("cannot read root (No such file or directory)") for p in status["problems"])
+    # at default verbosity, one line when it listens and one when its datasets are ready
+    wait_for(lambda: "preparing datasets" in proc.log() and "datasets ready" in proc.log(), timeout=10,
+             what="the startup lines")
+    assert proc.stop() == 0

@@ -120,6 +120,17 @@ def test_scan_reports_refused_files_with_exit_status_3(tmp_path):
     assert f"bt-server: refused: {root}/ds/escape: link to {outside} leaves the storage roots; refused" in out.stderr
 
 
+def test_scan_says_an_empty_dataset_directory_without_failing(tmp_path):
+    root = tmp_path / "root"
+    (root / "empty").mkdir(parents=True)
+    (root / "ds").mkdir()
+    (root / "ds" / "ok").write_bytes(b"x" * 10)
+    out = bt_server("scan", "--root", str(root), "--state", str(tmp_path / "state"))
+    assert out.returncode == 0, out.stderr
+    assert "empty: dataset has no files" in out.stderr
+    assert "ds" in out.stdout
+
+
 def test_make_torrent_from_a_manifest_matches_the_directory(tmp_path):
     ds = generate(tmp_path / "root", name=NAME, files=3, total_size=500_000)
     pool = tmp_path / "pool"

@@ -418,3 +418,25 @@ async def test_an_operator_settles_a_dispute(repo, tmp_path):
     assert (await repo.get(f"/datasets/{SAMPLE}.torrent")).status == 200
     await db.choose(SAMPLE, None)
     assert (await dataset_doc(repo))["servable"] is False
+
+
+@pytest.mark.parametrize("q", ["cosmic", "IDCosmic", "COSMIC", "daod", "PHYS", "00348895", "p26", "cos", "Cosmic p26",
+                               "DPD_IDCOMM", "data18_13TeV.00348895"])
+async def test_search_finds_any_part_of_a_name_in_any_case(repo, tmp_path, q):
+    names = ["data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051203",
+             "data18_13TeV.00348895.physics_Main.deriv.DAOD_PHYS.r13286_p4910_p5631"]
+    for name in names:
+        torrent, meta, files = make_torrent(tmp_path / name[:10], name, {"a.root": 100})
+        assert (await put(repo, name, publish_body(torrent, meta, files)))[0] == 201
+    doc = await (await repo.get("/api/datasets", params={"q": q})).json()
+    found = [d["name"] for d in doc["datasets"]]
+    expected = [n for n in names if all(w.lower() in n.lower() for w in q.split())]
+    assert sorted(found) == sorted(expected) and expected, (q, found)
+
+
+async def test_a_search_that_finds_nothing_finds_nothing(repo, tmp_path):
+    torrent, meta, files = make_torrent(tmp_path, SAMPLE, FILES)
+    await put(repo, SAMPLE, publish_body(torrent, meta, files))
+    for q in ("zzzcosmic", "cosmicx", 'cos"mic'):
+        doc = await (await repo.get("/api/datasets", params={"q": q})).json()
+        assert doc["datasets"] == [], q

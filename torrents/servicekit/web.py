@@ -22,6 +22,8 @@ from torrents.errors import (AuthError, BencodeError, BtswarmError, ConfigError,
 log = logging.getLogger("btswarm.web")
 
 MAX_CONTROL_BODY = 1024 * 1024
+MAX_URL = 8 * 1024  # what a service answers; longer is a styled 414, not the parser's raw 400
+_PARSER_LINE_LIMIT = 64 * 1024  # what aiohttp reads before giving up with its own plain-text answer
 REGISTRY_KEY = web.AppKey("metrics_registry", CollectorRegistry)
 
 _STATUS = {NotFound: 404, AuthError: 401, MetainfoError: 400, DatasetError: 400, BencodeError: 400,
@@ -53,6 +55,15 @@ async def error_middleware(request: web.Request, handler: Callable[[web.Request]
     except Exception:
         log.exception("%s %s: internal error", request.method, request.path)
         return json_error(500, "internal error")
+
+
+@web.middleware
+async def url_limit(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    """An address longer than MAX_URL is refused as an HTTP error the service's own pages render."""
+    if len(request.raw_path) > MAX_URL:
+        raise web.HTTPRequestURITooLong(reason=f"the address is {len(request.raw_path):,} bytes long; "
+                                              f"at most {MAX_URL:,} are accepted")
+    return await handler(request)
 
 
 async def read_signed(request: web.Request, verifier: auth.Verifier, max_body: int = MAX_CONTROL_BODY) -> tuple[str, bytes]:
@@ -111,4 +122,5 @@ def add_metrics_route(app: web.Application, registry: CollectorRegistry) -> None
 def run(app: web.Application, host: str, port: int, *, name: str) -> None:
     """Serve until SIGINT/SIGTERM; aiohttp runs the cleanup contexts on the way out."""
     log.info("%s listening on http://%s:%d", name, host, port)
-    web.run_app(app, host=host, port=port, print=None, access_log=None, handle_signals=True)
+    web.run_app(app, host=host, port=port, print=None, access_log=None, handle_signals=True,
+                max_line_size=_PARSER_LINE_LIMIT, max_field_size=_PARSER_LINE_LIMIT)
