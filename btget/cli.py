@@ -31,7 +31,7 @@ from torrents.infohash import parse_info_hash
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import download, plan, report, timeline
+from btget import download, plan, report, timeline, webseeds
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
@@ -63,6 +63,10 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 @click.option("--stall-timeout", metavar="DURATION", help="Give up (exit 4) after this long without progress (0: never; default 300 s).")
 @click.option("--check", is_flag=True, help="Ignore saved resume state; re-hash what is already on disk.")
 @click.option("--web-seed", "web_seeds", multiple=True, metavar="URL", help="Extra HTTP source (BEP 19).")
+@click.option("--no-web-seeds", is_flag=True, help="Never fetch from the sites' web seeds (HTTP), only from peers.")
+@click.option("--web-seeds-always", is_flag=True,
+              help="Fetch from the sites' web seeds from the start, beside peers (default: only when no peer "
+                   "sends anything, e.g. behind a firewall that blocks peer ports).")
 @click.option("--peer", "peers", multiple=True, metavar="IP:PORT", help="Extra peer to connect to (repeatable).")
 @click.option("--listen", metavar="IP", help="Address of the libtorrent sessions (ports are chosen free).")
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document on stdout.")
@@ -129,6 +133,7 @@ class Options:
     search: str | None = None
     list_files: bool = False
     share: bool = False
+    web_mode: str | None = None  # --no-web-seeds: off, --web-seeds-always: always (else the config's)
 
     @classmethod
     def from_click(cls, o: dict[str, Any]) -> "Options":
@@ -153,6 +158,11 @@ class Options:
                 peers.append(parse_hostport(text, "--peer"))
             except ConfigError as exc:
                 raise UsageError(exc.subject, exc.problem) from None
+        if o.get("no_web_seeds") and o.get("web_seeds_always"):
+            raise UsageError("--no-web-seeds", "contradicts --web-seeds-always")
+        if o.get("no_web_seeds") and o["web_seeds"]:
+            raise UsageError("--no-web-seeds", "contradicts --web-seed")
+        web_mode = "off" if o.get("no_web_seeds") else "always" if o.get("web_seeds_always") else None
         _check_modes(o)
         serve = _serve_address(o) if o.get("serve") is not None else None
         if serve is None:
@@ -170,7 +180,7 @@ class Options:
             timeout=_duration("--timeout", o["timeout"]), stall_timeout=_duration("--stall-timeout", o["stall_timeout"]),
             check=o["check"], web_seeds=tuple(o["web_seeds"]), peers=tuple(peers), listen=o["listen"],
             json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"],
-            scope_subdir=o.get("scope_subdir", False),
+            scope_subdir=o.get("scope_subdir", False), web_mode=web_mode,
             search=o.get("search"), list_files=bool(o.get("list_files")), share=bool(o.get("share")))
 
 
@@ -235,7 +245,8 @@ def configure(opts: Options) -> GetConfig:
     """Config file < environment ($BTSWARM_GET_*, $BTSWARM_REPO) < flags."""
     repo = opts.repo or os.environ.get("BTSWARM_REPO")
     overrides = {"repo": repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
-                 "seed_ratio": opts.seed_ratio, "timeout": opts.timeout, "stall_timeout": opts.stall_timeout}
+                 "seed_ratio": opts.seed_ratio, "timeout": opts.timeout, "stall_timeout": opts.stall_timeout,
+                 "web_seeds": opts.web_mode}
     return get_config.load(opts.config_path, overrides=overrides)
 
 
@@ -266,10 +277,11 @@ def get(opts: Options) -> int:
     shares = tuple(tuple(s) for s in plan.split(selected, workers) if s)
     subdirs, folder = placement(meta.name, resolved.record, opts.scope_subdir)
     directory = Path(cfg.output, *subdirs).resolve()
+    peers = opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers)
     job = download.Job(
         meta=meta, torrent=resolved.torrent, directory=directory, shares=shares, selected=tuple(selected),
-        peers=opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers),
-        web_seeds=opts.web_seeds, listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
+        peers=peers, web=web_rule(cfg, meta, resolved.record, opts.web_seeds, bool(peers)),
+        listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout,
         blocked_after=cfg.blocked_after,
         checksums=checksums(resolved.record), folder=folder)
@@ -285,11 +297,13 @@ def get(opts: Options) -> int:
     for w in outcome.workers:
         for ep, n in (w.last.sources if w.last else {}).items():
             raw_sources[ep] = raw_sources.get(ep, 0) + n
-    failures, banned = report.bad_sources(outcome.workers, sites, outcome.endpoints)
+    web_sites = {w.endpoint: w.site for w in job.web.sources if w.site}
+    failures, banned = report.bad_sources(outcome.workers, sites, outcome.endpoints, web_sites)
     doc = report.document(meta, str(job.root), {f.index for f in selected}, outcome.files,
                           outcome.verify_results, outcome.workers,
-                          report.name_sources(raw_sources, sites, outcome.endpoints),
-                          outcome.seconds, status, hash_failures_by_source=failures, banned=banned)
+                          report.name_sources(raw_sources, sites, outcome.endpoints, web_sites),
+                          outcome.seconds, status, hash_failures_by_source=failures, banned=banned,
+                          web_switches=outcome.web_switches)
     shared = share(opts, directory / meta.name, meta.info_hash, doc) if opts.share and error is None else None
     doc["timeline"] = timeline.marks()
     if opts.json_output:
@@ -336,7 +350,11 @@ def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Meta
     spec = WorkerSpec(index=1, torrent=resolved.torrent, save_path=str(directory), state_dir=str(sdir),
                       key=plan.share_key(files), wanted=tuple(f.index for f in files), listen_ip=cfg.listen,
                       peers=opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers),
-                      web_seeds=opts.web_seeds, own_names=metainfo.own_names(meta), recheck=opts.check,
+                      # No fall-back here (btget/webseeds.py decides only downloads): the torrent's web
+                      # seeds from the start with --web-seeds-always, else only those given.
+                      web_seeds=tuple(dict.fromkeys(opts.web_seeds + (meta.url_list if cfg.web_seeds == "always"
+                                                                      else ()))),
+                      own_names=metainfo.own_names(meta), recheck=opts.check,
                       max_connections=cfg.max_connections)
     host, port = opts.serve
     sopts = serving.ServeOptions(host=host, port=port, prefetch=opts.prefetch,
@@ -344,6 +362,20 @@ def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Meta
                                  parent_pid=opts.parent_pid, json_output=opts.json_output)
     log.info("%s %s: serving %d files from %s", meta.name, meta.info_hash, len(files), directory / meta.name)
     return serving.run(meta, spec, sopts, serving.announce_line(opts.json_output))
+
+
+def web_rule(cfg: GetConfig, meta: metainfo.Metainfo, record: dict[str, Any] | None, given: Sequence[str],
+             peers: bool) -> webseeds.Rule:
+    """The web seeds (the torrent's url-list, named by site from the repository's record, then --web-seed)
+    and when to use them."""
+    by_url: dict[str, str] = {}
+    for entry in (record or {}).get("web_seeds") or ():
+        if isinstance(entry, dict) and isinstance(entry.get("url"), str) and isinstance(entry.get("site"), str):
+            by_url.setdefault(entry["url"], entry["site"])
+    urls = list(dict.fromkeys([*meta.url_list, *given]))
+    return webseeds.Rule(mode=webseeds.Mode(cfg.web_seeds), sources=tuple(webseeds.Source(u, by_url.get(u))
+                                                                           for u in urls),
+                         after=cfg.web_seed_after, peer_sources=peers or bool(meta.trackers()))
 
 
 def choose_files(meta: metainfo.Metainfo, opts: Options) -> list[plan.PlanFile]:

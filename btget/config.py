@@ -23,6 +23,10 @@ class GetConfig:
     stall_timeout: Seconds = Seconds(300.0)  # 0: no limit
     blocked_after: Seconds = Seconds(30.0)  # seeds connected, no byte arriving: name the stuck files (0: never)
     max_connections: int = 200
+    # The sites' web seeds (btget/webseeds.py): "auto" when BitTorrent peers send nothing for
+    # web_seed_after (or are blocked outright), "always" from the start, "off" never.
+    web_seeds: str = "auto"
+    web_seed_after: Seconds = Seconds(5.0)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.repo)
@@ -37,6 +41,8 @@ class GetConfig:
         object.__setattr__(self, "workers", workers)
         if self.seed_ratio < 0:
             raise ConfigError("seed_ratio", f"must not be negative, got {self.seed_ratio!r}")
+        if self.web_seeds not in ("auto", "off", "always"):
+            raise ConfigError("web_seeds", f"expected auto, off or always, got {self.web_seeds!r}")
         if self.max_connections < 1:
             raise ConfigError("max_connections", f"must be at least 1, got {self.max_connections!r}")
 

@@ -25,12 +25,12 @@ from torrents import metainfo
 from torrents.errors import BtswarmError
 from torrents.metainfo import Metainfo
 
-from btget import plan, timeline, verify
+from btget import plan, timeline, verify, webseeds
 from btget.report import WorkerReport
 from btget.errors import Blocked, Interrupted, TransferError, VerifyFailed
-from btget.events import Connect, Event, Listening, Progress, Stop, Tick, Verified, WorkerGone
-from btget.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, Show, StartVerify,
-                            observe, step)
+from btget.events import Connect, Event, Listening, Progress, Stop, Tick, Verified, WebSeeds, WorkerGone
+from btget.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, SetWebSeeds, Show,
+                            StartVerify, observe, step)
 from btget.worker import WorkerSpec
 from btget.worker import run as worker_main
 
@@ -47,7 +47,7 @@ class Job:
     shares: tuple[tuple[plan.PlanFile, ...], ...]  # one per worker, none empty
     selected: tuple[plan.PlanFile, ...]
     peers: tuple[tuple[str, int], ...] = ()
-    web_seeds: tuple[str, ...] = ()
+    web: webseeds.Rule = webseeds.Rule()  # the web seeds (the torrent's, --web-seed) and when to use them
     listen_ip: str = "127.0.0.1"
     recheck: bool = False
     max_connections: int = 200
@@ -82,6 +82,7 @@ class Outcome:
     files: dict[int, int]  # file index → verified bytes on disk
     verify_results: dict[str, bool]  # LFN → adler32 matched
     endpoints: dict[str, int]  # "ip:port" of each worker, and of connections from one → worker number
+    web_switches: list[dict] = field(default_factory=list)  # when the web seeds were switched on or off, and why
 
 
 class Display(Protocol):
@@ -125,10 +126,9 @@ def policy_of(job: Job) -> Policy:
     return Policy(name=job.meta.name, workers=len(job.shares), size=sum(f.size for f in job.selected),
                   timeout=job.timeout, stall_timeout=job.stall_timeout, blocked_after=job.blocked_after,
                   seed_time=job.seed_time, seed_ratio=job.seed_ratio,
-                  verify=any(f.lfn in job.checksums for f in job.selected),
+                  verify=any(f.lfn in job.checksums for f in job.selected), web=job.web,
                   # Given peers or web seeds may serve it whatever the trackers say.
-                  trackers=tuple(job.meta.trackers()) if not (job.peers or job.web_seeds or job.meta.url_list)
-                  else ())
+                  trackers=tuple(job.meta.trackers()) if not (job.peers or job.web.sources) else ())
 
 
 def sibling_prefix() -> str:
@@ -171,8 +171,9 @@ def run(job: Job, display: Display) -> Outcome:
         for k, share in enumerate(job.shares, 1):
             spec = WorkerSpec(index=k, torrent=job.torrent, save_path=str(job.directory), state_dir=str(sdir),
                               key=plan.share_key(share), wanted=tuple(f.index for f in share),
-                              listen_ip=job.listen_ip, peers=job.peers, web_seeds=job.web_seeds,
-                              url_list=job.meta.url_list, own_names=file_names(job.meta, job.folder),
+                              listen_ip=job.listen_ip, peers=job.peers,
+                              web_seeds=tuple(s.url for s in webseeds.initial(job.web)),
+                              url_list=tuple(s.url for s in job.web.sources), own_names=file_names(job.meta, job.folder),
                               recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix)
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
@@ -216,7 +217,9 @@ def run(job: Job, display: Display) -> Outcome:
                    workers=[WorkerReport(k, len(p.spec.wanted), sum(f.size for f in job.shares[k - 1]),
                                          state.workers[k].last) for k, p in procs.items()],
                    files=state.files, verify_results=results,
-                   endpoints=endpoints)
+                   endpoints=endpoints,
+                   web_switches=[{"after_s": round(t - state.started, 3), "to": "web seeds" if on else "peers",
+                                  "why": why} for t, on, why in (state.web.switches if state.web else [])])
 
 
 def _mark(event: Event) -> None:
@@ -239,9 +242,18 @@ def _carry_out(action: Action, job: Job, procs: dict[int, WorkerProcess], displa
             log.info("worker %d listening on %s:%d", action.event.worker, action.event.ip, action.event.port)
         display.update(action.event)
     elif isinstance(action, Note):
+        log.info("%s", action.text)
         display.note(action.text, warning=action.warning)
     elif isinstance(action, Introduce):
         procs[action.worker].conn.send(Connect(action.peers))
+    elif isinstance(action, SetWebSeeds):
+        log.info("web seeds: %s", ", ".join(s.label for s in action.sources) or "none (BitTorrent peers only)")
+        for p in procs.values():
+            if not p.gone:
+                try:
+                    p.conn.send(WebSeeds(tuple(s.url for s in action.sources), action.probe))
+                except OSError:
+                    pass  # it died: its WorkerGone follows
     elif isinstance(action, StartVerify):
         return executor.submit(verify.verify_files, job.root,
                                {f.lfn: job.checksums[f.lfn] for f in job.selected if f.lfn in job.checksums})

@@ -53,6 +53,11 @@ class Progress:
     siblings: dict[str, int] = field(default_factory=dict)  # endpoint of a connection from another worker → its index
     peer_hash_failures: dict[str, int] = field(default_factory=dict)  # endpoint → failed pieces it took part in
     banned: tuple[str, ...] = ()  # endpoints banned for corrupt pieces
+    # BitTorrent peers that are neither sibling workers nor web seeds (btget/webseeds.py decides on these):
+    peer_bytes: int = 0  # payload received from them in this run
+    peers_remote: int = 0  # connected now
+    connect_attempts: int = 0  # connections to them tried
+    connect_failures: int = 0  # connections to them that failed (refused, timed out)
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,14 @@ class WorkerFailed:
     kind: str  # disk_full | file | listen | torrent
     subject: str
     problem: str
+
+
+@dataclass(frozen=True)
+class WebSeedBanned:
+    """libtorrent banned a web seed: pieces from it failed their SHA1 check."""
+
+    worker: int
+    url: str
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,15 @@ class Connect:
     """Connect to these peers (the sibling workers: they trade pieces)."""
 
     peers: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class WebSeeds:
+    """Use exactly these web seeds (BEP 19 base URLs; none: BitTorrent peers alone). `probe`: meanwhile
+    keep asking the tracker for peers, so that a peer that becomes reachable is tried again."""
+
+    urls: tuple[str, ...]
+    probe: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,5 +132,5 @@ class Verified:
     """The whole-file checksum check is done (its results are read at the end)."""
 
 
-WorkerEvent = Listening | Progress | WorkerFailed | TrackerReply
+WorkerEvent = Listening | Progress | WorkerFailed | TrackerReply | WebSeedBanned
 Event = WorkerEvent | WorkerGone | Tick | Verified

@@ -36,11 +36,18 @@ def file_status(size: int, done: int | None, selected: bool, verified: bool | No
     return "verified" if verified else "corrupt"
 
 
-def source_name(endpoint: str, sites: Mapping[str, str], workers: Mapping[str, int]) -> str:
+WEB_SEED = "web seed "
+
+
+def source_name(endpoint: str, sites: Mapping[str, str], workers: Mapping[str, int],
+                web_sites: Mapping[str, str] | None = None) -> str:
     """What a peer endpoint is: a site (by the tracker's `/api/sites`: its endpoint, else its
     address), a worker of this bt-get (its listening endpoint, or a connection it opened, known by
     its peer id), else the peer itself by address (a T3's bt-get or any other client, even one on
-    our own address)."""
+    our own address). A web seed (`web seed host:port`) is named by the site the repository listed
+    it for (`web_sites`: host:port → site), `web seed SITE`."""
+    if endpoint.startswith(WEB_SEED):
+        return WEB_SEED + (web_sites or {}).get(endpoint[len(WEB_SEED):], endpoint[len(WEB_SEED):])
     if endpoint in sites:
         return sites[endpoint]
     if endpoint in workers:
@@ -52,17 +59,18 @@ def source_name(endpoint: str, sites: Mapping[str, str], workers: Mapping[str, i
     return endpoint
 
 
-def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapping[str, int]) -> dict[str, int]:
+def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapping[str, int],
+                 web_sites: Mapping[str, str] | None = None) -> dict[str, int]:
     """Per-endpoint byte counts → per-source (source_name), largest first."""
     out: dict[str, int] = {}
     for ep, n in raw.items():
-        name = source_name(ep, sites, workers)
+        name = source_name(ep, sites, workers, web_sites)
         out[name] = out.get(name, 0) + n
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def bad_sources(workers: Sequence[WorkerReport], sites: Mapping[str, str],
-                endpoints: Mapping[str, int]) -> tuple[dict[str, int], list[str]]:
+def bad_sources(workers: Sequence[WorkerReport], sites: Mapping[str, str], endpoints: Mapping[str, int],
+                web_sites: Mapping[str, str] | None = None) -> tuple[dict[str, int], list[str]]:
     """Hash failures per source and the sources banned for corrupt pieces, over every worker."""
     failures: dict[str, int] = {}
     banned: set[str] = set()
@@ -70,16 +78,16 @@ def bad_sources(workers: Sequence[WorkerReport], sites: Mapping[str, str],
         if w.last is None:
             continue
         for ep, n in w.last.peer_hash_failures.items():
-            name = source_name(ep, sites, endpoints)
+            name = source_name(ep, sites, endpoints, web_sites)
             failures[name] = failures.get(name, 0) + n
-        banned.update(source_name(ep, sites, endpoints) for ep in w.last.banned)
+        banned.update(source_name(ep, sites, endpoints, web_sites) for ep in w.last.banned)
     return dict(sorted(failures.items(), key=lambda kv: -kv[1])), sorted(banned)
 
 
 def document(meta: Metainfo, directory: str, selected: set[int], files_done: Mapping[int, int],
              verified: Mapping[str, bool], workers: Sequence[WorkerReport], sources: Mapping[str, int],
              seconds: float, status: ExitStatus, *, hash_failures_by_source: Mapping[str, int] | None = None,
-             banned: Sequence[str] = ()) -> dict[str, Any]:
+             banned: Sequence[str] = (), web_switches: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The one JSON document `bt-get --json` prints (schema in docs/bt-get.md)."""
     files = []
     for i, f in enumerate(meta.files):
@@ -105,6 +113,7 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
         "hash_failures": sum(p.hash_failures for p in last),
         "hash_failures_by_source": dict(hash_failures_by_source or {}),
         "banned": list(banned),
+        "web_seed_switches": [dict(s) for s in web_switches],
         "workers": [{"worker": w.worker, "files": w.files_count, "bytes": w.bytes,
                      "done": w.last.done if w.last else 0, "downloaded": w.last.downloaded if w.last else 0,
                      "uploaded": w.last.uploaded if w.last else 0} for w in workers],

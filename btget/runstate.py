@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from torrents.errors import BtswarmError
 
+from btget import webseeds
 from btget.errors import Incomplete, TrackersRefuse, TransferError
-from btget.events import (Event, Listening, Phase, Progress, TrackerReply, Verified, WorkerFailed,
+from btget.events import (Event, Listening, Phase, Progress, TrackerReply, Verified, WebSeedBanned, WorkerFailed,
                           WorkerGone)
 
 
@@ -34,6 +35,7 @@ class Policy:
     seed_ratio: float = 0.0
     verify: bool = False  # the record has checksums for the selected files
     trackers: tuple[str, ...] = ()  # the torrent's (when every one says no for good, the run ends)
+    web: webseeds.Rule = webseeds.Rule()  # when to use the sites' web seeds
 
 
 class Ending(enum.Enum):
@@ -81,7 +83,15 @@ class End:
     why: str = ""  # for BLOCKED: what was seen
 
 
-Action = Introduce | Show | Note | Completed | StartVerify | End
+@dataclass(frozen=True)
+class SetWebSeeds:
+    """Every worker uses exactly these web seeds from now on (btget/webseeds.py decided)."""
+
+    sources: tuple[webseeds.Source, ...]
+    probe: bool = False
+
+
+Action = Introduce | Show | Note | Completed | StartVerify | End | SetWebSeeds
 
 
 # --- state ------------------------------------------------------------------------------------
@@ -110,10 +120,12 @@ class RunState:
     verifying: bool = False
     verified: bool = False
     ended: End | None = None
+    web: webseeds.State | None = None
 
     @classmethod
     def start(cls, policy: Policy, now: float) -> "RunState":
-        return cls(policy, now, {k: WorkerView() for k in range(1, policy.workers + 1)}, last_progress=now)
+        return cls(policy, now, {k: WorkerView() for k in range(1, policy.workers + 1)}, last_progress=now,
+                   web=webseeds.State.start(policy.web, now))
 
     def total(self, attr: str) -> int:
         return sum(getattr(w.last, attr) for w in self.workers.values() if w.last is not None)
@@ -158,7 +170,13 @@ def step(state: RunState, event: Event, now: float) -> list[Action]:
     actions = observe(state, event)
     if isinstance(event, TrackerReply):
         return actions + _trackers_refuse(state)
-    return actions + _introductions(state) + _progress(state, now)
+    if isinstance(event, WebSeedBanned):
+        return actions + _web_seeds(webseeds.banned(state.policy.web, _web(state), event.url), warning=True)
+    actions += _introductions(state) + _progress(state, now)
+    if state.ended is None:
+        actions += _web_seeds(webseeds.decide(state.policy.web, _web(state), _seen(state), now,
+                                              state.completed_at is not None))
+    return actions
 
 
 def observe(state: RunState, event: Event) -> list[Action]:
@@ -251,6 +269,26 @@ def _trackers_refuse(state: RunState) -> list[Action]:
         return []
     words = sorted({f"tracker {url}: {v.refused[url]}" for v in views for url in p.trackers})
     return _end(state, End(Ending.FAILED, TrackersRefuse(p.name, "; ".join(words))))
+
+
+def _web(state: RunState) -> webseeds.State:
+    if state.web is None:
+        state.web = webseeds.State.start(state.policy.web, state.started)
+    return state.web
+
+
+def _seen(state: RunState) -> webseeds.Seen:
+    last = [w.last for w in state.workers.values() if w.last is not None]
+    return webseeds.Seen(peer_bytes=sum(p.peer_bytes for p in last), peers_connected=sum(p.peers_remote for p in last),
+                         connect_attempts=sum(p.connect_attempts for p in last),
+                         connect_failures=sum(p.connect_failures for p in last),
+                         trackers_failing=all(w.tracker_error for w in state.workers.values()))
+
+
+def _web_seeds(switch: webseeds.Switch | None, warning: bool = False) -> list[Action]:
+    if switch is None:
+        return []
+    return [Note(switch.why, warning=warning), SetWebSeeds(switch.sources, switch.probe)]
 
 
 def _end(state: RunState, end: End) -> list[Action]:

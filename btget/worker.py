@@ -3,8 +3,10 @@
 The parent (btget.download) starts `run(spec, conn)` in a forked process
 and talks over a duplex pipe: the worker sends events and receives commands,
 each a dataclass of btget.events (Listening, Progress, WorkerFailed,
-TrackerReply; Connect, Stop). The worker never draws anything and decides
-nothing about the run: the parent owns the terminal and the outcome.
+TrackerReply, WebSeedBanned; Connect, WebSeeds, Stop). The worker never
+draws anything and decides nothing about the run: the parent owns the
+terminal and the outcome, and when to use web seeds (btget/webseeds.py): a
+torrent's own url-list is never used by libtorrent on its own.
 
 Layout on disk: save_path is DIR, so libtorrent writes DIR/NAME/<LFN>.
 Everything of bt-get's own lives in DIR/NAME/.bt-get/ (a dot name, which
@@ -35,6 +37,11 @@ STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and 
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
 REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
+PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
+# A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent
+# bans one at once only when it alone sent the piece, and a web seed that goes on sending bad
+# ranges costs a re-fetch each time.
+WEB_SEED_HASHFAILS = 2
 REFUSALS_DEFINITIVE = 3  # connections a tracker refused in a row before that is its answer
 REASONS_DEFINITIVE = 2  # refusals with a reason in a row before that is its answer
 REASON_RECHECK = 3  # seconds before asking a tracker that gave a reason once more
@@ -50,8 +57,8 @@ class WorkerSpec:
     wanted: tuple[int, ...]  # file indices this worker downloads; the rest get priority 0
     listen_ip: str = "127.0.0.1"
     peers: tuple[tuple[str, int], ...] = ()
-    web_seeds: tuple[str, ...] = ()  # extra HTTP sources (--web-seed)
-    url_list: tuple[str, ...] = ()  # the torrent's own (BEP 19), for naming sources
+    web_seeds: tuple[str, ...] = ()  # HTTP sources (BEP 19) used from the start; the parent adds and drops them
+    url_list: tuple[str, ...] = ()  # every web seed it may be told to use (the torrent's, --web-seed): naming
     own_names: dict[int, str] = field(default_factory=dict)  # torrents.metainfo.own_names: case twins
     recheck: bool = False  # --check: ignore saved resume state, hash what is on disk
     max_connections: int = 200
@@ -124,6 +131,7 @@ class Worker:
         self.banned_ips: set[str] = set()
         self._failures_at_connect: dict[str, int] = {}  # endpoint → hash failures counted when it connected
         self._prefix = spec.peer_prefix.encode()
+        self._sibling_endpoints: set[str] = set()  # where the parent said the other workers listen
         self.phase = WorkerPhase.FETCHING
         self.parent_gone = False
         self.ppid = os.getppid()
@@ -134,6 +142,13 @@ class Worker:
         self.connected = False  # some peer connected at some point (sent to the parent)
         self.connected_at: float | None = None  # time.time() of the first peer connection
         self.next_reannounce = 0.0  # monotonic: the earliest a lost seed may cost another announce
+        self.web_urls = set(spec.web_seeds)  # the web seeds in use now
+        self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
+        self.next_probe = 0.0
+        self.connect_attempts = 0  # connections to remote peers tried
+        self.connect_failures = 0  # connections to remote peers that failed (refused, timed out)
+        self.bans_seen = False  # libtorrent banned some peer: maybe a web seed (see _banned_web_seeds)
+        self.peers_remote = 0  # remote peers connected at the last sample
         self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
         self.piece_length = 0
@@ -185,7 +200,10 @@ class Worker:
                     self.stop["signal"] = "stop"
                 elif isinstance(command, events.Connect):
                     for peer in command.peers:
+                        self._sibling_endpoints.add(f"{peer[0]}:{peer[1]}")
                         self.handle.connect_peer(peer)
+                elif isinstance(command, events.WebSeeds):
+                    self._set_web_seeds(command)
             if self.first_byte_at is None and self.phase is WorkerPhase.FETCHING:
                 # Polled here, not taken from a state_update_alert: those come
                 # every report_interval (0.5 s), too coarse for a first byte that
@@ -202,7 +220,14 @@ class Worker:
                 next_sample = now + SOURCE_SAMPLE
             if now >= next_stall:
                 self._shut_out_stalled(now)
+                if self.bans_seen and self.web_urls:
+                    self._banned_web_seeds()
                 next_stall = now + STALL_CHECK
+            if self.probe and self.phase is WorkerPhase.FETCHING and now >= self.next_probe:
+                # Blocked peers are given up after a few failures; handed out again by the
+                # tracker they are tried again, so one that became reachable is found.
+                self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
+                self.next_probe = now + PROBE_EVERY
             if now >= next_report:
                 if self.phase is WorkerPhase.SEEDING:
                     # Seeding: libtorrent posts no state update for uploads alone, so
@@ -265,12 +290,16 @@ class Worker:
             if ep:
                 key = f"{ep[0]}:{ep[1]}"
                 self._seen.setdefault(f"web seed {key}" if (ep[0], ep[1]) in self._web_seed_endpoints else key, 1)
+            remote = bool(ep) and (ep[0], ep[1]) not in self._web_seed_endpoints and self._remote(ep[0], key)
             if isinstance(a, lt.peer_connect_alert):
-                self.connected = True
+                self.connected = True  # an attempt (libtorrent posts it before the connection is made)
+                self.connect_attempts += remote
                 if ep:
                     self._failures_at_connect.setdefault(f"{ep[0]}:{ep[1]}", self.hash_failures)
                 self.connected_at = self.connected_at or time.time()
             elif self.phase is WorkerPhase.FETCHING:
+                if a.op == lt.operation_t.connect and remote:
+                    self.connect_failures += 1  # refused, or timed out (a firewall that drops)
                 # A site that cannot read its replica drops its seed at once, between two
                 # status updates: look now, not at the next one.
                 self._seeds_gone(self.handle.status(0).num_seeds)
@@ -278,6 +307,9 @@ class Worker:
             self.hash_failures += 1
         elif isinstance(a, lt.peer_ban_alert):
             self._banned(a.endpoint)
+            if self.web_urls:
+                self.bans_seen = True
+                self._banned_web_seeds()
         elif isinstance(a, lt.tracker_error_alert):
             # A dead or refusing tracker is the usual reason for "0 seeds":
             # say so rather than let the user watch a still bar.
@@ -354,15 +386,50 @@ class Worker:
         peer to it (several connections per address are allowed, for loopback and NAT), so the address
         is shut out for the rest of the run: unless it is our own, which our sibling workers share."""
         key = f"{endpoint[0]}:{endpoint[1]}"
+        if (endpoint[0], endpoint[1]) in self._web_seed_endpoints:
+            key = f"web seed {key}"  # named as the sources name it
         if key not in self.banned:
             self.banned.append(key)
             # Banned between two samples, its count unseen: it took part in at least one of the
             # failures since it connected (the failing piece's alert comes before the ban's).
             since = self.hash_failures - self._failures_at_connect.get(key, 0)
             self.peer_hash_failures[key] = max(self.peer_hash_failures.get(key, 0), since, 1)
-        if endpoint[0] != self.spec.listen_ip and endpoint[0] not in self.banned_ips:
+        # A web seed's address is left open: libtorrent dropped the web seed, and the site's peer wire
+        # there checks every piece before sending it (seed mode).
+        if (endpoint[0] != self.spec.listen_ip and endpoint[0] not in self.banned_ips
+                and (endpoint[0], endpoint[1]) not in self._web_seed_endpoints):
             self.banned_ips.add(endpoint[0])
             self._set_ip_filter()
+
+    def _set_web_seeds(self, command: events.WebSeeds) -> None:
+        """Use exactly the web seeds the parent named (adding and removing url seeds on the handle)."""
+        wanted = set(command.urls)
+        for url in sorted(self.web_urls - wanted):
+            self.handle.remove_url_seed(url)  # its connection closes; its requests go back to the picker
+        for url in sorted(wanted - self.web_urls):
+            self.handle.add_url_seed(url)
+        self.web_urls = wanted
+        self._web_seed_endpoints |= _endpoints(command.urls)
+        self.probe = command.probe
+        self.next_probe = time.monotonic() + PROBE_EVERY
+
+    def _banned_web_seeds(self, also: set[str] = frozenset()) -> None:
+        """Web seeds that sent pieces failing their SHA1 check: those libtorrent banned (it removes them
+        from the torrent, so they are the URLs gone from the handle; looked at on the ban alert and
+        again every STALL_CHECK, in case the removal came later) and `also` (dropped here)."""
+        for url in also & self.web_urls:
+            self.handle.remove_url_seed(url)
+        gone = (self.web_urls - set(self.handle.url_seeds())) | (also & self.web_urls)
+        for url in sorted(gone):
+            self.send(events.WebSeedBanned(self.spec.index, url))
+        self.web_urls -= gone
+
+    def _remote(self, ip: str, key: str) -> bool:
+        """A BitTorrent peer that is neither a web seed nor a sibling worker: one known by its peer id (this
+        run's prefix) or by the endpoint the parent introduced; without a prefix, any on our own address."""
+        if key.startswith("web seed ") or key in self.siblings or key in self._sibling_endpoints:
+            return False
+        return bool(self._prefix) or ip != self.spec.listen_ip
 
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:
@@ -396,17 +463,24 @@ class Worker:
         except RuntimeError:
             return
         recent: dict[str, int] = {}
+        busy = self.lt.peer_info.connecting | self.lt.peer_info.handshake
+        remote = 0
+        bad: set[str] = set()
         for p in peers:
             key = f"{p.ip[0]}:{p.ip[1]}"
             if p.connection_type in self._web_seed_types:
                 # An HTTP server (BEP 19), not a peer: named so that one on the
                 # workers' own address is not taken for a sibling worker.
                 key = f"web seed {key}"
+                if p.num_hashfails >= WEB_SEED_HASHFAILS:
+                    bad |= {u for u in self.web_urls if (p.ip[0], p.ip[1]) in _endpoints((u,))}
             if self._prefix and key not in self.siblings:
                 pid = p.pid.to_bytes()
                 index = pid[len(self._prefix):len(self._prefix) + 2]
                 if pid.startswith(self._prefix) and index.isdigit():
                     self.siblings[key] = int(index)
+            if not p.flags & busy and self._remote(p.ip[0], key):
+                remote += 1
             if p.num_hashfails:  # libtorrent's count for this endpoint, kept across its connections
                 self.peer_hash_failures[key] = max(p.num_hashfails, self.peer_hash_failures.get(key, 0))
             total = p.total_download
@@ -422,6 +496,9 @@ class Worker:
             self._last_conn[key] = total
         if recent:
             self._recent = recent
+        self.peers_remote = remote
+        if bad:
+            self._banned_web_seeds(bad)
 
     def _attribute_rest(self) -> None:
         """Share the bytes that arrived after the last sample among the peers of that sample.
@@ -465,7 +542,10 @@ class Worker:
 
     def _peers_named(self) -> dict[str, Any]:
         return {"siblings": dict(self.siblings), "peer_hash_failures": dict(self.peer_hash_failures),
-                "banned": tuple(self.banned)}
+                "banned": tuple(self.banned),
+                "peer_bytes": sum(n for k, n in self.sources.items() if self._remote(k.rsplit(":", 1)[0], k)),
+                "peers_remote": self.peers_remote, "connect_attempts": self.connect_attempts,
+                "connect_failures": self.connect_failures}
 
     def send(self, event: events.WorkerEvent) -> None:
         if self.parent_gone:
@@ -485,6 +565,8 @@ def torrent_params(lt: Any, spec: WorkerSpec) -> Any:
     from torrents.servicekit import ltsession
 
     ti = ltsession.torrent_info(spec.torrent)
+    # The torrent's own web seeds are the parent's to use (btget/webseeds.py), never libtorrent's at once.
+    ti.set_web_seeds([])
     atp = None
     if not spec.recheck and os.path.isfile(spec.resume_path):
         try:

@@ -14,7 +14,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from torrents.servicekit import web as tweb
-from torrents import urls
+from torrents import metainfo, urls
 from torrents.errors import BtswarmError, Conflict, NotFound
 from torrents.infohash import parse_info_hash
 from btrepo import catalog, keys
@@ -76,6 +76,8 @@ async def get_dataset(request: web.Request) -> web.Response:
     if detail is None:
         raise NotFound(name, "no such dataset")
     swarm = await request.app[keys.TRACKER].swarm(detail.summary.info_hash)
+    seeds = catalog.live_web_seeds(await request.app[keys.DB].web_seeds(detail.summary.info_hash),
+                                   swarm.holders if swarm else None)
     decision = detail.decision
     return web.json_response({
         **detail.summary.to_json(),
@@ -84,6 +86,7 @@ async def get_dataset(request: web.Request) -> web.Response:
         "torrent_url": torrent_path(name),
         "magnet": detail.magnet,
         "swarm": swarm.to_json() if swarm else None,
+        "web_seeds": [{"site": site, "url": url} for site, url in seeds],
         "replica_sites": [v.to_json() for v in decision.sites],
         "decided_by": decision.decided_by.value,
         "pinned": detail.pinned,
@@ -111,7 +114,16 @@ async def get_torrent(request: web.Request) -> web.Response:
         # replicas must not hand anyone the bad one. A chosen info-hash is the user's call.
         raise Conflict(name, decision.summary(name).split(": ", 1)[1] + "; choose a version with ?info_hash=")
     request.app[keys.METRICS].torrent_downloads.inc()
-    return web.Response(body=found.data, content_type="application/x-bittorrent",
+    data = found.data
+    published = await request.app[keys.DB].web_seeds(found.info_hash)
+    if published:
+        # The sites' web seeds, added now from who holds this version now (docs/webseeds.md), outside
+        # the info dict: the info-hash is the same.
+        swarm = await request.app[keys.TRACKER].swarm(found.info_hash)
+        seeds = catalog.live_web_seeds(published, swarm.holders if swarm else None)
+        data = await asyncio.get_running_loop().run_in_executor(
+            None, metainfo.with_url_list, data, [url for _, url in seeds], [url for _, url in published])
+    return web.Response(body=data, content_type="application/x-bittorrent",
                         headers={"Content-Disposition": content_disposition(f"{name}.torrent")})
 
 

@@ -44,6 +44,7 @@ class Publication:
     left_out: tuple[tuple[str, str], ...] = ()  # what the site left out of its replica (path, why)
     left_out_count: int = 0
     kind: str = "T2"  # the publishing site's tier (SITE_KINDS)
+    web_seeds: tuple[str, ...] = ()  # BEP 19 base URLs where the site serves the dataset over HTTP
 
     @property
     def name(self) -> str:
@@ -113,7 +114,24 @@ def parse_publish(body: Any, path_name: str, signer: str) -> Publication:
         raise DatasetError(subject, f"record new_version must be true or false, got {declared!r}")
     left_out, count = _record_left_out(record, subject)
     return Publication(site=signer, dataset=dataset, meta=meta, torrent=torrent, xxh3=_record_sums(record, subject),
-                       declared=declared, left_out=left_out, left_out_count=count, kind=kind)
+                       declared=declared, left_out=left_out, left_out_count=count, kind=kind,
+                       web_seeds=_record_web_seeds(record, subject))
+
+
+MAX_WEB_SEEDS = 16
+MAX_URL = 2048
+
+
+def _record_web_seeds(record: Mapping[str, Any], subject: str) -> tuple[str, ...]:
+    """The site's BEP 19 base URLs: http(s), printable, each ending in '/' (the client appends NAME/LFN)."""
+    value = record.get("web_seeds", [])
+    if not isinstance(value, list) or len(value) > MAX_WEB_SEEDS:
+        raise DatasetError(subject, f"record web_seeds must be a list of at most {MAX_WEB_SEEDS} URLs")
+    for url in value:
+        if (not isinstance(url, str) or not url.startswith(("http://", "https://")) or not url.endswith("/")
+                or len(url) > MAX_URL or not url.isprintable() or " " in url):
+            raise DatasetError(subject, f"record web_seeds: {str(url)[:80]!r} is not an http(s) URL ending in '/'")
+    return tuple(dict.fromkeys(value))
 
 
 MAX_LEFT_OUT = 1000
@@ -197,6 +215,21 @@ def check_record_matches(dataset: Dataset, record: Mapping[str, Any], meta: meta
     total = record.get("total_size", dataset.total_size)
     if total != meta.total_size or dataset.total_size != meta.total_size:
         raise MetainfoError(subject, f"total size {total} differs from the torrent's {meta.total_size}")
+
+
+def live_web_seeds(published: list[tuple[str, str]], holders: tuple[str, ...] | None) -> list[tuple[str, str]]:
+    """The (site, base URL) web seeds to list: those of the sites that hold the version now.
+
+    `published` is what the sites published; `holders` the sites the tracker
+    sees up and listing the info-hash in their heartbeat. A site that removed
+    the dataset, found its replica damaged or went down is left out. When the
+    tracker does not say (down, or too old to know), every published one is
+    listed: a client behind a firewall may have nothing else, and a dead web
+    seed costs it one failed connection.
+    """
+    if holders is None:
+        return list(published)
+    return [(site, url) for site, url in published if site in holders]
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sites ADD COLUMN kind TEXT NOT NULL DEFAULT 'T2';
     """,
+    # Web seeds (BEP 19): where each site serves the version over HTTP, a JSON list of base URLs.
+    """
+    ALTER TABLE publications ADD COLUMN web_seeds TEXT;
+    """,
 )
 
 # bm25 weights for (name, files, description): a word in the name counts most.
@@ -375,6 +379,10 @@ class Database:
     async def sites(self) -> list[SiteRow]:
         return await self._read(_sites)
 
+    async def web_seeds(self, info_hash: str) -> list[tuple[str, str]]:
+        """(site, BEP 19 base URL) of every site that published this version with web seeds, by site."""
+        return await self._read(lambda conn: _web_seeds(conn, info_hash))
+
     async def count(self) -> int:
         return await self._read(lambda conn: conn.execute("SELECT count(*) FROM datasets").fetchone()[0])
 
@@ -455,12 +463,14 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Pu
                          [(f.adler32, pub.xxh3.get(f.lfn), version_id, index[f.lfn]) for f in pub.dataset.files
                           if (f.adler32 is not None or f.lfn in pub.xxh3) and f.lfn in index])
     left_out = json.dumps({"count": pub.left_out_count, "entries": pub.left_out}) if pub.left_out_count else None
+    web_seeds = json.dumps(list(pub.web_seeds)) if pub.web_seeds else None
     conn.execute(
-        """INSERT INTO publications (version_id, site_id, first_published, last_published, left_out)
-           VALUES (?, ?, ?, ?, ?)
+        """INSERT INTO publications (version_id, site_id, first_published, last_published, left_out, web_seeds)
+           VALUES (?, ?, ?, ?, ?, ?)
            ON CONFLICT (version_id, site_id) DO UPDATE SET last_published = excluded.last_published,
-                                                           left_out = excluded.left_out""",
-        (version_id, site_id, now, now, left_out))
+                                                           left_out = excluded.left_out,
+                                                           web_seeds = excluded.web_seeds""",
+        (version_id, site_id, now, now, left_out, web_seeds))
     # A site holds one version of a dataset (its directory or manifest as it is
     # now): publishing this one means it no longer holds the others.
     conn.execute("""DELETE FROM publications WHERE site_id = ? AND version_id != ?
@@ -659,6 +669,14 @@ def _torrent(conn: sqlite3.Connection, name: str, info_hash: str | None) -> Torr
         row = conn.execute("""SELECT v.torrent, v.info_hash, d.decision FROM datasets d
                               JOIN versions v ON v.id = d.current_version_id WHERE d.name = ?""", (name,)).fetchone()
     return TorrentFile(bytes(row[0]), row[1], _decision(row[2])) if row else None
+
+
+def _web_seeds(conn: sqlite3.Connection, info_hash: str) -> list[tuple[str, str]]:
+    rows = conn.execute("""SELECT s.name, p.web_seeds FROM publications p JOIN sites s ON s.id = p.site_id
+                           JOIN versions v ON v.id = p.version_id
+                           WHERE v.info_hash = ? AND p.web_seeds IS NOT NULL ORDER BY s.name""",
+                        (info_hash.lower(),)).fetchall()
+    return [(site, url) for site, text in rows for url in json.loads(text)]
 
 
 def _sites(conn: sqlite3.Connection) -> list[SiteRow]:

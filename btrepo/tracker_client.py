@@ -26,13 +26,14 @@ class Swarm:
     leechers: int
     completed: int
     sites: tuple[str, ...]  # sites seeding it now
+    holders: tuple[str, ...] | None = None  # sites up and holding it; None: the tracker does not say
 
     def to_json(self) -> dict:
         return {"seeds": self.seeds, "leechers": self.leechers, "completed": self.completed,
                 "sites": list(self.sites)}
 
 
-EMPTY = Swarm(0, 0, 0, ())
+EMPTY = Swarm(0, 0, 0, (), ())  # the tracker knows no swarm: no site holds it
 
 
 def swarm_from_json(doc: Any) -> Swarm | None:
@@ -43,9 +44,11 @@ def swarm_from_json(doc: Any) -> Swarm | None:
     if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
         return None
     sites = doc.get("sites") or []
-    if not isinstance(sites, list):
+    holders = doc.get("holders")
+    if not isinstance(sites, list) or not isinstance(holders, (list, type(None))):
         return None
-    return Swarm(counts[0], counts[1], counts[2], tuple(sorted(str(s) for s in sites)))
+    return Swarm(counts[0], counts[1], counts[2], tuple(sorted(str(s) for s in sites)),
+                 None if holders is None else tuple(sorted(str(s) for s in holders)))
 
 
 class SwarmSource(Protocol):

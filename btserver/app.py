@@ -2,9 +2,10 @@
 
 Routes (docs/contracts.md): POST /api/seeds and DELETE /api/seeds/{hex}
 (signed as this site), GET /api/status, GET /metrics, GET /healthz.
-Background (cleanup_ctx): the libtorrent session, the preparation thread
-(scan → farms → torrents), publishing, heartbeats. The API answers from
-the first moment; a dataset still hashing is simply not seedable yet.
+Background (cleanup_ctx): the libtorrent session, the web seed's own
+listener (btserver/webseed.py, when `web_listen` is set), the preparation
+thread (scan → farms → torrents), publishing, heartbeats. The API answers
+from the first moment; a dataset still hashing is simply not seedable yet.
 """
 
 from __future__ import annotations
@@ -23,17 +24,20 @@ from aiohttp import web
 from torrents import auth
 from torrents.log import notice
 from torrents.errors import NotFound
-from torrents.hostport import parse_hostport
+from torrents.hostport import format_hostport, parse_hostport
 from torrents.infohash import parse_info_hash
 from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 
 from btserver.config import ServerConfig
 
-from btserver import heartbeat, publisher, rucio_sync
+from btserver import heartbeat, publisher, rucio_sync, weburls
 from btserver.catalog import Catalog
 from btserver.inventory import Inventory, Prepared
 from btserver.metrics import Metrics
-from btserver.seeder import AtCapacity, Seedable, Seeder
+from btserver.ratelimit import TokenBucket
+from btserver.seeder import AtCapacity, Seedable, Seeder, SessionError
+from btserver.webload import WebLoad
+from btserver.webseed import WebSeed, create_web_app
 
 log = logging.getLogger("btswarm.server.app")
 
@@ -68,6 +72,8 @@ class Daemon:
     rucio: rucio_sync.RucioSync | None = None  # [server.rucio] set: the datasets Rucio offers here
     rescan: Callable[[], None] | None = None  # start a scan (SIGHUP, POST /api/rescan); set at start-up
     scans: int = 0  # scans finished: a caller who asked for one knows when its answer is in /api/status
+    web: WebSeed | None = None  # the web seed, when web_listen is set
+    web_url: str = ""  # its base as clients reach it, known once it listens
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -81,7 +87,11 @@ class Daemon:
     def heartbeat_body(self) -> dict:
         return heartbeat.heartbeat_body(self.config.site, self.control_url, [self.seeder.endpoint],
                                         self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds,
-                                        self.config.kind)
+                                        kind=self.config.kind, web_busy=self.web.load.busy() if self.web else ())
+
+    def web_seeds(self) -> list[str]:
+        """The BEP 19 base URLs this site offers for its datasets (published with each)."""
+        return weburls.bases(self.web_url, self.config.web_seed_urls)
 
 
 DAEMON = web.AppKey("btserver_daemon", Daemon)
@@ -106,6 +116,15 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
         publish_retry=deps.publish_retry or publisher.Retry(),
         control_url=config.control_url or f"http://{config.listen}",
     )
+    if config.web_listen:
+        daemon.web = WebSeed(
+            inventory=daemon.inventory, metrics=metrics, seeding=seeder.seeding,
+            load=WebLoad(idle_ttl=config.idle_ttl, capacity=config.max_seeds),
+            damaged=lambda info_hash: info_hash in seeder.damaged,
+            max_requests=config.web_max_requests, queue_timeout=config.web_queue_timeout,
+            # A burst of a quarter second's worth: pacing smooth enough for TCP on a shaped link.
+            bucket=TokenBucket(config.web_rate_limit, max(64 * 1024, config.web_rate_limit // 4))
+            if config.web_rate_limit else None)
     app = web.Application(middlewares=[error_middleware])
     app[DAEMON] = daemon
     app.router.add_post("/api/seeds", start_seed)
@@ -190,6 +209,9 @@ async def status(request: web.Request) -> web.Response:
         "capacity": d.config.max_seeds,
         "hash_failures": d.seeder.counters.hash_failures,
         "read_errors": d.seeder.counters.read_errors,
+        "web_seeds": d.web_seeds(),
+        "web": None if d.web is None else {"url": d.web_url, "requests": d.web.load.requests_total,
+                                           "sent_total": d.web.load.sent_total, "serving": d.web.load.snapshot()},
         "error": d.prepare_error,
         "problems": ([str(p) for p in d.inventory.problems] + d.seeder.problems() + disagree
                      + ([d.rucio.state.problem()] if d.rucio and d.rucio.state.problem() else [])),
@@ -210,6 +232,7 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
     await loop.run_in_executor(None, d.seeder.open)
     notice().info("%s: control %s, peers %s; preparing datasets", d.config.site, d.control_url, d.seeder.endpoint)
     d.http = aiohttp.ClientSession()
+    web_runner = await _start_web(d) if d.web is not None else None
     stop = threading.Event()
 
     def on_ready(prepared: Prepared, replaced: Prepared | None) -> None:  # preparation thread
@@ -233,6 +256,8 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
             d.scans += 1
             for gone in report.gone:
                 d.seeder.unregister(gone.info_hash)
+                if d.web is not None:
+                    _threadsafe(loop, lambda ih=gone.info_hash: d.web.load.forget(ih))
             notice().info("%s: %d datasets ready, %d gone, %d problems%s", d.config.site, len(report.prepared),
                           len(report.gone), len(report.problems),
                           f" (see {d.control_url}/api/status)" if report.problems else "")
@@ -291,8 +316,28 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
             task.cancel()
         await asyncio.gather(*d.tasks, return_exceptions=True)
         await d.http.close()
+        if web_runner is not None:
+            await web_runner.cleanup()
         await loop.run_in_executor(None, d.seeder.close)
         log.info("stopped")
+
+
+async def _start_web(d: Daemon) -> web.AppRunner:
+    """The web seed's listener; its URL (for the publications) once the port is known."""
+    assert d.web is not None
+    host, port = parse_hostport(d.config.web_listen, "web_listen")
+    runner = web.AppRunner(create_web_app(d.web), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise SessionError(d.config.web_listen, f"web seed cannot listen ({exc.strerror})") from None
+    bound = runner.addresses[0][1] if runner.addresses else port
+    d.web_url = (d.config.web_url or f"http://{format_hostport(host, bound)}").rstrip("/")
+    log.info("web seed listening on %s", d.web_url)
+    return runner
 
 
 def _dataset_ready(d: Daemon, prepared: Prepared) -> None:
@@ -308,9 +353,11 @@ def _dataset_ready(d: Daemon, prepared: Prepared) -> None:
 async def _publish(d: Daemon, prepared: Prepared) -> None:
     assert d.http is not None
     torrent = await asyncio.get_running_loop().run_in_executor(None, prepared.torrent_path.read_bytes)
+    record = prepared.record()
+    if d.web_seeds():
+        record["web_seeds"] = d.web_seeds()  # where this site serves it over HTTP (BEP 19 bases)
     answer = await publisher.publish(d.http, d.config.repo, d.config.site, d.config.secret, torrent,
-                                     prepared.record(), retry=d.publish_retry, metrics=d.metrics,
-                                     kind=d.config.kind)
+                                     record, retry=d.publish_retry, metrics=d.metrics, kind=d.config.kind)
     d.published[prepared.info_hash] = answer
     if not answer.ok:
         d.publishing.discard(prepared.info_hash)  # the next rescan (SIGHUP) tries again

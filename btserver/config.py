@@ -12,6 +12,8 @@ from torrents.did import parse_pattern
 from torrents.errors import BtswarmError, ConfigError
 from torrents.hostport import check_hostport
 
+from btserver import weburls
+
 
 SITE_KINDS = ("T2", "T3")
 
@@ -116,6 +118,18 @@ class ServerConfig:
     # slots), 0: no limit. 1 spares the site: other T3s take the pieces from
     # the one being served (docs/benchmarks.md has the measured figures).
     upload_slots: int = 1
+    # The site as a BEP 19 web seed (docs/webseeds.md): its own HTTP listener serving the
+    # symlink farm under /data/<dataset>/<LFN> ("" : none), as clients reach it (default
+    # http://<web_listen>; a TLS front's https:// URL), and its existing doors as URL templates
+    # with {dataset} and {lfn}. The listener's requests are capped so that they never starve
+    # the peer wire: bytes/s over all of them (0: none), at once (more wait up to
+    # web_queue_timeout, then get 503).
+    web_listen: str = ""
+    web_url: str = ""
+    web_seed_urls: tuple[str, ...] = ()
+    web_rate_limit: Bytes = Bytes(0)
+    web_max_requests: int = 16
+    web_queue_timeout: Seconds = Seconds(5.0)
     private: bool = True
     hybrid: bool = False
     hash_threads: int = 0  # 0: one per core
@@ -130,7 +144,13 @@ class ServerConfig:
             raise ConfigError("kind", f"must be one of {', '.join(SITE_KINDS)}, got {self.kind!r}")
         for key in ("listen", "peer_listen"):
             check_hostport(self, key)
-        for key in ("max_seeds",):
+        if self.web_listen:
+            check_hostport(self, "web_listen")
+        if self.web_url and not self.web_url.startswith(("http://", "https://")):
+            raise ConfigError("web_url", f"{self.web_url!r} is not an http:// or https:// URL")
+        for template in self.web_seed_urls:
+            weburls.check_template("web_seed_urls", template)
+        for key in ("max_seeds", "web_max_requests"):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")
         for key in ("upload_slots", "hash_threads"):

@@ -24,9 +24,10 @@ MIN_INTERVAL = 0.5
 
 
 def heartbeat_body(site: str, control_url: str, peers: list[str], can_seed: list[str], seeding: list[str],
-                   capacity: int, kind: str = "T2") -> dict:
+                   capacity: int, kind: str = "T2", web_busy: Sequence[str] = ()) -> dict:
+    """`web_busy`: datasets the web seed served lately; they count in the load as seeds do."""
     return {"site": site, "kind": kind, "control_url": control_url, "peers": peers, "can_seed": sorted(can_seed),
-            "seeding": sorted(seeding), "load": len(seeding), "capacity": capacity}
+            "seeding": sorted(seeding), "load": len(set(seeding) | set(web_busy)), "capacity": capacity}
 
 
 async def beat_all(http: aiohttp.ClientSession, trackers: Sequence[str], site: str, secret: str,

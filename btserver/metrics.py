@@ -34,3 +34,9 @@ class Metrics:
                                     registry=r)
         self.rucio_withheld = Gauge("btserver_rucio_withheld", "Datasets kept back by a file problem",
                                     registry=r)
+        self.web_requests = Counter("btserver_web_requests", "Web seed requests answered", ["code"], registry=r)
+        self.web_sent = Counter("btserver_web_sent_bytes", "Payload bytes sent by the web seed", ["dataset"],
+                                registry=r)
+        self.web_active = Gauge("btserver_web_requests_active", "Web seed requests being answered", registry=r)
+        self.web_queue = Histogram("btserver_web_queue_seconds", "Time a web seed request waited for a slot",
+                                   buckets=(0.001, 0.01, 0.1, 0.5, 1, 2, 5, 10), registry=r)

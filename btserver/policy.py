@@ -32,3 +32,8 @@ def eviction_victim(seeds: Iterable[SeedView], now: float, grace: float) -> str 
     if not idle:
         return None
     return min(idle, key=lambda s: (s.last_active, s.info_hash)).info_hash
+
+
+def admits(key: str, busy: set[str], capacity: int) -> bool:
+    """Whether serving `key` fits: it is busy already (a seed, or served over HTTP lately), or a slot is free."""
+    return key in busy or len(busy) < capacity

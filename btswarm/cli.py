@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
                    "site i serves the i-th DIR (separate replicas). Default: a generated sample.")
 @click.option("--sites", type=click.IntRange(1, 250), default=2, show_default=True, help="Number of storage sites.")
 @click.option("--base-port", type=click.IntRange(0, 65000), default=0,
-              help="Tracker on PORT, repository PORT+1, site i on PORT+10+2i (control) and PORT+11+2i (peers). "
-                   "Default: free ports.")
+              help="Tracker on PORT, repository PORT+1, site i on PORT+10+2i (control), PORT+11+2i (peers) "
+                   "and PORT+520+i (web seed). Default: free ports.")
 @click.option("--sample-files", type=click.IntRange(1, 100_000), default=29, show_default=True)
 @click.option("--sample-size", default="300M", show_default=True, help="Total size of the sample dataset.")
 @click.option("--idle-ttl", default="10m", show_default=True, help="Stop a site's seed after this long without peers.")
@@ -125,7 +125,7 @@ def demo(state, output, sites, sample_size, workers, keep):
 
 
 BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "scale", "flood",
-           "rucio", "tree", "cost"]
+           "rucio", "tree", "cost", "webseed"]
 
 
 @cli.command()

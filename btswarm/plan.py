@@ -16,10 +16,15 @@ class Site:
     control_port: int
     peer_port: int
     secret: str
+    web_port: int = 0  # the site's web seed (BEP 19) listener; 0: none
 
     @property
     def control_url(self) -> str:
         return f"http://{self.ip}:{self.control_port}"
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{self.ip}:{self.web_port}" if self.web_port else ""
 
     @property
     def peer(self) -> str:
@@ -200,6 +205,7 @@ def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
             "repo": fed.repo_url,
             "heartbeat_interval": fed.heartbeat_interval,
             "idle_ttl": fed.idle_ttl,
+            **({"web_listen": f"{s.ip}:{s.web_port}"} if s.web_port else {}),
             **trackers,
         }}
         if fed.rucio is not None:
@@ -260,7 +266,8 @@ def ready_document(fed: Federation, datasets: list[str], *, netns: str | None = 
         "tracker_urls": list(fed.tracker_urls),
         "redis": fed.store_url,
         "repo": fed.repo_url,
-        "sites": [{"name": s.name, "peer": s.peer, "control_url": s.control_url} for s in fed.sites],
+        "sites": [{"name": s.name, "peer": s.peer, "control_url": s.control_url, "web_url": s.web_url}
+                  for s in fed.sites],
         "t3": {"name": fed.t3.name, "peer": fed.t3.peer, "control_url": fed.t3.control_url,
                "config": str(fed.state / "config" / f"{fed.t3.name}.toml")} if fed.t3 else None,
         "datasets": datasets,

@@ -69,17 +69,18 @@ def free_port(ip: str) -> int:
 
 
 def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> plan.Federation:
-    """Addresses and ports: from --base-port (tracker P, repo P+1, site i P+10+2i / P+11+2i) or free."""
+    """Addresses and ports: from --base-port (tracker P, repo P+1, site i P+10+2i / P+11+2i, its web seed
+    P+520+i) or free."""
     if not 1 <= opts.sites <= 250:
         raise BtswarmError("--sites", f"{opts.sites} is out of range (1-250)")
     sites = []
     for i in range(opts.sites):
         ip = plan.site_ip(i)
         if opts.base_port:
-            cport, pport = opts.base_port + 10 + 2 * i, opts.base_port + 11 + 2 * i
+            cport, pport, wport = opts.base_port + 10 + 2 * i, opts.base_port + 11 + 2 * i, opts.base_port + 520 + i
         else:
-            cport, pport = free_port(ip), free_port(ip)
-        sites.append(plan.Site(plan.site_name(i), ip, cport, pport, secrets.token_hex(16)))
+            cport, pport, wport = free_port(ip), free_port(ip), free_port(ip)
+        sites.append(plan.Site(plan.site_name(i), ip, cport, pport, secrets.token_hex(16), wport))
     if not 1 <= opts.trackers <= 8:
         raise BtswarmError("--trackers", f"{opts.trackers} is out of range (1-8)")
     if opts.trackers > 1 and not (opts.redis or opts.redis_url):
@@ -386,7 +387,8 @@ def banner(fed: plan.Federation, names: list[str], netns_name: str | None = None
         *(f"  tracker     {u}/announce" for u in fed.tracker_urls),
         *([f"  redis       {fed.store_url}"] if fed.store_url else []),
     ]
-    lines += [f"  {s.name:<10}  control {s.control_url}  peers {s.peer}" for s in fed.sites]
+    lines += [f"  {s.name:<10}  control {s.control_url}  peers {s.peer}  web seed {s.web_url}/data/"
+              for s in fed.sites]
     if fed.rucio is not None:
         lines.append(f"  rucio       {fed.rucio.url}/  (RUCIO_CONFIG={fed.rucio.root / 'etc' / 'rucio.cfg'}; "
                      f"RSEs {', '.join(rse for _, rse, _ in fed.rucio.rses)})")

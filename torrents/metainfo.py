@@ -306,6 +306,34 @@ def dump(info: dict, announce: str | None = None, url_list: Iterable[str] = (),
     return bencoding.encode(top)
 
 
+def with_url_list(data: bytes, add: Sequence[str], drop: Iterable[str] = (), subject: str = "torrent") -> bytes:
+    """The same .torrent with `add` first in its `url-list` (BEP 19 web seeds), then those it had but for `drop`.
+
+    The info dict's bytes are copied as they are, never decoded and encoded
+    again, so the info-hash stays what it was even for a torrent whose info
+    dict was not written in canonical order.
+    """
+    limits = DEFAULT_READ_LIMITS
+    top = bencoding.decode(data, bencoding.Limits(max_size=limits.max_bytes, max_depth=limits.max_depth,
+                                                  max_tokens=8 * limits.max_files + 1024), subject)
+    span = bencoding.dict_value_span(data, b"info")
+    if not isinstance(top, dict) or span is None:
+        raise MetainfoError(subject, "no info dictionary")
+    had = top.get(b"url-list")
+    had = [had] if isinstance(had, bytes) else [u for u in had if isinstance(u, bytes)] if isinstance(had, list) else []
+    dropped = {u.encode() for u in drop}
+    urls = list(dict.fromkeys([u.encode() for u in add] + [u for u in had if u not in dropped]))
+    rest = {k: v for k, v in top.items() if k not in (b"info", b"url-list")}
+    if urls:
+        rest[b"url-list"] = urls
+    parts = [b"d"]
+    for key in sorted([*rest, b"info"]):
+        parts.append(bencoding.encode(key))
+        parts.append(data[span[0]:span[1]] if key == b"info" else bencoding.encode(rest[key]))
+    parts.append(b"e")
+    return b"".join(parts)
+
+
 def info_hash(info_bytes: bytes) -> str:
     return hashlib.sha1(info_bytes).hexdigest()
 

@@ -230,6 +230,13 @@ class Announcer:
                 host, port = parse_hostport(endpoint)
                 await resolve(self.store.remove(info_hash, host, port))
 
+    def holding_sites(self, info_hash: bytes) -> list[str]:
+        """Sites that hold H now: up, and listing it in their last heartbeat (the repository lists
+        their web seeds, and only theirs)."""
+        registry = self.sites
+        return sorted(n for n in registry.holders.get(info_hash, ())
+                      if (s := registry.get(n)) is not None and registry.is_up(s))
+
     async def seeding_sites(self, info_hash: bytes) -> list[str]:
         """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm."""
         names = {s.name for s in self.sites.all() if info_hash in s.seeding}

@@ -135,7 +135,8 @@ MAX_LISTED = 10_000  # swarms in GET /api/swarms
 async def _swarm_json(announcer: Announcer, info_hash: bytes) -> dict:
     [c] = await resolve(announcer.store.counts([info_hash]))
     return {"info_hash": info_hash.hex(), "seeds": c.complete, "leechers": c.incomplete,
-            "completed": c.downloaded, "sites": await announcer.seeding_sites(info_hash)}
+            "completed": c.downloaded, "sites": await announcer.seeding_sites(info_hash),
+            "holders": announcer.holding_sites(info_hash)}
 
 
 async def swarms(request: web.Request) -> web.Response:

@@ -13,8 +13,8 @@ from torrents import build
 pytestmark = pytest.mark.slow
 
 KEYS = {"dataset", "info_hash", "directory", "files", "bytes_total", "bytes_downloaded", "bytes_redundant", "seconds", "rate",
-        "first_byte_at", "sources", "hash_failures", "hash_failures_by_source", "banned", "workers", "exit_status",
-        "exit_code", "timeline"}
+        "first_byte_at", "sources", "hash_failures", "hash_failures_by_source", "banned", "web_seed_switches",
+        "workers", "exit_status", "exit_code", "timeline"}
 PARENT_STEPS = ["imported", "configured", "resolved", "parsed", "workers_started"]  # bt-get's own, in order
 WORKER_STEPS = ["session", "torrent_added", "connected", "first_byte"]  # the worker's (another process)
 
@@ -33,6 +33,7 @@ def test_full_download_bytes_match_and_json_schema(dataset, seed, tmp_path):
     assert doc["bytes_total"] == dataset.meta.total_size
     assert doc["bytes_downloaded"] >= dataset.meta.total_size
     assert doc["hash_failures"] == 0 and doc["hash_failures_by_source"] == {} and doc["banned"] == []
+    assert doc["web_seed_switches"] == []  # the torrent has no web seeds
     assert isinstance(doc["seconds"], float) and doc["rate"] > 0
     # epoch seconds of the first payload byte: after launch, before the end
     assert isinstance(doc["first_byte_at"], float)

@@ -16,8 +16,8 @@ from tracker.config import TrackerConfig
 
 
 def federation(tmp_path: Path, n: int = 3) -> plan.Federation:
-    sites = tuple(plan.Site(plan.site_name(i), plan.site_ip(i), 7010 + 2 * i, 7011 + 2 * i, f"secret-{i}")
-                  for i in range(n))
+    sites = tuple(plan.Site(plan.site_name(i), plan.site_ip(i), 7010 + 2 * i, 7011 + 2 * i, f"secret-{i}",
+                            7520 + i) for i in range(n))
     return plan.Federation(state=tmp_path / "state", data=tmp_path / "data", tracker_port=7000, repo_port=7001,
                            sites=sites, idle_ttl=30.0)
 
@@ -48,6 +48,7 @@ def test_every_written_config_loads_and_agrees_on_secrets_and_urls(tmp_path):
             assert server.site == label
             assert server.secret == f"secret-{i}"
             assert server.peer_listen == f"127.0.0.{i + 2}:{7011 + 2 * i}"
+            assert server.web_listen == f"127.0.0.{i + 2}:{7520 + i}"  # every site is also a web seed
             assert server.roots == (str(tmp_path / "data"),)
             assert server.idle_ttl == 30.0
 
@@ -68,7 +69,8 @@ def test_ready_document_names_every_endpoint(tmp_path):
     doc = plan.ready_document(federation(tmp_path, 2), ["ds1"])
     assert doc["tracker"] == "http://127.0.0.1:7000/announce"
     assert doc["repo"] == "http://127.0.0.1:7001"
-    assert doc["sites"][1] == {"name": "site2", "peer": "127.0.0.3:7013", "control_url": "http://127.0.0.3:7012"}
+    assert doc["sites"][1] == {"name": "site2", "peer": "127.0.0.3:7013", "control_url": "http://127.0.0.3:7012",
+                               "web_url": "http://127.0.0.3:7521"}
     assert doc["datasets"] == ["ds1"]
 
 

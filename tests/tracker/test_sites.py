@@ -91,3 +91,25 @@ async def test_a_seed_the_site_no_longer_reports_is_forgotten_at_its_next_heartb
     assert await seeds() == 1
     assert await heartbeat(client, "site1", {**site, "seeding": []}) == 200
     assert await seeds() == 0
+
+
+async def test_holders_are_the_sites_up_that_list_the_info_hash_now(make_client):
+    """What the repository lists web seeds by: a site that drops H from can_seed, or goes down, is left out."""
+    from tracker.sites import SiteRegistry
+    now = [100.0]
+    client = await make_client(sites=SiteRegistry(heartbeat_interval=10, clock=lambda: now[0]))
+
+    async def holders() -> list[str]:
+        async with client.session.get(client.make_url(f"/api/swarms/{H.hex()}")) as resp:
+            return (await resp.json())["holders"] if resp.status == 200 else []
+
+    for site, ip in (("site1", "127.0.0.2"), ("site2", "127.0.0.3")):
+        assert await heartbeat(client, site, beat_body(site, f"http://{ip}:8700", [f"{ip}:6881"], [H])) == 200
+    assert await holders() == ["site1", "site2"]
+    assert await heartbeat(client, "site1", beat_body("site1", "http://127.0.0.2:8700", ["127.0.0.2:6881"], [])) == 200
+    assert await holders() == ["site2"]
+    assert await heartbeat(client, "site1", beat_body("site1", "http://127.0.0.2:8700", ["127.0.0.2:6881"], [H])) == 200
+    now[0] += 25
+    assert await heartbeat(client, "site1", beat_body("site1", "http://127.0.0.2:8700", ["127.0.0.2:6881"], [H])) == 200
+    now[0] += 10  # site2's last beat is 35 s old: three missed
+    assert await holders() == ["site1"]

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from torrents import bencoding, metainfo
 from torrents.errors import MetainfoError
-from torrents.metainfo import FileEntry, ReadLimits, dump, info_dict, parse, piece_length_for
+from torrents.metainfo import FileEntry, ReadLimits, dump, info_dict, parse, piece_length_for, with_url_list
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -412,3 +412,17 @@ def test_encoded_directly_is_the_same_bytes_as_the_dict_encoded(files, links, pr
     direct = metainfo.encode_info("ds", list(files.items()), 16 * KiB, pieces, private, links)
     assert direct == bencoding.encode(as_dict)
     assert metainfo.dump_encoded(direct, announce, urls, comment) == dump(as_dict, announce, urls, comment)
+
+
+def test_with_url_list_keeps_the_info_bytes_as_they_are_and_replaces_only_what_it_is_told():
+    # An info dict in a non-canonical key order (as some third-party builder might write it): decoding and
+    # encoding it again would change the info-hash; with_url_list copies its bytes.
+    info = b"d6:pieces20:" + b"\x01" * 20 + b"4:name2:ds12:piece lengthi16384e5:filesld6:lengthi10e4:pathl1:aeeee"
+    data = b"d8:announce9:http://t/4:info" + info + b"8:url-listl9:http://o/9:http://s/ee"
+    meta = parse(data)
+    out = with_url_list(data, ["http://new/", "http://o/"], drop=["http://s/"])
+    again = parse(out)
+    assert again.info_bytes == info and again.info_hash == meta.info_hash
+    assert again.url_list == ("http://new/", "http://o/") and again.announce == "http://t/"
+    assert parse(with_url_list(data, [], drop=["http://o/", "http://s/"])).url_list == ()
+    assert b"url-list" not in with_url_list(data, [], drop=["http://o/", "http://s/"])
