@@ -20,6 +20,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import aiohttp
 
 from torrents import urls
+from torrents.servicekit import tls
 from torrents.errors import NotFound
 
 from btget.errors import RepoError, ReplicaConflict
@@ -57,6 +58,8 @@ class Client:
                 if len(body) > limit:
                     raise RepoError(url, f"{what} larger than {limit} bytes")
                 return resp.status, body
+        except aiohttp.ClientConnectorCertificateError as exc:  # before its base class: not a closed port
+            raise RepoError(_base(url), tls.certificate_problem(exc, tls.FLAG_HINT) or str(exc)) from None
         except aiohttp.ClientConnectorError as exc:
             why = "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else \
                 (exc.os_error.strerror or str(exc.os_error)).lower()

@@ -23,6 +23,7 @@ class GetConfig:
     stall_timeout: Seconds = Seconds(300.0)  # 0: no limit
     blocked_after: Seconds = Seconds(30.0)  # seeds connected, no byte arriving: name the stuck files (0: never)
     max_connections: int = 200
+    ca_file: str = ""  # a PEM bundle trusted besides the system's CAs for https:// (else $BTSWARM_CA_FILE)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.repo)

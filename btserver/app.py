@@ -25,7 +25,9 @@ from torrents.log import notice
 from torrents.errors import NotFound
 from torrents.hostport import parse_hostport
 from torrents.infohash import parse_info_hash
-from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
+from torrents.servicekit import tls
+from torrents.servicekit.web import (add_metrics_route, client_session, error_middleware, json_error, parse_json_body,
+                                     read_signed)
 
 from btserver.config import ServerConfig
 
@@ -99,7 +101,7 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
         # The tracker signs seed requests as this site, with this site's secret.
         verifier=auth.Verifier({config.site: config.secret}),
         publish_retry=deps.publish_retry or publisher.Retry(),
-        control_url=config.control_url or f"http://{config.listen}",
+        control_url=config.public_control_url(),
     )
     app = web.Application(middlewares=[error_middleware])
     app[DAEMON] = daemon
@@ -186,7 +188,7 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
     d.seeder.on_change = lambda: _threadsafe(loop, d.notify)
     await loop.run_in_executor(None, d.seeder.open)
     notice().info("%s: control %s, peers %s; preparing datasets", d.config.site, d.control_url, d.seeder.endpoint)
-    d.http = aiohttp.ClientSession()
+    d.http = client_session(tls.ca_file(d.config.ca_file))  # https tracker and repository verified
     stop = threading.Event()
 
     def on_ready(prepared: Prepared, replaced: Prepared | None) -> None:  # preparation thread

@@ -7,14 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from torrents.config import Bytes, Seconds, default_state_dir, load_section
+from torrents.devsecret import DEV_SECRET
 from torrents.errors import ConfigError
 from torrents.hostport import check_hostport
+from torrents.servicekit.tls import check_pair
 
 
 @dataclass(frozen=True)
 class ServerConfig:
     site: str = "site1"
-    secret: str = "btswarm-dev-secret"
+    secret: str = DEV_SECRET  # allowed on loopback only (torrents/devsecret.py)
     listen: str = "127.0.0.1:8700"  # control API
     peer_listen: str = "127.0.0.1:6881"  # libtorrent
     control_url: str = ""  # as others reach it; default http://<listen>
@@ -48,14 +50,24 @@ class ServerConfig:
     private: bool = True
     hybrid: bool = False
     hash_threads: int = 0  # 0: one per core
+    # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make the control API listen on https;
+    # ca_file is a PEM bundle trusted besides the system's CAs when it calls the tracker and the repository (else $BTSWARM_CA_FILE).
+    tls_cert: str = ""
+    tls_key: str = ""
+    ca_file: str = ""
 
     def tracker_urls(self) -> tuple[str, ...]:
         """The trackers' base URLs: `trackers`, else `tracker` (none when both are empty)."""
         return tuple(self.trackers) or ((self.tracker,) if self.tracker else ())
 
+    def public_control_url(self) -> str:
+        """The control API as others reach it: control_url, else http(s)://<listen>."""
+        return self.control_url or f"{'https' if self.tls_cert else 'http'}://{self.listen}"
+
     def __post_init__(self) -> None:
         for key in ("listen", "peer_listen"):
             check_hostport(self, key)
+        check_pair(self)
         for key in ("max_seeds",):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import aiohttp
 
 from torrents import urls
-from torrents.servicekit.web import signed_request
+from torrents.servicekit import tls
+from torrents.servicekit.web import client_error, signed_request
 
 from btserver.metrics import Metrics
 
@@ -78,7 +79,7 @@ async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str
         try:
             status, answer = await publish_once(http, repo, site, secret, torrent, record)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            status, answer = 0, f"{repo}: {type(exc).__name__}: {exc}"
+            status, answer = 0, f"{repo}: {client_error(exc, tls.hint('server'))}"
         if metrics:
             metrics.publishes.labels(result=str(status or "error")).inc()
         if status in (200, 201):
