@@ -13,6 +13,7 @@ from torrents import log as tlog
 from torrents.cli import command_settings, run_main
 from torrents.errors import BtswarmError, NotFound, UsageError
 from torrents.hostport import parse_hostport
+from torrents.statedir import check_writable
 from torrents.infohash import is_info_hash
 from torrents.servicekit import tls
 from torrents.servicekit import web as tweb
@@ -58,6 +59,9 @@ def run(config_path: str | None, listen: str | None, state: str | None, tls_cert
                                ("tracker", config.tracker)], SECRETS_HOW)
     if warning:
         click.echo(f"bt-repo: warning: {warning}", err=True)
+    from btrepo.app import DB_FILE
+
+    check_writable("[repo] state", config.state, [DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm"])
     ssl_context = tls.server_context(config.tls_cert, config.tls_key, "repo")
     host, port = parse_hostport(config.listen)
     app = create_app(config)

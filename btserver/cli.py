@@ -31,6 +31,7 @@ from torrents.dataset import Dataset, read_manifest, scan_directory
 from torrents.errors import BtswarmError, ConfigError, DatasetError, NotFound, Unreachable
 from torrents.exitstatus import ExitStatus
 from torrents.hostport import parse_hostport
+from torrents.statedir import check_writable
 from torrents.units import human_rate, human_size, parse_duration, parse_size
 
 from btserver import checksums, farm, layout
@@ -116,6 +117,7 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
                                *(("tracker", t) for t in cfg.tracker_urls()), ("repo", cfg.repo)], SECRET_HOW)
     if warning:
         click.echo(f"{PROG}: warning: {warning}", err=True)
+    check_writable("[server] state", cfg.state)
     ssl_context = tls.server_context(cfg.tls_cert, cfg.tls_key, "server")
     tls.trust_in_libtorrent(tls.ca_file(cfg.ca_file))  # the seeds' https announces
     host, port = parse_hostport(cfg.listen)

@@ -61,8 +61,11 @@ def find_config(explicit: str | os.PathLike | None = None) -> Path | None:
             raise ConfigError(p, "config file named by $BTSWARM_CONFIG not found")
         return p
     for candidate in (Path.home() / ".config" / "btswarm" / "config.toml", Path("/etc/btswarm/config.toml")):
-        if candidate.is_file():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except PermissionError:  # another user's home (HOME kept across su): not ours to read
+            continue
     return None
 
 
