@@ -23,7 +23,7 @@ import click
 from torrents import log as tlog
 from torrents.cli import command_settings, run_main
 from torrents import metainfo
-from torrents.errors import BtswarmError, ConfigError, UsageError
+from torrents.errors import BtswarmError, ConfigError, MetainfoError, UsageError
 from torrents.exitstatus import ExitStatus, status_for
 from torrents.hostport import parse_hostport
 from torrents.infohash import parse_info_hash
@@ -37,7 +37,7 @@ from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
 from btget.progress import make_display
-from btget.target import Target, classify
+from btget.target import Target, classify, not_a_torrent
 
 log = logging.getLogger("btget")
 SERVE_DEFAULT = "127.0.0.1:8765"
@@ -61,7 +61,7 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 @click.option("--seed-time", metavar="DURATION", help="Keep seeding this long after completion (e.g. 10m).")
 @click.option("--seed-ratio", type=float, metavar="R", help="Keep seeding until uploaded/size reaches R.")
 @click.option("--timeout", metavar="DURATION", help="Give up (exit 4, resumable) if not complete by then.")
-@click.option("--stall-timeout", metavar="DURATION", help="Give up (exit 4) after this long without progress.")
+@click.option("--stall-timeout", metavar="DURATION", help="Give up (exit 4) after this long without progress (0: never; default 300 s).")
 @click.option("--check", is_flag=True, help="Ignore saved resume state; re-hash what is already on disk.")
 @click.option("--web-seed", "web_seeds", multiple=True, metavar="URL", help="Extra HTTP source (BEP 19).")
 @click.option("--peer", "peers", multiple=True, metavar="IP:PORT", help="Extra peer to connect to (repeatable).")
@@ -212,8 +212,8 @@ def get(opts: Options) -> int:
     if opts.serve is not None:
         return serve(opts, cfg, resolved, meta, target)
     selected = choose_files(meta, opts)
-    workers = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
-                                os.cpu_count() or 1, len(selected))
+    workers, capped = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
+                                        os.cpu_count() or 1, len(selected))
     shares = tuple(tuple(s) for s in plan.split(selected, workers) if s)
     directory = Path(cfg.output).resolve()
     job = download.Job(
@@ -225,17 +225,21 @@ def get(opts: Options) -> int:
         checksums=checksums(resolved.record))
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), directory / meta.name)
-    outcome = download.run(job, make_display(opts.quiet, opts.json_output))
+    display = make_display(opts.quiet, opts.json_output)
+    if capped:
+        display.note(capped, warning=True)
+    outcome = download.run(job, display)
     error = outcome.error
     status = status_for(error) if error is not None else ExitStatus.OK
     raw_sources: dict[str, int] = {}
     for w in outcome.workers:
         for ep, n in (w.last.sources if w.last else {}).items():
             raw_sources[ep] = raw_sources.get(ep, 0) + n
+    failures, banned = report.bad_sources(outcome.workers, sites, outcome.endpoints)
     doc = report.document(meta, str(directory / meta.name), {f.index for f in selected}, outcome.files,
                           outcome.verify_results, outcome.workers,
-                          report.name_sources(raw_sources, sites, outcome.endpoints, cfg.listen),
-                          outcome.seconds, status)
+                          report.name_sources(raw_sources, sites, outcome.endpoints),
+                          outcome.seconds, status, hash_failures_by_source=failures, banned=banned)
     if opts.json_output:
         # Indented for a person at a terminal; compact for a pipe, where the C
         # encoder writes a 10,000-file document in milliseconds, not seconds.
@@ -313,6 +317,8 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
             resolved = await client.resolve(target.value, info_hash)
         else:
             resolved = await resolve_magnet(client, target, cfg, peers)
+        if target.kind == "file" and (why := not_a_torrent(resolved.torrent)):
+            raise MetainfoError(target.value, why)
         meta = metainfo.parse(resolved.torrent, subject=target.value)
         sites = await client.site_names(meta.trackers())
         return resolved, meta, sites

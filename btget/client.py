@@ -20,10 +20,11 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import aiohttp
 
 from torrents import urls
+from torrents.errors import MetainfoError, NotFound
 from torrents.servicekit import tls
-from torrents.errors import NotFound
 
 from btget.errors import RepoError, ReplicaConflict
+from btget.target import not_a_torrent, torrent_link
 
 TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)
 SITES_TIMEOUT = aiohttp.ClientTimeout(total=3, connect=2)  # site names are for the summary only
@@ -142,11 +143,27 @@ class Client:
         return Resolved(torrent, record)
 
     async def fetch(self, url: str) -> bytes:
+        """The .torrent at URL; a repository's dataset page (pasted from the browser) leads to its own."""
+        body = await self._fetch_one(url)
+        why = not_a_torrent(body)
+        if why == "an HTML page, not a .torrent" and (link := torrent_link(body, url)):
+            body = await self._fetch_one(link)  # once: a page naming a page is not followed further
+            why = not_a_torrent(body)
+            url = link
+        if why:
+            raise MetainfoError(url, why)
+        return body
+
+    async def _fetch_one(self, url: str) -> bytes:
         status, body = await self._get(url, MAX_TORRENT, ".torrent")
         if status == 404:
             raise NotFound(url, "HTTP 404")
         if status != 200:
-            raise RepoError(url, f"HTTP {status}")
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                doc = None
+            raise RepoError(url, f"HTTP {status}{_error_text(doc)}")
         return body
 
     async def site_names(self, announce: str | Sequence[str]) -> dict[str, str]:

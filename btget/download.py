@@ -13,6 +13,7 @@ import concurrent.futures
 import logging
 import multiprocessing
 import multiprocessing.connection
+import secrets
 import signal
 import sys
 import time
@@ -74,7 +75,7 @@ class Outcome:
     workers: list[WorkerReport]
     files: dict[int, int]  # file index → verified bytes on disk
     verify_results: dict[str, bool]  # LFN → adler32 matched
-    endpoints: dict[str, int]  # "ip:port" of each worker → worker number
+    endpoints: dict[str, int]  # "ip:port" of each worker, and of connections from one → worker number
 
 
 class Display(Protocol):
@@ -116,6 +117,15 @@ def policy_of(job: Job) -> Policy:
                   else ())
 
 
+def sibling_prefix() -> str:
+    """A peer-id prefix for one run's workers (each adds its 2-digit index; libtorrent fills the rest).
+
+    A worker's incoming connection from a sibling comes from an ephemeral port on the shared
+    address, as does one from any other client on this host: the peer id tells them apart.
+    """
+    return f"-BW0100-{secrets.token_hex(3)}"
+
+
 def run(job: Job, display: Display) -> Outcome:
     """Download `job`; return how it ended (errors are returned, not raised, so the summary can report them).
 
@@ -142,13 +152,14 @@ def run(job: Job, display: Display) -> Outcome:
     verifier: concurrent.futures.Future | None = None
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify")
     previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    prefix = sibling_prefix() if len(job.shares) > 1 else ""
     try:
         for k, share in enumerate(job.shares, 1):
             spec = WorkerSpec(index=k, torrent=job.torrent, save_path=str(job.directory), state_dir=str(sdir),
                               key=plan.share_key(share), wanted=tuple(f.index for f in share),
                               listen_ip=job.listen_ip, peers=job.peers, web_seeds=job.web_seeds,
                               url_list=job.meta.url_list, own_names=metainfo.own_names(job.meta),
-                              recheck=job.recheck, max_connections=job.max_connections)
+                              recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix)
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()
@@ -181,12 +192,15 @@ def run(job: Job, display: Display) -> Outcome:
     results: dict[str, bool] = verifier.result() if verifier is not None else {}
     executor.shutdown(wait=True)
     end = state.completed_at if state.completed_at is not None else time.monotonic()
+    endpoints = {f"{v.endpoint[0]}:{v.endpoint[1]}": k for k, v in state.workers.items() if v.endpoint}
+    for v in state.workers.values():
+        endpoints.update(v.last.siblings if v.last else {})
     return Outcome(complete=state.completed_at is not None, error=outcome_error(state, job, results, interrupted),
                    seconds=end - state.started,
                    workers=[WorkerReport(k, len(p.spec.wanted), sum(f.size for f in job.shares[k - 1]),
                                          state.workers[k].last) for k, p in procs.items()],
                    files=state.files, verify_results=results,
-                   endpoints={f"{v.endpoint[0]}:{v.endpoint[1]}": k for k, v in state.workers.items() if v.endpoint})
+                   endpoints=endpoints)
 
 
 def _carry_out(action: Action, job: Job, procs: dict[int, WorkerProcess], display: Display,

@@ -48,6 +48,9 @@ class Progress:
     first_byte_at: float | None = None  # epoch seconds of the first payload byte
     connected: bool = False  # some peer connected at some point
     files: dict[int, int] | None = None  # file index → verified bytes (finished and stopped events)
+    siblings: dict[str, int] = field(default_factory=dict)  # endpoint of a connection from another worker → its index
+    peer_hash_failures: dict[str, int] = field(default_factory=dict)  # endpoint → failed pieces it took part in
+    banned: tuple[str, ...] = ()  # endpoints banned for corrupt pieces
 
 
 @dataclass(frozen=True)

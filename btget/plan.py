@@ -79,17 +79,28 @@ def sample(files: Sequence[PlanFile], count: int, seed: int | str | None) -> lis
     return sorted(picked, key=lambda f: f.index)
 
 
-def worker_count(requested: str | int, cpus: int, files: int) -> int:
-    """'auto' → one worker per core (at most 4: the wire, not Python, is then the limit)."""
+WORKERS_PER_CORE = 2  # a worker waits on the wire part of the time; more than two per core only compete
+
+
+def worker_count(requested: str | int, cpus: int, files: int) -> tuple[int, str | None]:
+    """How many workers, and what to tell the user if fewer than asked for are started.
+
+    'auto' → one per core (at most 4: the wire, not Python, is then the limit); a number is
+    capped at two per core (each is a process with its own libtorrent session) and at one per file.
+    """
     if isinstance(requested, str):
         if requested == "auto":
-            return max(1, min(cpus, 4, files))
+            return max(1, min(cpus, 4, files)), None
         if not requested.isdigit():
             raise UsageError("--workers", f"{requested!r} is not a number or 'auto'")
         requested = int(requested)
     if requested < 1:
         raise UsageError("--workers", f"must be at least 1, got {requested}")
-    return max(1, min(requested, files))
+    cap = WORKERS_PER_CORE * max(cpus, 1)
+    if requested > cap:
+        return min(cap, files), (f"--workers {requested}: this host has {cpus} cores; starting "
+                                 f"{min(cap, files)} (at most {WORKERS_PER_CORE} per core)")
+    return max(1, min(requested, files)), None
 
 
 def share_key(share: Sequence[PlanFile]) -> str:

@@ -36,30 +36,50 @@ def file_status(size: int, done: int | None, selected: bool, verified: bool | No
     return "verified" if verified else "corrupt"
 
 
-def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapping[str, int],
-                 listen_ip: str) -> dict[str, int]:
-    """Per-endpoint byte counts → per-source, named by site where the tracker knows the endpoint."""
-    site_ips = {ep.rsplit(":", 1)[0]: name for ep, name in sites.items()}
+def source_name(endpoint: str, sites: Mapping[str, str], workers: Mapping[str, int]) -> str:
+    """What a peer endpoint is: a site (by the tracker's `/api/sites`: its endpoint, else its
+    address), a worker of this bt-get (its listening endpoint, or a connection it opened, known by
+    its peer id), else the peer itself by address (a T3's bt-get or any other client, even one on
+    our own address)."""
+    if endpoint in sites:
+        return sites[endpoint]
+    if endpoint in workers:
+        return f"worker {workers[endpoint]}"
+    ip = endpoint.rsplit(":", 1)[0]
+    for ep, name in sites.items():
+        if ep.rsplit(":", 1)[0] == ip:
+            return name
+    return endpoint
+
+
+def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapping[str, int]) -> dict[str, int]:
+    """Per-endpoint byte counts → per-source (source_name), largest first."""
     out: dict[str, int] = {}
     for ep, n in raw.items():
-        ip = ep.rsplit(":", 1)[0]
-        if ep in sites:
-            name = sites[ep]
-        elif ep in workers:
-            name = f"worker {workers[ep]}"
-        elif ip in site_ips:
-            name = site_ips[ip]
-        elif workers and ip == listen_ip:
-            name = "other workers"  # an incoming connection from a sibling (ephemeral port)
-        else:
-            name = ep
+        name = source_name(ep, sites, workers)
         out[name] = out.get(name, 0) + n
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def bad_sources(workers: Sequence[WorkerReport], sites: Mapping[str, str],
+                endpoints: Mapping[str, int]) -> tuple[dict[str, int], list[str]]:
+    """Hash failures per source and the sources banned for corrupt pieces, over every worker."""
+    failures: dict[str, int] = {}
+    banned: set[str] = set()
+    for w in workers:
+        if w.last is None:
+            continue
+        for ep, n in w.last.peer_hash_failures.items():
+            name = source_name(ep, sites, endpoints)
+            failures[name] = failures.get(name, 0) + n
+        banned.update(source_name(ep, sites, endpoints) for ep in w.last.banned)
+    return dict(sorted(failures.items(), key=lambda kv: -kv[1])), sorted(banned)
+
+
 def document(meta: Metainfo, directory: str, selected: set[int], files_done: Mapping[int, int],
              verified: Mapping[str, bool], workers: Sequence[WorkerReport], sources: Mapping[str, int],
-             seconds: float, status: ExitStatus) -> dict[str, Any]:
+             seconds: float, status: ExitStatus, *, hash_failures_by_source: Mapping[str, int] | None = None,
+             banned: Sequence[str] = ()) -> dict[str, Any]:
     """The one JSON document `bt-get --json` prints (schema in docs/bt-get.md)."""
     files = []
     for i, f in enumerate(meta.files):
@@ -83,6 +103,8 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
         "first_byte_at": round(min(first), 3) if first else None,
         "sources": dict(sources),
         "hash_failures": sum(p.hash_failures for p in last),
+        "hash_failures_by_source": dict(hash_failures_by_source or {}),
+        "banned": list(banned),
         "workers": [{"worker": w.worker, "files": w.files_count, "bytes": w.bytes,
                      "done": w.last.done if w.last else 0, "downloaded": w.last.downloaded if w.last else 0,
                      "uploaded": w.last.uploaded if w.last else 0} for w in workers],
@@ -107,5 +129,7 @@ def human(doc: Mapping[str, Any]) -> str:
         lines.append("  sources    " + ", ".join(f"{k} {human_size(v)}" for k, v in doc["sources"].items()))
     if doc["hash_failures"]:
         lines.append(f"  hash failures {doc['hash_failures']} (bad pieces were fetched again)")
+    if doc.get("banned"):
+        lines.append("  banned     " + ", ".join(doc["banned"]) + " (sent corrupt pieces)")
     lines.append(f"  status     {doc['exit_status'].lower()}")
     return "\n".join(lines)

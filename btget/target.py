@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import base64
 import re
+from html.parser import HTMLParser
 from dataclasses import dataclass
 from typing import Callable, Literal
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 from torrents.dataset import validate_name
 from torrents.errors import DatasetError
@@ -78,3 +79,42 @@ def _btih(text: str, uri: str) -> str:
     if _BASE32.match(text):
         return base64.b32decode(text.upper()).hex()
     raise UsageError("magnet", f"bad info-hash {text!r} (expected 40 hex or 32 base32 characters)")
+
+
+TORRENT_TYPE = "application/x-bittorrent"
+
+
+def not_a_torrent(data: bytes) -> str | None:
+    """Why these bytes cannot be a .torrent at a glance (None: they may be one), said as a user sees it."""
+    if data.startswith(b"d"):
+        return None  # a bencoded dictionary: metainfo.parse says what else may be wrong
+    head = data[:512].lstrip().lower()
+    if head.startswith((b"<!doctype html", b"<html")) or b"<html" in head:
+        return "an HTML page, not a .torrent"
+    if not data:
+        return "empty, not a .torrent"
+    try:
+        first = data[:200].decode("utf-8").splitlines()[0]
+    except (UnicodeDecodeError, IndexError):
+        return "not a .torrent (binary data that is not bencoded)"
+    return f"not a .torrent (a text file starting {first[:40]!r})"
+
+
+class _AlternateLink(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.href: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if self.href is None and tag == "link" and (a.get("rel") or "").lower() == "alternate" \
+                and (a.get("type") or "").lower() == TORRENT_TYPE and a.get("href"):
+            self.href = a["href"]
+
+
+def torrent_link(page: bytes, url: str) -> str | None:
+    """The .torrent an HTML page names for itself (a repository's dataset page:
+    <link rel="alternate" type="application/x-bittorrent" href=...>), as an absolute URL."""
+    parser = _AlternateLink()
+    parser.feed(page[:1_000_000].decode("utf-8", "replace"))
+    return urljoin(url, parser.href) if parser.href else None

@@ -61,6 +61,13 @@ class WorkerSpec:
     # Resume state is written at most this often while pieces arrive: a kill -9
     # then costs at most this long of transfer on the rerun.
     resume_interval: float = 0.5
+    # This run's peer-id prefix (download.sibling_prefix); the worker's peer id is it plus its index.
+    # A connection whose peer id starts with it is a sibling worker, whatever its address.
+    peer_prefix: str = ""
+
+    @property
+    def peer_fingerprint(self) -> str:
+        return f"{self.peer_prefix}{self.index:02d}" if self.peer_prefix else ""
 
     @property
     def resume_path(self) -> str:
@@ -113,6 +120,12 @@ class Worker:
         self._last_conn: dict[str, int] = {}
         self._seen: dict[str, int] = {}  # every peer seen connected (small transfers end between samples)
         self._recent: dict[str, int] = {}  # peer → bytes it sent in the last sample that saw any
+        self.siblings: dict[str, int] = {}  # endpoint of a connection from another worker → its index
+        self.peer_hash_failures: dict[str, int] = {}  # endpoint → failed pieces it took part in
+        self.banned: list[str] = []  # endpoints libtorrent banned for sending corrupt pieces
+        self.banned_ips: set[str] = set()
+        self._failures_at_connect: dict[str, int] = {}  # endpoint → hash failures counted when it connected
+        self._prefix = spec.peer_prefix.encode()
         self.phase = WorkerPhase.FETCHING
         self.parent_gone = False
         self.ppid = os.getppid()
@@ -131,7 +144,8 @@ class Worker:
         self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
-                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification)}
+                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
+                 **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {})}
         self.ses = ltsession.session(spec.listen_ip, 0, **extra)
         # Web seeds (given and the torrent's url-list) by endpoint: a connection to one that ends
         # between two samples is still named a web seed, not taken for a sibling worker.
@@ -248,12 +262,16 @@ class Worker:
                 self._seen.setdefault(f"web seed {key}" if (ep[0], ep[1]) in self._web_seed_endpoints else key, 1)
             if isinstance(a, lt.peer_connect_alert):
                 self.connected = True
+                if ep:
+                    self._failures_at_connect.setdefault(f"{ep[0]}:{ep[1]}", self.hash_failures)
             elif self.phase is WorkerPhase.FETCHING:
                 # A site that cannot read its replica drops its seed at once, between two
                 # status updates: look now, not at the next one.
                 self._seeds_gone(self.handle.status(0).num_seeds)
         elif isinstance(a, lt.hash_failed_alert):
             self.hash_failures += 1
+        elif isinstance(a, lt.peer_ban_alert):
+            self._banned(a.endpoint)
         elif isinstance(a, lt.tracker_error_alert):
             # A dead or refusing tracker is the usual reason for "0 seeds":
             # say so rather than let the user watch a still bar.
@@ -320,11 +338,30 @@ class Worker:
                        for p in peers if p.connection_type not in self._web_seed_types]
             changed |= bool(self.stall.step(now, samples))
         if changed:
-            # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
-            rules = self.lt.ip_filter()
-            for ip in self.stall.banned:
-                rules.add_rule(ip, ip, 1)
-            self.ses.set_ip_filter(rules)
+            self._set_ip_filter()
+
+    def _set_ip_filter(self) -> None:
+        # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
+        rules = self.lt.ip_filter()
+        for ip in set(self.stall.banned) | self.banned_ips:
+            rules.add_rule(ip, ip, 1)
+        self.ses.set_ip_filter(rules)
+
+    def _banned(self, endpoint: tuple[str, int]) -> None:
+        """libtorrent banned a peer for corrupt pieces (it alone sent a piece that failed, or took part
+        in too many). It bans the endpoint; the same peer connecting from another port would be a new
+        peer to it (several connections per address are allowed, for loopback and NAT), so the address
+        is shut out for the rest of the run: unless it is our own, which our sibling workers share."""
+        key = f"{endpoint[0]}:{endpoint[1]}"
+        if key not in self.banned:
+            self.banned.append(key)
+            # Banned between two samples, its count unseen: it took part in at least one of the
+            # failures since it connected (the failing piece's alert comes before the ban's).
+            since = self.hash_failures - self._failures_at_connect.get(key, 0)
+            self.peer_hash_failures[key] = max(self.peer_hash_failures.get(key, 0), since, 1)
+        if endpoint[0] != self.spec.listen_ip and endpoint[0] not in self.banned_ips:
+            self.banned_ips.add(endpoint[0])
+            self._set_ip_filter()
 
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:
@@ -364,6 +401,13 @@ class Worker:
                 # An HTTP server (BEP 19), not a peer: named so that one on the
                 # workers' own address is not taken for a sibling worker.
                 key = f"web seed {key}"
+            if self._prefix and key not in self.siblings:
+                pid = p.pid.to_bytes()
+                index = pid[len(self._prefix):len(self._prefix) + 2]
+                if pid.startswith(self._prefix) and index.isdigit():
+                    self.siblings[key] = int(index)
+            if p.num_hashfails:  # libtorrent's count for this endpoint, kept across its connections
+                self.peer_hash_failures[key] = max(p.num_hashfails, self.peer_hash_failures.get(key, 0))
             total = p.total_download
             # Seeds weigh more than leechers when nothing was ever seen moving.
             self._seen[key] = 1000 if p.flags & self.lt.peer_info.seed else 1
@@ -387,6 +431,13 @@ class Worker:
         """
         total = self.status.total_payload_download if self.status else 0
         rest = total - sum(self.sources.values())
+        failures = self.peer_hash_failures
+        for key in self.banned:
+            if rest > 0 and key not in self.sources:
+                # Banned between two samples (it sent its bad pieces in a few milliseconds):
+                # it sent at least the pieces that failed.
+                self.sources[key] = min(rest, failures.get(key, 0) * self.piece_length)
+                rest -= self.sources[key]
         if rest <= 0:
             return
         weights = self._recent or self.sources or self._seen or {"unattributed": 1}
@@ -400,7 +451,8 @@ class Worker:
         if st is None:
             return events.Progress(self.spec.index, phase, hash_failures=self.hash_failures,
                                    sources=dict(self.sources), connected=self.connected,
-                                   files={i: done[i] for i in self.spec.wanted} if done is not None else None)
+                                   files={i: done[i] for i in self.spec.wanted} if done is not None else None,
+                                   **self._peers_named())
         return events.Progress(
             worker=self.spec.index, phase=phase, done=st.total_wanted_done, wanted=st.total_wanted,
             rate=st.download_payload_rate, up_rate=st.upload_payload_rate, peers=st.num_peers, seeds=st.num_seeds,
@@ -408,7 +460,11 @@ class Worker:
             redundant=st.total_redundant_bytes, hash_failures=self.hash_failures, sources=dict(self.sources),
             state=str(st.state).rsplit(".", 1)[-1], flushed=self.phase is WorkerPhase.SEEDING,
             first_byte_at=self.first_byte_at, connected=self.connected,
-            files={i: done[i] for i in self.spec.wanted} if done is not None else None)
+            files={i: done[i] for i in self.spec.wanted} if done is not None else None, **self._peers_named())
+
+    def _peers_named(self) -> dict[str, Any]:
+        return {"siblings": dict(self.siblings), "peer_hash_failures": dict(self.peer_hash_failures),
+                "banned": tuple(self.banned)}
 
     def send(self, event: events.WorkerEvent) -> None:
         if self.parent_gone:

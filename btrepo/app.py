@@ -29,7 +29,7 @@ def create_app(config: RepoConfig, *, db: Database | None = None,
     the ones built here (SQLite under config.state, the tracker at config.tracker) are closed on cleanup."""
     # torrents.servicekit.web.error_middleware turns errors into JSON for /api; page_errors,
     # inside it, answers pages with HTML first.
-    app = web.Application(middlewares=[tweb.error_middleware, page_errors], client_max_size=MAX_PUBLISH_BODY)
+    app = web.Application(middlewares=[tweb.error_middleware, page_errors, tweb.url_limit], client_max_size=MAX_PUBLISH_BODY)
     app[keys.CONFIG] = config
     app[keys.VERIFIER] = auth.Verifier(config.site_secrets)
     metrics = Metrics()

@@ -116,7 +116,7 @@ def demo(state, output, sites, sample_size, workers, keep):
                              report=_say, sample_size=parse_size(sample_size), workers=workers)
 
 
-BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "scale"]
+BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "scale", "flood"]
 
 
 @cli.command()

@@ -3,7 +3,8 @@
 # transmission-show (a second .torrent reader), redis-server (the tracker's shared
 # store), and the third-party baselines
 # (mktorrent, opentracker, aria2c, nginx, wrk); iproute2 (ip, tc) for the shaped
-# federation, bindfs and fuse3 for bench_wan's frozen-storage site; and a real SLURM for
+# federation, bindfs and fuse3 for bench_wan's frozen-storage site; the third-party BitTorrent
+# clients of tests/clients/ (qbittorrent-nox, rtorrent, ctorrent; aria2c above); and a real SLURM for
 # the batch-array tests (slurm-wlm, munge: btswarm/localslurm.py configures and starts its
 # own daemons; the packages' own services are not used); openssl (the TLS tests make their own CA)
 # and systemd for systemd-analyze, which checks deploy/systemd/ (it needs no systemd running: in a
@@ -15,6 +16,7 @@ declare -A need=(
   [chromium]=chromium [transmission-show]=transmission-cli [mktorrent]=mktorrent
   [opentracker]=opentracker [aria2c]=aria2 [nginx]=nginx-light [wrk]=wrk
   [tc]=iproute2 [bindfs]=bindfs [fusermount3]=fuse3
+  [qbittorrent-nox]=qbittorrent-nox [rtorrent]=rtorrent [ctorrent]=ctorrent
   [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-wlm [sacct]=slurm-wlm [munged]=munge
   [redis-server]=redis-server
   [openssl]=openssl [systemd-analyze]=systemd

@@ -41,7 +41,9 @@ class Proc:
         self.args = args
         self.log_path = log_path
         self._log = open(log_path, "wb")
-        self.popen = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd,
+        # No stdin: a client with keyboard commands (ctorrent) must not read the test runner's terminal.
+        self.popen = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                                      cwd=cwd,
                                       env={**os.environ, **(env or {})}, start_new_session=True)
 
     @property

@@ -96,6 +96,8 @@ def load_section(name: str, cls: type[T], explicit: str | os.PathLike | None = N
     raw = read_file(path)
     where = str(path) if path else "defaults"
     values = dict(raw.get(name, {}))
+    # The file alone first: a bad value in it is the file's error even when a flag overrides it.
+    section_from_dict(cls, values, f"{where}: [{name}]")
     hints = typing.get_type_hints(cls)
     for key, value in _from_env(name, cls, os.environ if environ is None else environ).items():
         # checked here, alone, so that a bad value names the variable, not the file

@@ -25,8 +25,7 @@ def generate(dest: str | os.PathLike, *, name: str = SAMPLE_NAME, files: int = 2
     rng = random.Random(seed)
     root = Path(dest) / name
     root.mkdir(parents=True, exist_ok=True)
-    mean = max(1, total_size // max(files, 1))
-    sizes = [max(1, int(mean * (1 + rng.uniform(-jitter, jitter)))) for _ in range(files)]
+    sizes = _sizes(rng, files, total_size, jitter)
     for i, size in enumerate(sizes, 1):
         path = root / sample_lfn(i)
         if path.is_file() and path.stat().st_size == size:
@@ -41,3 +40,14 @@ def generate(dest: str | os.PathLike, *, name: str = SAMPLE_NAME, files: int = 2
                 left -= n
         os.replace(tmp, path)
     return root
+
+
+def _sizes(rng: random.Random, files: int, total_size: int, jitter: float) -> list[int]:
+    """`files` sizes within ±jitter of the mean that add up to exactly `total_size` (each at least 1 byte)."""
+    if files <= 0:
+        return []
+    weights = [1 + rng.uniform(-jitter, jitter) for _ in range(files)]
+    scale = max(total_size - files, 0) / sum(weights)
+    sizes = [1 + int(w * scale) for w in weights]
+    sizes[-1] += max(total_size - sum(sizes), 0)
+    return sizes

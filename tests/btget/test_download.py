@@ -13,7 +13,8 @@ from torrents import build
 pytestmark = pytest.mark.slow
 
 KEYS = {"dataset", "info_hash", "directory", "files", "bytes_total", "bytes_downloaded", "bytes_redundant", "seconds", "rate",
-        "first_byte_at", "sources", "hash_failures", "workers", "exit_status", "exit_code"}
+        "first_byte_at", "sources", "hash_failures", "hash_failures_by_source", "banned", "workers", "exit_status",
+        "exit_code"}
 
 
 def test_full_download_bytes_match_and_json_schema(dataset, seed, tmp_path):
@@ -29,7 +30,7 @@ def test_full_download_bytes_match_and_json_schema(dataset, seed, tmp_path):
     assert doc["exit_status"] == "OK" and doc["exit_code"] == 0
     assert doc["bytes_total"] == dataset.meta.total_size
     assert doc["bytes_downloaded"] >= dataset.meta.total_size
-    assert doc["hash_failures"] == 0
+    assert doc["hash_failures"] == 0 and doc["hash_failures_by_source"] == {} and doc["banned"] == []
     assert isinstance(doc["seconds"], float) and doc["rate"] > 0
     # epoch seconds of the first payload byte: after launch, before the end
     assert isinstance(doc["first_byte_at"], float)
@@ -55,6 +56,9 @@ def test_two_workers_each_fetch_their_share(dataset, seed, tmp_path):
         assert w["done"] >= w["bytes"]
     for f in dataset.meta.files:
         assert same_bytes(dataset.root / f.lfn, tmp_path / dataset.name / f.lfn), f.lfn
+    # What a worker got from its sibling is named for it, whichever of the two connected (the
+    # incoming side sees an ephemeral port on the shared address: it knows the sibling by its peer id).
+    assert set(doc["sources"]) <= {peer, "worker 1", "worker 2"}, doc["sources"]
 
 
 def test_shards_into_one_directory_make_the_whole(dataset, seed, tmp_path):

@@ -97,10 +97,13 @@ def test_sample_is_reproducible_with_a_seed():
 
 
 def test_worker_count():
-    assert plan.worker_count("auto", cpus=2, files=10) == 2
-    assert plan.worker_count("auto", cpus=64, files=10) == 4
-    assert plan.worker_count("3", cpus=2, files=2) == 2
-    assert plan.worker_count(1, cpus=2, files=10) == 1
+    assert plan.worker_count("auto", cpus=2, files=10) == (2, None)
+    assert plan.worker_count("auto", cpus=64, files=10) == (4, None)
+    assert plan.worker_count("3", cpus=2, files=2) == (2, None)
+    assert plan.worker_count(1, cpus=2, files=10) == (1, None)
+    # A 10,000-file dataset must not start 500 processes on a 2-core host, and the user is told.
+    assert plan.worker_count("500", cpus=2, files=10_000) == (
+        4, "--workers 500: this host has 2 cores; starting 4 (at most 2 per core)")
     with pytest.raises(UsageError, match="^--workers: 'many' is not a number or 'auto'$"):
         plan.worker_count("many", cpus=2, files=1)
 

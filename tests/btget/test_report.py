@@ -7,6 +7,7 @@ import pytest
 from torrents.errors import BtswarmError, ConfigError, NotFound, UsageError
 
 from btget import client, errors, report
+from btget.events import Progress
 from btget.runstate import stop_seeding
 from torrents.exitstatus import ExitStatus, status_for
 
@@ -61,9 +62,24 @@ def test_file_status(size, done, selected, verified, status):
 
 def test_name_sources():
     raw = {"127.0.0.2:6881": 100, "127.0.0.3:6881": 50, "127.0.0.1:40001": 7, "127.0.0.1:55555": 3,
-           "10.0.0.9:1": 1}
-    named = report.name_sources(raw, {"127.0.0.2:6881": "site1"}, {"127.0.0.1:40001": 2}, "127.0.0.1")
-    assert named == {"site1": 100, "127.0.0.3:6881": 50, "worker 2": 7, "other workers": 3, "10.0.0.9:1": 1}
+           "127.0.0.1:46020": 20, "127.0.0.2:51000": 2, "10.0.0.9:1": 1}
+    # 127.0.0.1:55555: a connection from worker 3 (known by its peer id); 127.0.0.1:46020: a
+    # qBittorrent on bt-get's own address, which is no worker of ours.
+    workers = {"127.0.0.1:40001": 2, "127.0.0.1:55555": 3}
+    named = report.name_sources(raw, {"127.0.0.2:6881": "site1"}, workers)
+    assert named == {"site1": 102, "127.0.0.3:6881": 50, "127.0.0.1:46020": 20, "worker 2": 7, "worker 3": 3,
+                     "10.0.0.9:1": 1}
+
+
+def test_bad_sources():
+    workers = [report.WorkerReport(1, 1, 1, Progress(1, peer_hash_failures={"127.0.0.9:6881": 2, "127.0.0.3:6881": 1},
+                                                     banned=("127.0.0.9:6881",))),
+               report.WorkerReport(2, 1, 1, Progress(2, peer_hash_failures={"127.0.0.9:6881": 1},
+                                                     banned=("127.0.0.9:6881", "127.0.0.3:7000"))),
+               report.WorkerReport(3, 1, 1, None)]
+    failures, banned = report.bad_sources(workers, {"127.0.0.3:6881": "site2"}, {})
+    assert failures == {"127.0.0.9:6881": 3, "site2": 1}
+    assert banned == ["127.0.0.9:6881", "site2"]
 
 
 def test_suggestions():

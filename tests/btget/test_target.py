@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from torrents.errors import UsageError
+from btget import target
 from btget.target import classify
 
 NAME = "data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051203"
@@ -59,3 +60,22 @@ def test_refused(text, problem):
     with pytest.raises(UsageError) as err:
         classify(text)
     assert str(err.value) == problem
+
+
+@pytest.mark.parametrize("data, why", [
+    (b"d8:announce...", None),
+    (b"<!doctype html>\n<html><head>", "an HTML page, not a .torrent"),
+    (b"  <HTML>", "an HTML page, not a .torrent"),
+    (b"", "empty, not a .torrent"),
+    (b"user.jdoe.dataset\nother\n", "not a .torrent (a text file starting 'user.jdoe.dataset')"),
+    (b"\x89PNG\r\n\x1a\n\xff\xfe", "not a .torrent (binary data that is not bencoded)"),
+])
+def test_not_a_torrent_says_what_it_is(data, why):
+    assert target.not_a_torrent(data) == why
+
+
+def test_a_dataset_page_names_its_torrent():
+    page = (b'<!doctype html><html><head><link rel="stylesheet" href="/static/style.css">'
+            b'<link rel="alternate" type="application/x-bittorrent" href="/datasets/a.b.torrent"></head>')
+    assert target.torrent_link(page, "http://repo:8080/datasets/a.b?x=1") == "http://repo:8080/datasets/a.b.torrent"
+    assert target.torrent_link(b"<html><head><link rel=alternate href=/x></head>", "http://r/") is None

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -53,13 +54,21 @@ def test_kill_9_of_up_orphans_nothing_and_a_restart_cleans_up(tmp_path):
         assert again.stop(timeout=30) == 0
 
 
+def started(argv: list[str]) -> subprocess.Popen:
+    """A process once it runs argv: until its exec, /proc shows the forking Python's command line."""
+    proc = subprocess.Popen(argv, start_new_session=True)
+    wait_for(lambda: Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[0] == argv[0].encode(),
+             timeout=10, what=f"{argv[0]} to start")
+    return proc
+
+
 def test_a_leftover_recorded_by_a_killed_up_is_stopped_by_the_next(tmp_path):
     from btswarm import statelock
 
     state = tmp_path / "state"
     state.mkdir()
     # a process of "an earlier run" that did not die with its parent: recorded, still running
-    leftover = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    leftover = started(["sleep", "300"])
     try:
         statelock.record_children(state, [("site1", leftover.pid, ["sleep", "300"])])
         said: list[str] = []
@@ -67,7 +76,7 @@ def test_a_leftover_recorded_by_a_killed_up_is_stopped_by_the_next(tmp_path):
         assert leftover.wait(10) == -signal.SIGTERM
         assert said == [f"stopped 1 processes an earlier btswarm up left running: site1 (pid {leftover.pid})"]
         # a recorded PID now running something else is not ours to kill
-        other = subprocess.Popen(["sleep", "301"], start_new_session=True)
+        other = started(["sleep", "301"])
         try:
             statelock.record_children(state, [("site1", other.pid, ["sleep", "300"])])
             assert statelock.stop_leftovers(state, said.append) == 0

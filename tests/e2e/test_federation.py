@@ -39,6 +39,12 @@ def test_second_t3_gets_bytes_from_the_first(federation, tmp_path):
         wait_for(lambda: compare_trees(federation.source, first_dir / federation.dataset) == [] or first.poll() is not None,
                  timeout=90, what="the first T3 to complete")
         assert first.poll() is None, first.stderr.read()
+        # On loopback the sites alone can fill the second T3 before it meets the first: wait
+        # until the tracker counts the first as a seed and the sites' seeds have idled out.
+        info_hash = federation.info_hash(federation.dataset)
+        wait_for(lambda: federation.seeding() == {"site1": 0, "site2": 0}
+                 and get_json(f"{federation.tracker_url}/api/swarms/{info_hash}")["seeds"] >= 1,
+                 timeout=60, interval=0.5, what="the first T3 to be the swarm's only seed")
         second = federation.bt_get(second_dir, "--json", "--listen", "127.0.0.51")
         assert second.returncode == 0, second.stderr
         doc = json.loads(second.stdout)

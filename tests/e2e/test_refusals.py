@@ -3,6 +3,7 @@ output-directory or repository-URL mistakes are one line naming the problem."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -95,3 +96,31 @@ def test_a_url_that_is_not_a_repository_says_so(fed, tmp_path):
     out = bt_get(fed.dataset, "--repo", f"{fed.repo}/api", "-o", str(tmp_path))
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1].startswith(f"bt-get: error: {fed.repo}/api: not a btswarm repository")
+
+
+def test_a_dataset_page_pasted_from_the_browser_downloads_its_dataset(fed, tmp_path):
+    page = f"{fed.repo}/datasets/{fed.dataset}"
+    out = bt_get(page, "-o", str(tmp_path / "out"), "--json")
+    assert out.returncode == 0, out.stderr
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out" / fed.dataset).iterdir() if p.is_file()} == \
+        {p.name: p.read_bytes() for p in fed.source.iterdir()}
+
+
+def test_targets_that_are_not_torrents_say_what_they_are(fed, tmp_path):
+    home = bt_get(f"{fed.repo}/", "-o", str(tmp_path))
+    assert (home.returncode, home.stderr.strip().splitlines()[-1]) == (
+        1, f"bt-get: error: {fed.repo}/: an HTML page, not a .torrent")
+    text = tmp_path / "list.torrent"
+    text.write_text("user.jdoe.a\nuser.jdoe.b\n")
+    out = bt_get(str(text), "-o", str(tmp_path))
+    assert (out.returncode, out.stderr.strip().splitlines()[-1]) == (
+        1, f"bt-get: error: {text}: not a .torrent (a text file starting 'user.jdoe.a')")
+
+
+def test_more_workers_than_the_host_can_run_are_capped_and_said(fed, tmp_path):
+    out = bt_get(fed.dataset, "--repo", fed.repo, "-o", str(tmp_path), "--workers", "500")
+    cores = os.cpu_count() or 1
+    assert out.returncode == 0, out.stderr
+    started = min(2 * cores, 3)  # the sample has 3 files
+    assert f"bt-get: warning: --workers 500: this host has {cores} cores; starting {started} (at most 2 per core)" \
+        in out.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import urllib.error
 import urllib.request
 
 from tests.support import command, free_port, http_ok, wait_for
@@ -53,3 +54,22 @@ def test_bad_listen_address_is_a_one_line_error(tmp_path):
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert result.stderr.strip() == "bt-repo: error: --listen: 'nowhere' is not HOST:PORT"
+
+
+def test_an_over_long_address_gets_the_styled_page_not_the_parsers_words(procs, tmp_path):
+    cfg = write_config(tmp_path / "btswarm.toml", free_port())
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    procs.start("bt-repo", [command("bt-repo"), "run", "--config", str(cfg), "--listen", f"127.0.0.1:{port}",
+                            "--state", str(tmp_path / "state")])
+    wait_for(lambda: http_ok(f"{url}/healthz"), timeout=20, what="bt-repo /healthz")
+    for path, kind in ((f"/search?q={'x' * 20_000}", "text/html"), (f"/api/datasets?q={'x' * 9_000}", "application/json")):
+        try:
+            urllib.request.urlopen(url + path, timeout=5)
+            raise AssertionError("an over-long address was served")
+        except urllib.error.HTTPError as exc:
+            body = exc.read().decode()
+            assert (exc.code, exc.headers.get_content_type()) == (414, kind)
+        assert "bytes long; at most 8,192 are accepted" in body and "Got more than" not in body
+        if kind == "text/html":
+            assert "414 · Address too long" in body and 'href="/search"' in body

@@ -237,6 +237,12 @@ def test_bad_override(home):
     assert error(overrides={"get": {"nope": 1}}) == "--nope: not a key of [get]"  # a bug in a command
 
 
+def test_a_bad_file_value_is_named_even_when_a_flag_overrides_it(home, tmp_path):
+    path = write(tmp_path / "c.toml", "[get]\ntimeout = -3\n")
+    assert error(path, overrides={"get": {"timeout": 20.0}}) == f"{path}: [get] timeout: duration is negative, got -3"
+    assert error(path, environ={"BTSWARM_GET_TIMEOUT": "20"}) == f"{path}: [get] timeout: duration is negative, got -3"
+
+
 def test_invalid_toml(home, tmp_path):
     path = write(tmp_path / "c.toml", "[get\nworkers = 2\n")
     assert error(path).startswith(f"{path}: not valid TOML (")

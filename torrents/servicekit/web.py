@@ -27,6 +27,8 @@ from torrents.errors import (AuthError, BencodeError, BtswarmError, ConfigError,
 log = logging.getLogger("btswarm.web")
 
 MAX_CONTROL_BODY = 1024 * 1024
+MAX_URL = 8 * 1024  # what a service answers; longer is a styled 414, not the parser's raw 400
+_PARSER_LINE_LIMIT = 64 * 1024  # what aiohttp reads before giving up with its own plain-text answer
 REGISTRY_KEY = web.AppKey("metrics_registry", CollectorRegistry)
 
 _STATUS = {NotFound: 404, AuthError: 401, MetainfoError: 400, DatasetError: 400, BencodeError: 400,
@@ -58,6 +60,15 @@ async def error_middleware(request: web.Request, handler: Callable[[web.Request]
     except Exception:
         log.exception("%s %s: internal error", request.method, request.path)
         return json_error(500, "internal error")
+
+
+@web.middleware
+async def url_limit(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    """An address longer than MAX_URL is refused as an HTTP error the service's own pages render."""
+    if len(request.raw_path) > MAX_URL:
+        raise web.HTTPRequestURITooLong(reason=f"the address is {len(request.raw_path):,} bytes long; "
+                                              f"at most {MAX_URL:,} are accepted")
+    return await handler(request)
 
 
 async def read_signed(request: web.Request, verifier: auth.Verifier, max_body: int = MAX_CONTROL_BODY) -> tuple[str, bytes]:
@@ -135,7 +146,8 @@ def run(app: web.Application, host: str, port: int, *, name: str, ssl_context: s
 async def _serve(app: web.Application, host: str, port: int, name: str, ssl_context: ssl.SSLContext | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, max_line_size=_PARSER_LINE_LIMIT,
+                           max_field_size=_PARSER_LINE_LIMIT)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
