@@ -57,8 +57,9 @@ def run(config_path: str | None, listen: str | None, state: str | None, tls_cert
     warning = devsecret.check("[repo] site_secrets", config.site_secrets,
                               [("listen", config.listen), ("public_url", config.public_url),
                                ("tracker", config.tracker)], SECRETS_HOW)
+    # On loopback only: said in the log (-v, as the units run it), not on a test's or a demo's terminal.
     if warning:
-        click.echo(f"bt-repo: warning: {warning}", err=True)
+        log.info("%s", warning)
     from btrepo.app import DB_FILE
 
     check_writable("[repo] state", config.state, [DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm"])

@@ -9,7 +9,6 @@ from typing import Any, Mapping
 from torrents.config import default_state_dir, load_section
 from torrents.devsecret import DEV_SECRET
 from torrents.hostport import check_hostport
-from torrents.servicekit.tls import check_pair
 
 
 @dataclass(frozen=True)
@@ -28,7 +27,6 @@ class RepoConfig:
 
     def __post_init__(self) -> None:
         check_hostport(self, "listen")
-        check_pair(self)
 
 
 def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import tempfile
 import urllib.error
 import urllib.request
@@ -40,6 +41,7 @@ from btserver.config import ServerConfig
 from btserver.builder import BuildParams, make
 
 PROG = "bt-server"
+log = logging.getLogger("btswarm.server")
 SECRET_HOW = ("set [server] secret (or $BTSWARM_SERVER_SECRET) to this site's own secret, the one the tracker's and "
               "the repository's site_secrets hold for it")
 
@@ -112,11 +114,13 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
 
     btlog.setup(verbose, PROG)
     cfg = load_server(config_path, **flags)
+    cfg.check_control_url()
     warning = devsecret.check("[server] secret", {cfg.site: cfg.secret},
                               [("listen", cfg.listen), ("control_url", cfg.control_url),
                                *(("tracker", t) for t in cfg.tracker_urls()), ("repo", cfg.repo)], SECRET_HOW)
+    # On loopback only: said in the log (-v, as the units run it), not on a test's or a demo's terminal.
     if warning:
-        click.echo(f"{PROG}: warning: {warning}", err=True)
+        log.info("%s", warning)
     check_writable("[server] state", cfg.state)
     ssl_context = tls.server_context(cfg.tls_cert, cfg.tls_key, "server")
     tls.trust_in_libtorrent(tls.ca_file(cfg.ca_file))  # the seeds' https announces

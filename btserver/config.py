@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -9,8 +10,7 @@ from typing import Any, Mapping
 from torrents.config import Bytes, Seconds, default_state_dir, load_section
 from torrents.devsecret import DEV_SECRET
 from torrents.errors import ConfigError
-from torrents.hostport import check_hostport
-from torrents.servicekit.tls import check_pair
+from torrents.hostport import check_hostport, parse_hostport
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,23 @@ class ServerConfig:
         """The control API as others reach it: control_url, else http(s)://<listen>."""
         return self.control_url or f"{'https' if self.tls_cert else 'http'}://{self.listen}"
 
+    def check_control_url(self) -> None:
+        """A wildcard `listen` needs `control_url`: the tracker is told where the control API is.
+
+        Checked once every key is read (the loader checks keys one by one), by `bt-server run`.
+        """
+        if _unspecified(parse_hostport(self.listen)[0]) and not self.control_url:
+            raise ConfigError("[server] control_url", f"needed with listen = {self.listen!r}: the tracker is told "
+                                                      "where the control API is (e.g. http://HOST:8700)")
+
     def __post_init__(self) -> None:
         for key in ("listen", "peer_listen"):
             check_hostport(self, key)
-        check_pair(self)
+        # Told to others (heartbeats): a wildcard address would send peers to themselves.
+        peer_host = parse_hostport(self.peer_listen)[0]
+        if _unspecified(peer_host):
+            raise ConfigError("peer_listen", f"{self.peer_listen!r}: the tracker hands this address to peers; give "
+                                             f"this host's own address, the one they reach, not {peer_host}")
         for key in ("max_seeds",):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")
@@ -76,6 +89,13 @@ class ServerConfig:
                 raise ConfigError(key, f"must not be negative, got {getattr(self, key)!r}")
         if self.heartbeat_interval <= 0:
             raise ConfigError("heartbeat_interval", f"must be more than 0, got {self.heartbeat_interval!r}")
+
+
+def _unspecified(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
 
 
 def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,

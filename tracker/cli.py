@@ -60,8 +60,9 @@ def run(config_path: str | None, listen: str | None, open_: bool | None, interva
                                        "(each process would keep swarms of its own)")
     warning = devsecret.check("[tracker] site_secrets", config.site_secrets,
                               [("listen", config.listen), ("repo", config.repo)], SECRETS_HOW)
+    # On loopback only: said in the log (-v, as the units run it), not on a test's or a demo's terminal.
     if warning:
-        click.echo(f"bt-tracker: warning: {warning}", err=True)
+        log.info("%s", warning)
     ssl_context = tls.server_context(config.tls_cert, config.tls_key, "tracker")
     host, port = parse_hostport(config.listen)
     log.info("open: %s, interval %d s, %d site secrets, store %s%s", config.open, config.interval,

@@ -10,7 +10,6 @@ from torrents.config import Seconds, load_section
 from torrents.devsecret import DEV_SECRET
 from torrents.errors import ConfigError
 from torrents.hostport import check_hostport
-from torrents.servicekit.tls import check_pair
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,6 @@ class TrackerConfig:
 
     def __post_init__(self) -> None:
         check_hostport(self, "listen")
-        check_pair(self)
         for key in ("interval", "leechers_per_seed", "max_seeds_per_swarm", "default_numwant"):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")

@@ -120,7 +120,7 @@ class Deployment:
 
     def argv(self, label: str) -> list[str]:
         prog = {"tracker": "bt-tracker", "repo": "bt-repo"}.get(label, "bt-server")
-        return [command(prog), "run", "--config", str(self.config_path(label))]
+        return [command(prog), "run", "--config", str(self.config_path(label)), "-v"]  # as deploy/systemd/ runs them
 
     def start(self, label: str, env: dict | None = None) -> Proc:
         proc = Proc(self.argv(label), self.root / f"{label}.log", env=env)

@@ -33,18 +33,17 @@ FLAG_HINT = f"--ca-file or ${CA_ENV}"  # how a command's user gives the CA
 LIBTORRENT_CA_ENV = "SSL_CERT_FILE"  # what OpenSSL's default verify paths (and so libtorrent) read
 
 
-def check_pair(section: object) -> None:
-    """A config section's tls_cert and tls_key go together (ConfigError naming the missing key)."""
-    cert, key = getattr(section, "tls_cert"), getattr(section, "tls_key")
-    if bool(cert) != bool(key):
-        missing, given = ("tls_key", "tls_cert") if cert else ("tls_cert", "tls_key")
-        raise ConfigError(missing, f"needed with {given} (the certificate and its private key, both PEM files)")
-
-
 def server_context(cert: str, key: str, section: str) -> ssl.SSLContext | None:
-    """The context to listen with, or None for plain HTTP (no cert and no key)."""
+    """The context to listen with, or None for plain HTTP (no cert and no key).
+
+    Checked when the service starts, once every key is read (the loader checks keys one by one).
+    """
     if not cert and not key:
         return None
+    if not cert or not key:
+        missing, given = ("tls_key", "tls_cert") if cert else ("tls_cert", "tls_key")
+        raise ConfigError(f"[{section}] {missing}", f"needed with {given} (the certificate and its private key, "
+                                                    "both PEM files)")
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     for name, path in (("tls_cert", cert), ("tls_key", key)):
         _readable(f"[{section}] {name}", path)
