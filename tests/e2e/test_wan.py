@@ -64,6 +64,13 @@ def test_bt_get_through_btswarm_run_on_shaped_links_gets_identical_bytes(shaped,
     assert sum(sent[plan.client_ip(k)] for k in range(4)) > 0, sent
 
 
+def window_rate(points: list[tuple[float, int]], seconds: float) -> float:
+    """Bits per second from the first point to the first one at least `seconds` later."""
+    (t0, b0) = points[0]
+    t1, b1 = next((t, b) for t, b in points if t - t0 >= seconds)
+    return (b1 - b0) * 8 / (t1 - t0)
+
+
 def test_site_link_limits_each_site_to_its_rate(shaped, tmp_path):
     """Each site's bytes through its htb class over the transfer: within 25% of its configured rate."""
     with shaped.inside():  # the federation's addresses exist only in its namespace
@@ -88,9 +95,11 @@ def test_site_link_limits_each_site_to_its_rate(shaped, tmp_path):
         # From the end of the first sample that saw bytes to the start of the last one: whole intervals only.
         first, last = moving[0], moving[-1] - 1
         assert last > first, f"{address}: too few samples while sending ({points})"
-        (t0, b0), (t1, b1) = points[first], points[last]
-        observed = (b1 - b0) * 8 / (t1 - t0)
-        assert t1 - t0 >= 1.5, f"{address}: sent for only {t1 - t0:.1f} s"
+        assert points[last][0] - points[first][0] >= 1.5, f"{address}: sent for only a moment ({points})"
+        # The best 1.5 s of sending: the link's rate, not how much CPU a busy host left the site
+        # (the lower bound says the link lets R through; the upper one that it lets no more).
+        observed = max(window_rate(points[i:last + 1], 1.5) for i in range(first, last + 1)
+                       if points[last][0] - points[i][0] >= 1.5)
         assert 0.75 * rate <= observed <= 1.25 * rate, f"{address}: {observed / 1e6:.1f} Mbit/s, configured {rate / 1e6:g}"
 
 
