@@ -19,8 +19,9 @@ class RepoConfig:
     public_url: str = ""  # as users reach it; default http(s)://<listen>
     # site → its secret, the same as that site's [server] secret; DEV_SECRET is allowed on loopback only
     site_secrets: Mapping[str, str] = field(default_factory=lambda: {"site1": DEV_SECRET})
-    # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make the pages and the API listen on https;
-    # ca_file is a PEM bundle trusted besides the system's CAs when it asks the tracker for swarms (else $BTSWARM_CA_FILE).
+    # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make the pages and the API listen on
+    # https; ca_file, a PEM bundle, is trusted besides the system's CAs when it asks the tracker for swarms
+    # (else $BTSWARM_CA_FILE).
     tls_cert: str = ""
     tls_key: str = ""
     ca_file: str = ""

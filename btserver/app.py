@@ -87,6 +87,7 @@ DAEMON = web.AppKey("btserver_daemon", Daemon)
 def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Application:
     deps = deps or Deps()
     metrics = deps.metrics or Metrics()
+    metrics.info.info({"site": config.site})
     peer_ip, peer_port = parse_hostport(config.peer_listen)
     seeder = deps.seeder or Seeder(peer_ip, peer_port, idle_ttl=config.idle_ttl, max_seeds=config.max_seeds,
                                    upload_rate_limit=config.upload_rate_limit,

@@ -50,8 +50,9 @@ class ServerConfig:
     private: bool = True
     hybrid: bool = False
     hash_threads: int = 0  # 0: one per core
-    # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make the control API listen on https;
-    # ca_file is a PEM bundle trusted besides the system's CAs when it calls the tracker and the repository (else $BTSWARM_CA_FILE).
+    # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make the control API listen on
+    # https; ca_file, a PEM bundle, is trusted besides the system's CAs when it calls the tracker and the repository
+    # (else $BTSWARM_CA_FILE).
     tls_cert: str = ""
     tls_key: str = ""
     ca_file: str = ""

@@ -41,8 +41,9 @@ class TrackerConfig:
     redis_prefix: str = "bt:"
     redis_timeout: Seconds = Seconds(1.0)  # an announce waits no longer for Redis: then a failure reason
     processes: int = 1  # bt-tracker run --processes: several processes on one port (SO_REUSEPORT); needs redis
-    # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make announces and the API listen on https;
-    # ca_file is a PEM bundle trusted besides the system's CAs when it calls sites (seed starts) and the repository (else $BTSWARM_CA_FILE).
+    # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make announces and the API listen on
+    # https; ca_file, a PEM bundle, is trusted besides the system's CAs when it calls sites (seed starts) and
+    # the repository (else $BTSWARM_CA_FILE).
     tls_cert: str = ""
     tls_key: str = ""
     ca_file: str = ""

@@ -50,7 +50,8 @@ def test_a_certificate_needs_its_key(tmp_path):
     out = run("bt-server", config)
     assert out.returncode == ExitStatus.USAGE, out.stderr
     assert out.stderr.splitlines() == [
-        "bt-server: error: [server] tls_key: needed with tls_cert (the certificate and its private key, both PEM files)"]
+        "bt-server: error: [server] tls_key: needed with tls_cert (the certificate and its private key, both "
+        "PEM files)"]
 
 
 @pytest.mark.parametrize("prog, section", [("bt-tracker", "tracker"), ("bt-repo", "repo"), ("bt-server", "server")])

@@ -66,7 +66,7 @@ def test_corrupted_replica_at_one_site_download_still_correct(fed, tmp_path, rec
         f.seek(middle)
         f.write(flipped)
     os.utime(victim, ns=(st.st_atime_ns, st.st_mtime_ns))
-    before = metric(fed.site("site2")["control_url"], "btserver_hash_failures_total")
+    before = metric(fed.site("site2")["control_url"], "btswarm_server_hash_failures_total")
     try:
         # Deterministic: a client that can reach only site2 and wants only the damaged file.
         # (Through the tracker the bad piece may well be fetched from site1 first: sites
@@ -85,7 +85,7 @@ def test_corrupted_replica_at_one_site_download_still_correct(fed, tmp_path, rec
         assert probe.returncode == 4, probe.stderr
         status = wait_for(lambda: (s := fed.site_status("site2"))["hash_failures"] >= 1 and s, timeout=30,
                           what="site2 to count the hash failure")
-        after = metric(fed.site("site2")["control_url"], "btserver_hash_failures_total")
+        after = metric(fed.site("site2")["control_url"], "btswarm_server_hash_failures_total")
         assert after - before >= 1
         # The damaged replica is dropped: site2 stops that seed, says why, and
         # no longer offers the dataset to the tracker.
