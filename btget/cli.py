@@ -32,7 +32,7 @@ from torrents.servicekit.web import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import download, plan, report, timeline, webseeds
+from btget import download, plan, readout, report, timeline, webseeds
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
@@ -293,6 +293,7 @@ def get(opts: Options) -> int:
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
     display = make_display(opts.quiet, opts.json_output)
+    display.note(readout.heading(meta.name, len(selected), sum(f.size for f in selected), str(job.root)))
     if capped:
         display.note(capped, warning=True)
     outcome = download.run(job, display)

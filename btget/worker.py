@@ -139,6 +139,7 @@ class Worker:
         self.ppid = os.getppid()
         self.status: Any = None
         self.first_byte_at: float | None = None  # time.time() when the first payload byte arrived
+        self.checked = False  # libtorrent has read what is on disk (resume state, or --check's hashing)
         self.pending_saves = 0
         self.had_seeds = False
         self.connected = False  # some peer connected at some point (sent to the parent)
@@ -256,7 +257,11 @@ class Worker:
                 self.status = st
             if self.status is not None:
                 self._seeds_gone(self.status.num_seeds)
-                self.send(self.progress())
+                # The first report after the check carries what is on disk per file: the parent's
+                # "resuming: ... already verified" (one file_progress, not one per report).
+                checked = not self.checked and str(self.status.state).rsplit(".", 1)[-1] not in events.CHECKING
+                self.checked = self.checked or checked
+                self.send(self.progress(files=checked))
         elif isinstance(a, lt.torrent_finished_alert):
             if self.phase is WorkerPhase.FETCHING:
                 self.status = self.handle.status()
