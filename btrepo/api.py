@@ -113,10 +113,17 @@ async def get_torrent(request: web.Request) -> web.Response:
         # By name alone only a version that is decided and held whole: a tie between
         # replicas must not hand anyone the bad one. A chosen info-hash is the user's call.
         raise Conflict(name, decision.summary(name).split(": ", 1)[1] + "; choose a version with ?info_hash=")
+    web_seeds = request.query.get("web_seeds", "1")
+    if web_seeds not in ("0", "1"):
+        raise BtswarmError(f"web_seeds={web_seeds[:20]}", "must be 1 (list the sites' web seeds, the default) or 0")
     request.app[keys.METRICS].torrent_downloads.inc()
     data = found.data
     published = await request.app[keys.DB].web_seeds(found.info_hash)
-    if published:
+    if published and web_seeds == "0":
+        # For a client that would use them beside the swarm from the start (docs/clients.md).
+        data = await asyncio.get_running_loop().run_in_executor(
+            None, metainfo.with_url_list, data, [], [url for _, url in published])
+    elif published:
         # The sites' web seeds, added now from who holds this version now (docs/webseeds.md), outside
         # the info dict: the info-hash is the same.
         swarm = await request.app[keys.TRACKER].swarm(found.info_hash)

@@ -153,8 +153,11 @@ class SeedStarter:
             # Re-read each round: starts made by concurrent announces (here
             # or in other processes) land in the store while this one waits,
             # and a site seeding H already must not be asked again.
-            (complete, seeding), remote = await asyncio.gather(
-                self._seeding(info_hash), resolve(self.state.claimed(info_hash, holders)))
+            # Claims first, then the swarm, never both at once: a start ends by adding its seed,
+            # then releasing its claim, so a claim seen gone means its seed is seen (read together,
+            # a loaded host let another tracker see neither and ask the site a second time).
+            remote = await resolve(self.state.claimed(info_hash, holders))
+            complete, seeding = await self._seeding(info_hash)
             gained |= complete > counts.complete
             mine = self._inflight.get(info_hash, {})
             remote -= set(mine)

@@ -60,6 +60,18 @@ async def test_the_torrent_lists_the_web_seeds_of_every_site_holding_it_and_keep
                                 {"site": "site2", "url": DOOR2}]
 
 
+async def test_web_seeds_0_serves_the_torrent_without_them_and_a_bad_value_is_a_400(federation):
+    repo, swarms, published = federation
+    holding(swarms, published, "site1", "site2")
+    resp = await repo.get(f"/datasets/{SAMPLE}.torrent", params={"web_seeds": "0"})
+    assert resp.status == 200
+    meta = metainfo.parse(await resp.read())
+    assert meta.url_list == () and meta.info_hash == published.info_hash
+    resp = await repo.get(f"/datasets/{SAMPLE}.torrent", params={"web_seeds": "no"}, headers={"Accept": "application/json"})
+    assert resp.status == 400
+    assert "web_seeds=no: must be 1" in await resp.text()
+
+
 async def test_a_site_that_stops_holding_it_stops_being_listed(federation):
     repo, swarms, published = federation
     holding(swarms, published, "site2")  # site1 removed the dataset, found it damaged, or went down
