@@ -145,9 +145,9 @@ class _Reader:
     """Typed access to one JSON object of the document; errors name the file and the key path."""
 
     def __init__(self, doc: object, source: str, where: str) -> None:
-        if not isinstance(doc, dict):
-            raise BtswarmError(source, f"{where or 'the ready document'}: not an object")
         self.doc, self.source, self.where = doc, source, where
+        if not isinstance(doc, dict):
+            raise BtswarmError(source, f"key {where}: not an object" if where else "not a ready document (no object)")
 
     def _key(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.e2e.conftest import start_federation
 from tests.support import command
 from torrents import sample, urls
