@@ -40,7 +40,7 @@ def root_data(tmp_path_factory) -> Path:
 def root_federation(tmp_path_factory, root_data):
     fed = start_federation(tmp_path_factory.mktemp("federation"), "--sites", "2", "--data", str(root_data),
                            "--heartbeat", "1s")
-    assert fed.datasets == [DATASET]
+    assert fed.datasets == (DATASET,)
     yield fed
     assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
 
