@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-import aiohttp
 import click
 
 from torrents import log as tlog
@@ -28,10 +27,12 @@ from torrents.errors import BtswarmError, ConfigError, MetainfoError, UsageError
 from torrents.exitstatus import ExitStatus, status_for
 from torrents.hostport import parse_hostport
 from torrents.infohash import parse_info_hash
+from torrents.servicekit import tls
+from torrents.servicekit.web import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import download, plan, report, timeline, webseeds
+from btget import download, plan, readout, report, timeline, webseeds
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
@@ -50,6 +51,8 @@ SERVE_DEFAULT = "127.0.0.1:8765"
               help="A Rucio DID scope:name goes to DIR/scope/name/ (default DIR/name/), as rucio download does.")
 @click.option("--repo", metavar="URL", help="Torrent repository URL (default: $BTSWARM_REPO, then config).")
 @click.option("--config", "config_path", metavar="FILE", help="Configuration file (TOML).")
+@click.option("--ca-file", metavar="PEM", help="CAs trusted besides the system's for https repository and trackers "
+              "(default: $BTSWARM_CA_FILE, then config [get] ca_file).")
 @click.option("--workers", metavar="N|auto", help="Local libtorrent sessions, each in its own process.")
 @click.option("--shard", metavar="K/N", help="Fetch only share K of N (batch arrays: one share per host).")
 @click.option("--files", "globs", multiple=True, metavar="GLOB", help="Only files whose LFN matches (repeatable).")
@@ -134,6 +137,7 @@ class Options:
     list_files: bool = False
     share: bool = False
     web_mode: str | None = None  # --no-web-seeds: off, --web-seeds-always: always (else the config's)
+    ca_file: str | None = None
 
     @classmethod
     def from_click(cls, o: dict[str, Any]) -> "Options":
@@ -180,7 +184,7 @@ class Options:
             timeout=_duration("--timeout", o["timeout"]), stall_timeout=_duration("--stall-timeout", o["stall_timeout"]),
             check=o["check"], web_seeds=tuple(o["web_seeds"]), peers=tuple(peers), listen=o["listen"],
             json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"],
-            scope_subdir=o.get("scope_subdir", False), web_mode=web_mode,
+            scope_subdir=o.get("scope_subdir", False), web_mode=web_mode, ca_file=o.get("ca_file"),
             search=o.get("search"), list_files=bool(o.get("list_files")), share=bool(o.get("share")))
 
 
@@ -242,11 +246,11 @@ def _duration(flag: str, text: str | None) -> float | None:
 
 
 def configure(opts: Options) -> GetConfig:
-    """Config file < environment ($BTSWARM_GET_*, $BTSWARM_REPO) < flags."""
+    """Config file < environment ($BTSWARM_GET_*, $BTSWARM_REPO, $BTSWARM_CA_FILE) < flags."""
     repo = opts.repo or os.environ.get("BTSWARM_REPO")
     overrides = {"repo": repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
                  "seed_ratio": opts.seed_ratio, "timeout": opts.timeout, "stall_timeout": opts.stall_timeout,
-                 "web_seeds": opts.web_mode}
+                 "web_seeds": opts.web_mode, "ca_file": opts.ca_file or os.environ.get(tls.CA_ENV)}
     return get_config.load(opts.config_path, overrides=overrides)
 
 
@@ -257,6 +261,7 @@ def get(opts: Options) -> int:
         from btget import browse
 
         return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg))
+    tls.trust_in_libtorrent(cfg.ca_file)  # the workers' https announces (they inherit the environment)
     target = classify(opts.target, os.path.isfile)
     if opts.info_hash is not None and target.kind != "name":
         raise UsageError("--info-hash", "only with a dataset NAME (a .torrent or magnet names its own version)")
@@ -288,6 +293,7 @@ def get(opts: Options) -> int:
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
     display = make_display(opts.quiet, opts.json_output)
+    display.note(readout.heading(meta.name, len(selected), sum(f.size for f in selected), str(job.root)))
     if capped:
         display.note(capped, warning=True)
     outcome = download.run(job, display)
@@ -416,7 +422,7 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
                   info_hash: str | None = None, *, site_names: bool = True
                   ) -> tuple[Resolved, metainfo.Metainfo, dict[str, str]]:
     """TARGET → the .torrent bytes (and the repository record), parsed, plus site names for the summary."""
-    async with aiohttp.ClientSession() as session:
+    async with client_session(cfg.ca_file) as session:
         client = Client(cfg.repo, session, hint=repo_hint(cfg))
         if target.kind == "file":
             try:

@@ -21,6 +21,7 @@ import aiohttp
 
 from torrents import urls
 from torrents.errors import MetainfoError, NotFound
+from torrents.servicekit import tls
 
 from btget.errors import RepoError, ReplicaConflict
 from btget.target import not_a_torrent, torrent_link
@@ -65,6 +66,8 @@ class Client:
                 if len(body) > limit:
                     raise RepoError(url, f"{what} larger than {limit} bytes")
                 return resp.status, bytes(body)
+        except aiohttp.ClientConnectorCertificateError as exc:  # before its base class: not a closed port
+            raise RepoError(_base(url), tls.certificate_problem(exc, tls.FLAG_HINT) or str(exc)) from None
         except aiohttp.ClientConnectorError as exc:
             why = "connection refused" if isinstance(exc.os_error, ConnectionRefusedError) else \
                 (exc.os_error.strerror or str(exc.os_error)).lower()

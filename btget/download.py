@@ -203,7 +203,7 @@ def run(job: Job, display: Display) -> Outcome:
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        _stop_all(procs, state)
+        _stop_all(procs, state, display)
         signal.signal(signal.SIGTERM, previous_term)
         display.stop()
     results: dict[str, bool] = verifier.result() if verifier is not None else {}
@@ -282,9 +282,9 @@ def outcome_error(state: RunState, job: Job, results: dict[str, bool], interrupt
     return error
 
 
-def _stop_all(procs: dict[int, WorkerProcess], state: RunState) -> None:
-    """Ask every worker to save its state and stop; wait a bounded time for its last word; then end
-    it by PID."""
+def _stop_all(procs: dict[int, WorkerProcess], state: RunState, display: Display) -> None:
+    """Ask every worker to save its state and stop; wait a bounded time for its last word (shown: its
+    per-file counts are what the summary states); then end it by PID."""
     for p in procs.values():
         if not p.gone:
             try:
@@ -300,9 +300,13 @@ def _stop_all(procs: dict[int, WorkerProcess], state: RunState) -> None:
         for conn in multiprocessing.connection.wait(waiting(), timeout=0.5):
             p = next(p for p in procs.values() if p.conn is conn)
             try:
-                observe(state, conn.recv())
+                shown = observe(state, conn.recv())
             except (EOFError, OSError):
                 p.gone = True
+                continue
+            for action in shown:
+                if isinstance(action, Show):
+                    display.update(action.event)
     for p in procs.values():
         p.process.join(max(0.1, deadline - time.monotonic()))
         if p.process.is_alive():

@@ -19,6 +19,10 @@ class Phase(enum.Enum):
     STOPPED = "stopped"  # the last event of a worker: its resume state is on disk
 
 
+# Progress.state values before libtorrent knows what is on disk (resume state read, files hashed).
+CHECKING = frozenset({"starting", "checking_resume_data", "checking_files", "allocating"})
+
+
 # --- worker → parent --------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ class Progress:
     first_byte_at: float | None = None  # epoch seconds of the first payload byte
     connected: bool = False  # some peer connected at some point
     connected_at: float | None = None  # epoch seconds of the first peer connection
-    files: dict[int, int] | None = None  # file index → verified bytes (finished and stopped events)
+    files: dict[int, int] | None = None  # file index → verified bytes (first event after the check, finished, stopped)
     siblings: dict[str, int] = field(default_factory=dict)  # endpoint of a connection from another worker → its index
     peer_hash_failures: dict[str, int] = field(default_factory=dict)  # endpoint → failed pieces it took part in
     banned: tuple[str, ...] = ()  # endpoints banned for corrupt pieces

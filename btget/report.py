@@ -104,6 +104,8 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
         "directory": directory,
         "files": files,
         "bytes_total": sum(f.length for i, f in enumerate(meta.files) if i in selected and not f.pad),
+        "bytes_done": sum(min(f.length, files_done.get(i, 0)) for i, f in enumerate(meta.files)
+                          if i in selected and not f.pad),
         "bytes_downloaded": downloaded,
         "bytes_redundant": sum(p.redundant for p in last),
         "seconds": round(seconds, 3),
@@ -122,6 +124,22 @@ def document(meta: Metainfo, directory: str, selected: set[int], files_done: Map
     }
 
 
+def size_line(doc: Mapping[str, Any]) -> str:
+    """The selected size; while incomplete, how much of it is verified on disk (the display's last count)."""
+    total, done = doc["bytes_total"], doc.get("bytes_done", doc["bytes_total"])
+    part = f", {human_size(done)} of it verified" if done < total else ""
+    return f"{human_size(total)}{part} ({human_size(doc['bytes_downloaded'])} downloaded now)"
+
+
+def pace(doc: Mapping[str, Any]) -> str:
+    """The average rate; nothing to average when no byte moved."""
+    if doc["bytes_downloaded"]:
+        return f"average {human_rate(doc['rate'])}"
+    if doc.get("bytes_done", 0) >= doc["bytes_total"]:
+        return "already complete: nothing to fetch"
+    return "nothing downloaded"
+
+
 def human(doc: Mapping[str, Any]) -> str:
     """A few lines for a person: what, where, how big, how fast, from whom."""
     counts: dict[str, int] = {}
@@ -131,8 +149,8 @@ def human(doc: Mapping[str, Any]) -> str:
         f"{doc['dataset']}",
         f"  directory  {doc['directory']}",
         "  files      " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
-        f"  size       {human_size(doc['bytes_total'])} ({human_size(doc['bytes_downloaded'])} downloaded now)",
-        f"  time       {human_duration(doc['seconds'])}, average {human_rate(doc['rate'])}",
+        f"  size       {size_line(doc)}",
+        f"  time       {human_duration(doc['seconds'])}, {pace(doc)}",
     ]
     if doc["sources"]:
         lines.append("  sources    " + ", ".join(f"{k} {human_size(v)}" for k, v in doc["sources"].items()))

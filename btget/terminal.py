@@ -2,29 +2,33 @@
 
 Imported only when stderr is a terminal (btget.progress.make_display): rich
 costs about 90 ms of CPU to import, a tenth of a cold start, which a --json
-or piped run never draws with.
+or piped run never draws with. What each line says is btget.readout's
+(pure); this only draws it.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TextIO
 
 from rich.console import Console
-from rich.progress import (BarColumn, DownloadColumn, Progress, ProgressColumn, Task, TaskID, TextColumn,
-                           TimeRemainingColumn)
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID, TextColumn
 from rich.text import Text
 
-from torrents.units import human_rate
-
-from btget import events
+from btget import events, readout
 from btget.events import Listening
 
 
-class RateColumn(ProgressColumn):
-    """Rate in binary units, like the sizes beside it and the summary (rich's own says MB/s)."""
+class FigureColumn(ProgressColumn):
+    """One of a row's figures (readout.Row.figures), worked out when drawn: a rate falls while nothing arrives."""
+
+    def __init__(self, key: str, style: str = "") -> None:
+        super().__init__()
+        self.key, self.style = key, style
 
     def render(self, task: Task) -> Text:
-        return Text(human_rate(task.speed) if task.speed else "?", style="progress.data.speed")
+        row: readout.Row = task.fields["row"]
+        return Text(row.figures(time.monotonic())[self.key], style=self.style)
 
 
 class RichDisplay:
@@ -33,39 +37,40 @@ class RichDisplay:
     def __init__(self, stream: TextIO) -> None:
         self.console = Console(file=stream)
         self.progress = Progress(
-            TextColumn("{task.description:>9}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
-            DownloadColumn(binary_units=True), RateColumn(), TimeRemainingColumn(),
-            TextColumn("{task.fields[peers]} peers {task.fields[seeds]} seeds"),
-            console=self.console, transient=False, refresh_per_second=4)
+            TextColumn("{task.description:>9}"), BarColumn(bar_width=40),
+            FigureColumn("percent", "progress.percentage"), FigureColumn("amount", "progress.download"),
+            FigureColumn("rate", "progress.data.speed"), FigureColumn("eta", "progress.remaining"),
+            FigureColumn("peers"), console=self.console, transient=False, refresh_per_second=4)
+        self.board: readout.Board | None = None
         self.tasks: dict[int, TaskID] = {}
         self.total: TaskID | None = None
-        self.last: dict[int, events.Progress] = {}
+        self.running = False
 
     def start(self, shares: list[tuple[int, int, int]]) -> None:
+        self.board = board = readout.Board(shares)
         self.progress.start()
+        self.running = True
         if len(shares) > 1:
-            for k, _count, size in shares:
-                self.tasks[k] = self.progress.add_task(f"worker {k}", total=size, peers=0, seeds=0)
-        self.total = self.progress.add_task("total", total=sum(s for _, _, s in shares), peers=0, seeds=0)
+            for k, row in board.workers.items():
+                self.tasks[k] = self.progress.add_task(f"worker {k}", total=row.total or None, row=row)
+        self.total = self.progress.add_task("total", total=board.total.total or None, row=board.total)
 
     def update(self, event: Listening | events.Progress) -> None:
-        if not isinstance(event, events.Progress):
+        if not isinstance(event, events.Progress) or self.board is None:
             return
-        k = event.worker
-        self.last[k] = event
-        if k in self.tasks:
-            # `wanted` counts whole pieces, boundary ones included: the true total.
-            self.progress.update(self.tasks[k], completed=event.done, total=event.wanted or None,
-                                 peers=event.peers, seeds=event.seeds)
+        said = self.board.take(event, time.monotonic())
+        if event.worker in self.tasks:
+            self.progress.update(self.tasks[event.worker], completed=self.board.workers[event.worker].done)
         if self.total is not None:
-            if len(self.last) == len(self.tasks) or not self.tasks:
-                self.progress.update(self.total, total=sum(e.wanted for e in self.last.values()) or None)
-            self.progress.update(self.total, completed=sum(e.done for e in self.last.values()),
-                                 peers=sum(e.peers for e in self.last.values()),
-                                 seeds=sum(e.seeds for e in self.last.values()))
+            self.progress.update(self.total, completed=self.board.total.done)
+        if said:
+            self.note(said)
 
     def note(self, text: str, warning: bool = False) -> None:
-        self.progress.console.print(f"bt-get: {'warning: ' if warning else ''}{text}")
+        self.progress.console.print(f"bt-get: {'warning: ' if warning else ''}{text}", markup=False, highlight=False, soft_wrap=True)
 
     def stop(self) -> None:
-        self.progress.stop()
+        if self.running:  # once: a second stop would draw the last lines again
+            self.running = False
+            self.progress.refresh()
+            self.progress.stop()

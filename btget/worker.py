@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from torrents.servicekit import tls
+
 from btget import events
 
 log = logging.getLogger("btget.worker")
@@ -137,6 +139,7 @@ class Worker:
         self.ppid = os.getppid()
         self.status: Any = None
         self.first_byte_at: float | None = None  # time.time() when the first payload byte arrived
+        self.checked = False  # libtorrent has read what is on disk (resume state, or --check's hashing)
         self.pending_saves = 0
         self.had_seeds = False
         self.connected = False  # some peer connected at some point (sent to the parent)
@@ -254,7 +257,11 @@ class Worker:
                 self.status = st
             if self.status is not None:
                 self._seeds_gone(self.status.num_seeds)
-                self.send(self.progress())
+                # The first report after the check carries what is on disk per file: the parent's
+                # "resuming: ... already verified" (one file_progress, not one per report).
+                checked = not self.checked and str(self.status.state).rsplit(".", 1)[-1] not in events.CHECKING
+                self.checked = self.checked or checked
+                self.send(self.progress(files=checked))
         elif isinstance(a, lt.torrent_finished_alert):
             if self.phase is WorkerPhase.FETCHING:
                 self.status = self.handle.status()
@@ -314,10 +321,15 @@ class Worker:
             # A dead or refusing tracker is the usual reason for "0 seeds":
             # say so rather than let the user watch a still bar.
             reason = a.failure_reason() or a.error.message()
+            # An https tracker whose certificate we cannot verify: final at once (our CAs do not
+            # change while we run).
+            untrusted = None if a.failure_reason() else tls.libtorrent_problem(reason, tls.FLAG_HINT)
             # It answered with a reason twice (once may be a tracker that has not yet heard the
             # site's heartbeat for a dataset just published), or nobody listens there, every time.
-            definitive = a.times_in_row >= (REASONS_DEFINITIVE if a.failure_reason() else REFUSALS_DEFINITIVE) \
+            definitive = bool(untrusted) or a.times_in_row >= (
+                REASONS_DEFINITIVE if a.failure_reason() else REFUSALS_DEFINITIVE) \
                 and (bool(a.failure_reason()) or a.error.value() == errno.ECONNREFUSED)
+            reason = untrusted or reason
             if a.failure_reason() and not definitive:
                 # Ask again soon rather than after libtorrent's half-minute back-off.
                 self.handle.force_reannounce(REASON_RECHECK, -1, self.lt.reannounce_flags_t.ignore_min_interval)

@@ -9,6 +9,7 @@ from typing import AsyncIterator
 from aiohttp import web
 
 from torrents import auth
+from torrents.servicekit import tls
 from torrents.servicekit import web as tweb
 from btrepo.config import RepoConfig
 from btrepo import keys
@@ -50,7 +51,7 @@ def create_app(config: RepoConfig, *, db: Database | None = None,
             await asyncio.get_running_loop().run_in_executor(None, app[keys.DB].close)
 
     async def tracker(app: web.Application) -> AsyncIterator[None]:
-        client = tracker_client or TrackerClient(config.tracker)
+        client = tracker_client or TrackerClient(config.tracker, ca=tls.ca_file(config.ca_file))
         app[keys.TRACKER] = client
         yield
         if tracker_client is None:

@@ -8,16 +8,21 @@ from pathlib import Path
 
 import click
 
+from torrents import devsecret
 from torrents import log as tlog
 from torrents.cli import command_settings, run_main
 from torrents.errors import BtswarmError, NotFound, UsageError
 from torrents.hostport import parse_hostport
+from torrents.statedir import check_writable
 from torrents.infohash import is_info_hash
+from torrents.servicekit import tls
 from torrents.servicekit import web as tweb
 
 from btrepo import config as repo_config
 
 log = logging.getLogger("btswarm.repo")
+SECRETS_HOW = ("give each site a secret of its own (e.g. openssl rand -hex 32) in [repo] site_secrets, "
+               "the same as that site's [server] secret")
 
 
 @click.group(context_settings=command_settings)
@@ -35,19 +40,35 @@ def main(argv: list[str] | None = None) -> int:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML config file.")
 @click.option("--listen", metavar="HOST:PORT", help="Address to serve on (config [repo] listen).")
 @click.option("--state", metavar="DIR", help="Directory for the SQLite catalog (config [repo] state).")
+@click.option("--tls-cert", metavar="PEM", help="Serve https with this certificate (and --tls-key).")
+@click.option("--tls-key", metavar="PEM", help="The private key of --tls-cert.")
+@click.option("--ca-file", metavar="PEM", help="CAs trusted besides the system's, for an https tracker "
+              "(default: $BTSWARM_CA_FILE).")
 @click.option("-v", "--verbose", count=True, help="-v for info, -vv for debug logs on stderr.")
-def run(config_path: str | None, listen: str | None, state: str | None, verbose: int) -> None:
+def run(config_path: str | None, listen: str | None, state: str | None, tls_cert: str | None, tls_key: str | None,
+        ca_file: str | None, verbose: int) -> None:
     """Serve until SIGTERM or SIGINT, then exit 0."""
     tlog.setup(verbose, name="bt-repo")
     # Imported here so `bt-repo --help` stays quick and the app's import errors surface as errors.
     from btrepo.app import create_app
 
-    config = repo_config.load(config_path, overrides={"listen": listen, "state": state})
+    config = repo_config.load(config_path, overrides={"listen": listen, "state": state, "tls_cert": tls_cert,
+                                                      "tls_key": tls_key, "ca_file": ca_file})
+    warning = devsecret.check("[repo] site_secrets", config.site_secrets,
+                              [("listen", config.listen), ("public_url", config.public_url),
+                               ("tracker", config.tracker)], SECRETS_HOW)
+    # On loopback only: said in the log (-v, as the units run it), not on a test's or a demo's terminal.
+    if warning:
+        log.info("%s", warning)
+    from btrepo.app import DB_FILE
+
+    check_writable("[repo] state", config.state, [DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm"])
+    ssl_context = tls.server_context(config.tls_cert, config.tls_key, "repo")
     host, port = parse_hostport(config.listen)
     app = create_app(config)
     log.info("catalog in %s, tracker %s", config.state, config.tracker or "(none)")
     try:
-        tweb.run(app, host, port, name="bt-repo")
+        tweb.run(app, host, port, name="bt-repo", ssl_context=ssl_context)
     except OSError as exc:  # port taken, state directory not writable
         raise BtswarmError(config.listen, f"cannot listen ({exc.strerror or exc})") from None
 

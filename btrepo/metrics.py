@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.publishes = Counter("btswarm_repo_publishes", "Publish requests by result (created, new_version, "
+        self.publishes = Counter("btswarm_repo_publishes_total", "Publish requests by result (created, new_version, "
                                  "conflict, partial, site_added, unchanged, invalid, unauthorized, refused)",
                                  ["result"], registry=self.registry)
         self.in_conflict = Gauge("btswarm_repo_datasets_in_conflict",
@@ -18,5 +18,5 @@ class Metrics:
                               "Datasets whose replicas disagree with nothing to decide between them "
                               "(not served by name)", registry=self.registry)
         self.datasets = Gauge("btswarm_repo_datasets", "Datasets in the catalog", registry=self.registry)
-        self.torrent_downloads = Counter("btswarm_repo_torrent_downloads", ".torrent files served",
+        self.torrent_downloads = Counter("btswarm_repo_torrent_downloads_total", ".torrent files served",
                                          registry=self.registry)

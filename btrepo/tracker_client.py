@@ -15,6 +15,9 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from torrents.servicekit import tls
+from torrents.servicekit.web import client_session
+
 log = logging.getLogger("btswarm.repo.tracker")
 
 DEFAULT_TIMEOUT = 1.5
@@ -58,8 +61,9 @@ class SwarmSource(Protocol):
 class TrackerClient:
     """GET {tracker}/api/swarms/{hex} with a short timeout; owns its HTTP session."""
 
-    def __init__(self, base_url: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, base_url: str, *, timeout: float = DEFAULT_TIMEOUT, ca: str = "") -> None:
         self.base_url = base_url.rstrip("/")
+        self.ca = ca  # an https tracker is verified against the system's CAs and this bundle
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
@@ -67,7 +71,7 @@ class TrackerClient:
         if not self.base_url:
             return None
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout)
+            self._session = client_session(self.ca, timeout=self.timeout)
         url = f"{self.base_url}/api/swarms/{info_hash}"
         try:
             async with self._session.get(url) as resp:
@@ -78,7 +82,8 @@ class TrackerClient:
                     return None
                 doc = await resp.json(content_type=None)
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-            log.info("tracker %s: unreachable for %s (%s)", self.base_url, info_hash, exc.__class__.__name__)
+            log.info("tracker %s: unreachable for %s (%s)", self.base_url, info_hash,
+                     tls.certificate_problem(exc, tls.hint("repo")) or exc.__class__.__name__)
             return None
         return swarm_from_json(doc)
 

@@ -26,7 +26,9 @@ from torrents.log import notice
 from torrents.errors import NotFound
 from torrents.hostport import format_hostport, parse_hostport
 from torrents.infohash import parse_info_hash
-from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
+from torrents.servicekit import tls
+from torrents.servicekit.web import (add_metrics_route, client_session, error_middleware, json_error, parse_json_body,
+                                     read_signed)
 
 from btserver.config import ServerConfig
 
@@ -100,6 +102,7 @@ DAEMON = web.AppKey("btserver_daemon", Daemon)
 def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Application:
     deps = deps or Deps()
     metrics = deps.metrics or Metrics()
+    metrics.info.info({"site": config.site})
     peer_ip, peer_port = parse_hostport(config.peer_listen)
     seeder = deps.seeder or Seeder(peer_ip, peer_port, idle_ttl=config.idle_ttl, max_seeds=config.max_seeds,
                                    upload_rate_limit=config.upload_rate_limit,
@@ -114,7 +117,7 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
         # The tracker signs seed requests as this site, with this site's secret.
         verifier=auth.Verifier({config.site: config.secret}),
         publish_retry=deps.publish_retry or publisher.Retry(),
-        control_url=config.control_url or f"http://{config.listen}",
+        control_url=config.public_control_url(),
     )
     if config.web_listen:
         daemon.web = WebSeed(
@@ -231,7 +234,7 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
     d.seeder.on_change = lambda: _threadsafe(loop, d.notify)
     await loop.run_in_executor(None, d.seeder.open)
     notice().info("%s: control %s, peers %s; preparing datasets", d.config.site, d.control_url, d.seeder.endpoint)
-    d.http = aiohttp.ClientSession()
+    d.http = client_session(tls.ca_file(d.config.ca_file))  # https tracker and repository verified
     web_runner = await _start_web(d) if d.web is not None else None
     stop = threading.Event()
 

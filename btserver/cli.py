@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
 
+from torrents import devsecret
 from torrents import log as btlog
 from torrents.cli import command_settings, run_main
 from torrents.dataset import Dataset, read_manifest, scan_directory
 from torrents.errors import BtswarmError, ConfigError, DatasetError, NotFound, Unreachable
 from torrents.exitstatus import ExitStatus
 from torrents.hostport import parse_hostport
+from torrents.statedir import check_writable
 from torrents.units import human_rate, human_size, parse_duration, parse_size
 
 from btserver import checksums, farm, layout
@@ -37,6 +40,9 @@ from btserver.config import ServerConfig
 from btserver.builder import BuildParams, make
 
 PROG = "bt-server"
+log = logging.getLogger("btswarm.server")
+SECRET_HOW = ("set [server] secret (or $BTSWARM_SERVER_SECRET) to this site's own secret, the one the tracker's and "
+              "the repository's site_secrets hold for it")
 
 
 def verbosity(f):
@@ -62,6 +68,10 @@ def server_options(f):
         click.option("--repo", help="Repository base URL."),
         click.option("--idle-ttl", help="Stop a seed after this long without a peer (e.g. 600, 10m)."),
         click.option("--max-seeds", type=int, help="Seeds active at once."),
+        click.option("--tls-cert", help="Serve the control API over https with this PEM certificate (and --tls-key)."),
+        click.option("--tls-key", help="The private key of --tls-cert."),
+        click.option("--ca-file", help="CAs trusted besides the system's, for an https tracker and repository "
+                                       "(default: $BTSWARM_CA_FILE)."),
     ]):
         f = opt(f)
     return f
@@ -69,7 +79,8 @@ def server_options(f):
 
 def load_server(config_path: str | None, **flags: Any) -> ServerConfig:
     overrides: dict[str, Any] = {}
-    for key in ("site", "listen", "peer_listen", "state", "tracker", "repo", "max_seeds"):
+    for key in ("site", "listen", "peer_listen", "state", "tracker", "repo", "max_seeds", "tls_cert", "tls_key",
+                "ca_file"):
         overrides[key] = flags.get(key)
     for key in ("roots", "manifests"):
         overrides[key] = [str(Path(p).resolve()) for p in flags[key]] if flags.get(key) else None
@@ -109,12 +120,23 @@ def main(argv: list[str] | None = None) -> int:
 @verbosity
 def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     """Run the daemon until SIGTERM/SIGINT."""
+    from torrents.servicekit import tls
     from torrents.servicekit.web import run as run_app
 
     from btserver.app import create_app
 
     btlog.setup(verbose, PROG)
     cfg = load_server(config_path, **flags)
+    cfg.check_control_url()
+    warning = devsecret.check("[server] secret", {cfg.site: cfg.secret},
+                              [("listen", cfg.listen), ("control_url", cfg.control_url),
+                               *(("tracker", t) for t in cfg.tracker_urls()), ("repo", cfg.repo)], SECRET_HOW)
+    # On loopback only: said in the log (-v, as the units run it), not on a test's or a demo's terminal.
+    if warning:
+        log.info("%s", warning)
+    check_writable("[server] state", cfg.state)
+    ssl_context = tls.server_context(cfg.tls_cert, cfg.tls_key, "server")
+    tls.trust_in_libtorrent(tls.ca_file(cfg.ca_file))  # the seeds' https announces
     host, port = parse_hostport(cfg.listen)
     if not cfg.roots_may_appear:
         for root in cfg.roots:
@@ -125,7 +147,7 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
         if not Path(manifest).is_file():
             raise ConfigError(manifest, "no such manifest file")
     try:
-        run_app(create_app(cfg), host, port, name=f"{PROG} {cfg.site}")
+        run_app(create_app(cfg), host, port, name=f"{PROG} {cfg.site}", ssl_context=ssl_context)
     except OSError as exc:  # the control address is taken or not ours
         raise BtswarmError(cfg.listen, f"cannot listen ({exc.strerror or exc})") from None
 
@@ -172,7 +194,8 @@ def scan(config_path: str | None, verbose: int, as_json: bool, **flags: Any) -> 
 def publish(name: str | None, config_path: str | None, verbose: int, attempts: int, new_version: bool,
             **flags: Any) -> int:
     """Prepare the datasets, then publish NAME (default: all) to the repository."""
-    import aiohttp
+    from torrents.servicekit import tls
+    from torrents.servicekit.web import client_session
 
     from btserver import publisher
 
@@ -187,7 +210,7 @@ def publish(name: str | None, config_path: str | None, verbose: int, attempts: i
         raise BtswarmError("--new-version", "name the dataset that changed on purpose")
 
     async def go() -> list[publisher.Answer]:
-        async with aiohttp.ClientSession() as http:
+        async with client_session(tls.ca_file(cfg.ca_file)) as http:
             retry = publisher.Retry(attempts=max(1, attempts))
             return [await publisher.publish(http, cfg.repo, cfg.site, cfg.secret, p.torrent_path.read_bytes(),
                                             {**p.record(), **({"new_version": True} if new_version else {})},
@@ -333,14 +356,18 @@ def status(config_path: str | None, url: str | None, as_json: bool) -> int:
     import urllib.error
     import urllib.request
 
-    if url is None:
-        cfg = server_config.load(config_path)
-        url = cfg.control_url or f"http://{cfg.listen}"
+    from torrents.servicekit import tls
+
+    cfg = server_config.load(config_path)
+    url = url or cfg.public_control_url()
+    context = tls.client_context(tls.ca_file(cfg.ca_file)) if url.startswith("https:") else None
     try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/api/status", timeout=5) as resp:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/api/status", timeout=5, context=context) as resp:
             doc = json.load(resp)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise Unreachable(url, f"no answer ({getattr(exc, 'reason', exc)})") from None
+        reason = getattr(exc, "reason", exc)
+        untrusted = tls.certificate_problem(reason, tls.hint("server"))
+        raise Unreachable(url, untrusted or f"no answer ({reason})") from None
     if as_json:
         click.echo(json.dumps(doc, indent=1))
         return int(ExitStatus.OK)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from torrents.config import Bytes, Seconds, default_state_dir, load_section
+from torrents.devsecret import DEV_SECRET
 from torrents.did import parse_pattern
 from torrents.errors import BtswarmError, ConfigError
-from torrents.hostport import check_hostport
+from torrents.hostport import check_hostport, parse_hostport
 
 from btserver import weburls
 
@@ -20,7 +22,7 @@ SITE_KINDS = ("T2", "T3")
 
 @dataclass(frozen=True)
 class RucioConfig:
-    """[server.rucio]: the datasets this site's RSE holds, as Rucio knows them (docs/deploy-site.md)."""
+    """[server.rucio]: the datasets this site's RSE holds, as Rucio knows them (docs/deploy-rucio.md)."""
 
     server: str = ""  # Rucio's REST URL; empty: Rucio is not used
     auth_server: str = ""  # default: server
@@ -87,7 +89,7 @@ class ServerConfig:
     # The site's tier: "T2", a storage site; "T3", a Tier-3 sharing what its users fetched
     # (bt-get --share). Said in heartbeats and publications; the repository lists T3 holders apart.
     kind: str = "T2"
-    secret: str = "btswarm-dev-secret"
+    secret: str = DEV_SECRET  # allowed on loopback only (torrents/devsecret.py)
     listen: str = "127.0.0.1:8700"  # control API
     peer_listen: str = "127.0.0.1:6881"  # libtorrent
     control_url: str = ""  # as others reach it; default http://<listen>
@@ -134,16 +136,40 @@ class ServerConfig:
     hybrid: bool = False
     hash_threads: int = 0  # 0: one per core
     rucio: RucioConfig = field(default_factory=RucioConfig)  # the [server.rucio] table
+    # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make the control API listen on
+    # https; ca_file, a PEM bundle, is trusted besides the system's CAs when it calls the tracker and the repository
+    # (else $BTSWARM_CA_FILE).
+    tls_cert: str = ""
+    tls_key: str = ""
+    ca_file: str = ""
 
     def tracker_urls(self) -> tuple[str, ...]:
         """The trackers' base URLs: `trackers`, else `tracker` (none when both are empty)."""
         return tuple(self.trackers) or ((self.tracker,) if self.tracker else ())
+
+    def public_control_url(self) -> str:
+        """The control API as others reach it: control_url, else http(s)://<listen>."""
+        return self.control_url or f"{'https' if self.tls_cert else 'http'}://{self.listen}"
+
+    def check_control_url(self) -> None:
+        """A wildcard `listen` needs `control_url`: the tracker is told where the control API is.
+
+        Checked once every key is read (the loader checks keys one by one), by `bt-server run`.
+        """
+        if _unspecified(parse_hostport(self.listen)[0]) and not self.control_url:
+            raise ConfigError("[server] control_url", f"needed with listen = {self.listen!r}: the tracker is told "
+                                                      "where the control API is (e.g. http://HOST:8700)")
 
     def __post_init__(self) -> None:
         if self.kind not in SITE_KINDS:
             raise ConfigError("kind", f"must be one of {', '.join(SITE_KINDS)}, got {self.kind!r}")
         for key in ("listen", "peer_listen"):
             check_hostport(self, key)
+        # Told to others (heartbeats): a wildcard address would send peers to themselves.
+        peer_host = parse_hostport(self.peer_listen)[0]
+        if _unspecified(peer_host):
+            raise ConfigError("peer_listen", f"{self.peer_listen!r}: the tracker hands this address to peers; give "
+                                             f"this host's own address, the one they reach, not {peer_host}")
         if self.web_listen:
             check_hostport(self, "web_listen")
         if self.web_url and not self.web_url.startswith(("http://", "https://")):
@@ -158,6 +184,13 @@ class ServerConfig:
                 raise ConfigError(key, f"must not be negative, got {getattr(self, key)!r}")
         if self.heartbeat_interval <= 0:
             raise ConfigError("heartbeat_interval", f"must be more than 0, got {self.heartbeat_interval!r}")
+
+
+def _unspecified(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
 
 
 def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,

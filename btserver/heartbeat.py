@@ -13,7 +13,8 @@ from typing import Callable, Sequence
 
 import aiohttp
 
-from torrents.servicekit.web import signed_request
+from torrents.servicekit import tls
+from torrents.servicekit.web import client_error, signed_request
 
 from btserver.metrics import Metrics
 
@@ -69,7 +70,7 @@ async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, sec
             status, answer = await signed_request(http, "POST", url, site=site, secret=secret, payload=body(),
                                                   timeout=max(1.0, min(every, 10.0)))
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            status, answer = 0, f"{type(exc).__name__}: {exc}"
+            status, answer = 0, client_error(exc, tls.hint("server"))
         if metrics:
             metrics.heartbeats.labels(result=str(status or "error")).inc()
         if status == 200:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import aiohttp
 
 from torrents import urls
-from torrents.servicekit.web import signed_request
+from torrents.servicekit import tls
+from torrents.servicekit.web import client_error, signed_request
 
 from btserver.metrics import Metrics
 
@@ -78,7 +79,7 @@ async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str
         try:
             status, answer = await publish_once(http, repo, site, secret, torrent, record, kind=kind)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            status, answer = 0, f"{repo}: {type(exc).__name__}: {exc}"
+            status, answer = 0, f"{repo}: {client_error(exc, tls.hint('server'))}"
         if metrics:
             metrics.publishes.labels(result=str(status or "error")).inc()
         if status in (200, 201):
@@ -90,6 +91,11 @@ async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str
             else:
                 log.info("publish %s (%s): %s by %s", name, record["info_hash"], done.result or status, repo)
             return done
+        if status == 401 and attempt == 0:
+            # Not an outage: this site's secret is not the one the repository holds (retried all the
+            # same, for a repository whose site_secrets are being corrected).
+            log.warning("publish %s: %s refused our signature (%s): is this site's secret the one the repository "
+                        "holds for %s in [repo] site_secrets?", name, repo, Answer.of(status, answer).problem, site)
         if status in PERMANENT:
             log.error("publish %s: refused by %s with %d: %s", name, repo, status, answer)
             return Answer.of(status, answer)

@@ -7,7 +7,10 @@
 # bindfs and fuse3 for bench_wan's frozen-storage site; the third-party BitTorrent
 # clients of tests/clients/ (qbittorrent-nox, rtorrent, ctorrent; aria2c above); and a real SLURM for
 # the batch-array tests (slurm-wlm, munge: btswarm/localslurm.py configures and starts its
-# own daemons; the packages' own services are not used). Installs only what is missing.
+# own daemons; the packages' own services are not used); openssl (the TLS tests make their own CA)
+# and systemd for systemd-analyze, which checks deploy/systemd/ (it needs no systemd running: in a
+# container without it as PID 1 the package installs and `systemd-analyze verify` works). Installs
+# only what is missing.
 set -euo pipefail
 
 declare -A need=(
@@ -17,6 +20,7 @@ declare -A need=(
   [qbittorrent-nox]=qbittorrent-nox [rtorrent]=rtorrent [ctorrent]=ctorrent
   [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-wlm [sacct]=slurm-wlm [munged]=munge
   [redis-server]=redis-server
+  [openssl]=openssl [systemd-analyze]=systemd
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -51,7 +51,11 @@ def default_state_dir(part: str) -> str:
 def find_config(explicit: str | os.PathLike | None = None) -> Path | None:
     if explicit:
         p = Path(explicit)
-        if not p.is_file():
+        try:
+            found = p.is_file()
+        except OSError as exc:  # a directory on the way this user may not enter
+            raise ConfigError(p, f"cannot read ({exc.strerror})") from None
+        if not found:
             raise ConfigError(p, "config file not found")
         return p
     env = os.environ.get("BTSWARM_CONFIG")
@@ -61,8 +65,11 @@ def find_config(explicit: str | os.PathLike | None = None) -> Path | None:
             raise ConfigError(p, "config file named by $BTSWARM_CONFIG not found")
         return p
     for candidate in (Path.home() / ".config" / "btswarm" / "config.toml", Path("/etc/btswarm/config.toml")):
-        if candidate.is_file():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except PermissionError:  # another user's home (HOME kept across su): not ours to read
+            continue
     return None
 
 

@@ -19,7 +19,9 @@ from aiohttp import web
 from torrents import auth
 from torrents.errors import AuthError, NotFound
 from torrents.infohash import is_info_hash
-from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
+from torrents.servicekit import tls
+from torrents.servicekit.web import (add_metrics_route, client_error, client_session, error_middleware, json_error,
+                                     parse_json_body, read_signed)
 from tracker import protocol
 from tracker.announcer import Announcer
 from tracker.config import TrackerConfig
@@ -245,7 +247,7 @@ async def _repo_poll(app: web.Application) -> AsyncIterator[None]:
     repo = announcer.config.repo
 
     async def poll_forever() -> None:
-        async with aiohttp.ClientSession() as session:
+        async with client_session(tls.ca_file(announcer.config.ca_file)) as session:
             while True:
                 try:
                     hashes = await fetch_published(session, repo)
@@ -253,7 +255,8 @@ async def _repo_poll(app: web.Application) -> AsyncIterator[None]:
                     log.debug("%s: %d published info-hashes", repo, len(hashes))
                 except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
                     # Keep the last good set: a repository restart must not refuse every swarm.
-                    log.warning("%s: cannot read published info-hashes: %s", repo, exc or type(exc).__name__)
+                    log.warning("%s: cannot read published info-hashes: %s", repo,
+                                client_error(exc, tls.hint("tracker")))
                 await asyncio.sleep(announcer.config.repo_poll)
 
     task = asyncio.get_running_loop().create_task(poll_forever())

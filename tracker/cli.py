@@ -6,15 +6,19 @@ import logging
 
 import click
 
+from torrents import devsecret
 from torrents import log as btlog
 from torrents.cli import command_settings, run_main
 from torrents.errors import BtswarmError, ConfigError
 from torrents.hostport import parse_hostport
+from torrents.servicekit import tls
 from tracker import config as tracker_config
 from tracker import fastpath, prefork
 from tracker.app import create_app
 
 log = logging.getLogger("btswarm.tracker")
+SECRETS_HOW = ("give each site a secret of its own (e.g. openssl rand -hex 32) in [tracker] site_secrets, "
+               "the same as that site's [server] secret")
 
 
 @click.group(context_settings=command_settings)
@@ -36,26 +40,37 @@ def main(argv: list[str] | None = None) -> int:
 @click.option("--store", type=click.Choice(["memory", "redis"]), help="Where swarms, starts and sites are kept.")
 @click.option("--redis-url", help="The shared store with --store redis (redis://HOST:PORT/DB, unix:///PATH).")
 @click.option("--processes", type=int, help="Serve from N processes on one port (SO_REUSEPORT); needs --store redis.")
+@click.option("--tls-cert", metavar="PEM", help="Serve https with this certificate (and --tls-key).")
+@click.option("--tls-key", metavar="PEM", help="The private key of --tls-cert.")
+@click.option("--ca-file", metavar="PEM", help="CAs trusted besides the system's, for https sites and repository "
+              "(default: $BTSWARM_CA_FILE).")
 @click.option("-v", "--verbose", count=True, help="-v info, -vv debug.")
 def run(config_path: str | None, listen: str | None, open_: bool | None, interval: int | None, store: str | None,
-        redis_url: str | None, processes: int | None, verbose: int) -> None:
+        redis_url: str | None, processes: int | None, tls_cert: str | None, tls_key: str | None,
+        ca_file: str | None, verbose: int) -> None:
     """Serve announces, scrapes, heartbeats and the read API until SIGTERM/SIGINT."""
     btlog.setup(verbose, "bt-tracker")
     overrides = {"listen": listen, "open": open_, "interval": interval, "store": store, "redis_url": redis_url,
-                 "processes": processes}
+                 "processes": processes, "tls_cert": tls_cert, "tls_key": tls_key, "ca_file": ca_file}
     if interval is not None:
         overrides["min_interval"] = max(1, interval // 2)
     config = tracker_config.load(config_path, overrides=overrides)
     if config.processes > 1 and config.store != "redis":  # a rule across two keys: checked once they are all read
         raise ConfigError("processes", f"{config.processes} processes need store = \"redis\" "
                                        "(each process would keep swarms of its own)")
+    warning = devsecret.check("[tracker] site_secrets", config.site_secrets,
+                              [("listen", config.listen), ("repo", config.repo)], SECRETS_HOW)
+    # On loopback only: said in the log (-v, as the units run it), not on a test's or a demo's terminal.
+    if warning:
+        log.info("%s", warning)
+    ssl_context = tls.server_context(config.tls_cert, config.tls_key, "tracker")
     host, port = parse_hostport(config.listen)
     log.info("open: %s, interval %d s, %d site secrets, store %s%s", config.open, config.interval,
              len(config.site_secrets), config.store, f" ({config.redis_url})" if config.store == "redis" else "")
     if config.processes == 1:
         app = create_app(config)
         try:
-            fastpath.run(app, host, port, name="bt-tracker")
+            fastpath.run(app, host, port, name="bt-tracker", ssl_context=ssl_context)
         except OSError as exc:
             raise BtswarmError(config.listen, f"cannot listen ({exc.strerror or exc})") from None
         return
@@ -63,7 +78,8 @@ def run(config_path: str | None, listen: str | None, open_: bool | None, interva
 
     def serve(index: int) -> int:
         try:
-            fastpath.run(create_app(config), host, port, name=f"bt-tracker[{index}]", reuse_port=True)
+            fastpath.run(create_app(config), host, port, name=f"bt-tracker[{index}]", reuse_port=True,
+                         ssl_context=ssl_context)
         except OSError as exc:
             click.echo(f"bt-tracker: error: {config.listen}: cannot listen ({exc.strerror or exc})", err=True)
             return prefork.EXIT_BIND

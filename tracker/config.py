@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from torrents.config import Seconds, load_section
+from torrents.devsecret import DEV_SECRET
 from torrents.errors import ConfigError
 from torrents.hostport import check_hostport
 
@@ -18,7 +19,8 @@ class TrackerConfig:
     min_interval: int = 30
     open: bool = False
     repo: str = ""  # also accept info-hashes the repository published
-    site_secrets: Mapping[str, str] = field(default_factory=lambda: {"site1": "btswarm-dev-secret"})
+    # site → its secret, the same as that site's [server] secret; DEV_SECRET is allowed on loopback only
+    site_secrets: Mapping[str, str] = field(default_factory=lambda: {"site1": DEV_SECRET})
     site_networks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     start_wait: Seconds = Seconds(2.0)
     min_seeds: int = 1  # seeds wanted in every active swarm, before counting leechers
@@ -39,6 +41,12 @@ class TrackerConfig:
     redis_prefix: str = "bt:"
     redis_timeout: Seconds = Seconds(1.0)  # an announce waits no longer for Redis: then a failure reason
     processes: int = 1  # bt-tracker run --processes: several processes on one port (SO_REUSEPORT); needs redis
+    # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make announces and the API listen on
+    # https; ca_file, a PEM bundle, is trusted besides the system's CAs when it calls sites (seed starts) and
+    # the repository (else $BTSWARM_CA_FILE).
+    tls_cert: str = ""
+    tls_key: str = ""
+    ca_file: str = ""
 
     def __post_init__(self) -> None:
         check_hostport(self, "listen")

@@ -32,10 +32,12 @@ import functools
 import logging
 import re
 import signal
+import ssl
 from typing import Callable
 
 from aiohttp import web
 
+from torrents.servicekit import sdnotify
 from tracker import protocol
 from tracker.announcer import Announcer
 from tracker.app import ANNOUNCER, BENCODED
@@ -240,10 +242,12 @@ class FastPathServer:
     private parts; so this server is stopped by its owner, before the runner's cleanup.
     """
 
-    def __init__(self, runner: web.AppRunner, host: str, port: int, *, reuse_port: bool = False) -> None:
+    def __init__(self, runner: web.AppRunner, host: str, port: int, *, reuse_port: bool = False,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.runner = runner
         self.host, self.port = host, port
         self.reuse_port = reuse_port
+        self.ssl_context = ssl_context  # TLS: the fast path and aiohttp see the decrypted bytes alike
         self._live: dict[FastPathProtocol, None] = {}
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -257,7 +261,7 @@ class FastPathServer:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: FastPathProtocol(announcer, delegate, live),
                                                 self.host, self.port, reuse_address=True,
-                                                reuse_port=self.reuse_port or None)
+                                                reuse_port=self.reuse_port or None, ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
         self._sweeper = loop.create_task(self._sweep())
         return self.port
@@ -296,27 +300,33 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def run(app: web.Application, host: str, port: int, *, name: str, reuse_port: bool = False) -> None:
-    """Serve `app` behind the fast path until SIGINT/SIGTERM, then shut down cleanly.
+def run(app: web.Application, host: str, port: int, *, name: str, reuse_port: bool = False,
+        ssl_context: ssl.SSLContext | None = None) -> None:
+    """Serve `app` behind the fast path (with TLS when `ssl_context`) until SIGINT/SIGTERM, then shut down cleanly.
 
     `reuse_port`: bind with SO_REUSEPORT, beside other processes on the same port (tracker.prefork).
+    Once listening, systemd hears READY=1 (torrents.servicekit.sdnotify).
     """
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(_serve(app, host, port, name, reuse_port))
+        runner.run(_serve(app, host, port, name, reuse_port, ssl_context))
 
 
-async def _serve(app: web.Application, host: str, port: int, name: str, reuse_port: bool = False) -> None:
+async def _serve(app: web.Application, host: str, port: int, name: str, reuse_port: bool = False,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    server = FastPathServer(runner, host, port, reuse_port=reuse_port)
+    server = FastPathServer(runner, host, port, reuse_port=reuse_port, ssl_context=ssl_context)
     try:
         await server.start()
-        log.info("%s listening on http://%s:%d", name, host, server.port)
+        url = f"{'https' if ssl_context else 'http'}://{host}:{server.port}"
+        log.info("%s listening on %s", name, url)
+        sdnotify.ready(f"listening on {url}")
         await stop.wait()
+        sdnotify.stopping()
     finally:
         await server.stop()
         await runner.cleanup()

@@ -13,14 +13,14 @@ SAMPLE_EVERY = 8
 class TrackerMetrics:
     def __init__(self, swarms: Callable[[], float], peers: Callable[[], float]) -> None:
         self.registry = CollectorRegistry()
-        self.announces = Counter("btswarm_tracker_announces", "Announces answered, by result",
+        self.announces = Counter("btswarm_tracker_announces_total", "Announces answered, by result",
                                  ["result"], registry=self.registry)
-        self.scrapes = Counter("btswarm_tracker_scrapes", "Scrapes answered", registry=self.registry)
-        self.starts_withheld = Counter("btswarm_tracker_starts_withheld",
+        self.scrapes = Counter("btswarm_tracker_scrapes_total", "Scrapes answered", registry=self.registry)
+        self.starts_withheld = Counter("btswarm_tracker_starts_withheld_total",
                                        "Seed starts not asked for: the leecher took seeds before and never "
                                        "downloaded (tracker/churn.py)", registry=self.registry)
-        self.seed_starts = Counter("btswarm_tracker_seed_starts", "Seed start requests sent to sites, by outcome",
-                                   ["outcome"], registry=self.registry)
+        self.seed_starts = Counter("btswarm_tracker_seed_starts_total",
+                                   "Seed start requests sent to sites, by outcome", ["outcome"], registry=self.registry)
         self.start_latency = Histogram("btswarm_tracker_seed_start_seconds", "Time for a site to answer a seed start",
                                        buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10), registry=self.registry)
         # One announce in SAMPLE_EVERY, from its query to its answer (the store's round trip and any

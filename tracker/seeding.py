@@ -30,7 +30,8 @@ import aiohttp
 from tracker.config import TrackerConfig
 from torrents.errors import ConfigError
 from torrents.hostport import parse_hostport
-from torrents.servicekit.web import signed_request
+from torrents.servicekit import tls
+from torrents.servicekit.web import client_error, client_session, signed_request
 from tracker.peerstore import PeerStore, SwarmCounts, resolve
 from tracker.startstate import LocalStartState, StartState
 from tracker.sites import Site, SiteRegistry
@@ -118,7 +119,8 @@ class SeedStarter:
         self._rotation = 0
 
     async def open(self) -> None:
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=MAX_INFLIGHT))
+        # A site's https:// control URL is verified (the system's CAs and [tracker] ca_file).
+        self.session = client_session(tls.ca_file(self.config.ca_file), limit=MAX_INFLIGHT)
 
     async def close(self) -> None:
         tasks = [t for per in self._inflight.values() for t in per.values()]
@@ -248,7 +250,8 @@ class SeedStarter:
             else:
                 log.warning("%s: %s answered %d to a seed start", hex_hash, site.name, status)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            log.warning("%s: seed start at %s failed: %s", hex_hash, site.name, exc or type(exc).__name__)
+            log.warning("%s: seed start at %s failed: %s", hex_hash, site.name,
+                        client_error(exc, tls.hint("tracker")))
         finally:
             if self.outcomes is not None:
                 self.outcomes.seed_start(outcome, self.clock() - t0)

@@ -12,7 +12,7 @@ from torrents import build
 
 pytestmark = pytest.mark.slow
 
-KEYS = {"dataset", "info_hash", "directory", "files", "bytes_total", "bytes_downloaded", "bytes_redundant", "seconds", "rate",
+KEYS = {"dataset", "info_hash", "directory", "files", "bytes_total", "bytes_done", "bytes_downloaded", "bytes_redundant", "seconds", "rate",
         "first_byte_at", "sources", "hash_failures", "hash_failures_by_source", "banned", "web_seed_switches",
         "workers", "exit_status", "exit_code", "timeline"}
 PARENT_STEPS = ["imported", "configured", "resolved", "parsed", "workers_started"]  # bt-get's own, in order
@@ -30,7 +30,7 @@ def test_full_download_bytes_match_and_json_schema(dataset, seed, tmp_path):
     assert doc["info_hash"] == dataset.meta.info_hash
     assert doc["directory"] == str(tmp_path / dataset.name)
     assert doc["exit_status"] == "OK" and doc["exit_code"] == 0
-    assert doc["bytes_total"] == dataset.meta.total_size
+    assert doc["bytes_total"] == doc["bytes_done"] == dataset.meta.total_size
     assert doc["bytes_downloaded"] >= dataset.meta.total_size
     assert doc["hash_failures"] == 0 and doc["hash_failures_by_source"] == {} and doc["banned"] == []
     assert doc["web_seed_switches"] == []  # the torrent has no web seeds

@@ -338,8 +338,8 @@ def test_display_on_a_terminal_shows_workers_and_total(small_dataset, small_seed
                                     "--timeout", "30"], timeout=45)
     assert code == 0, raw
     lines = screen_lines(raw)
-    row = (r"^\s*{name} .*\s\d+\.\d%\s+[\d.]+/[\d.]+ MiB\s+([\d.]+ (?:B|KiB|MiB)/s|\?)\s.*"
-           r"\s(\d+) peers (\d+) seeds$")
+    row = (r"^\s*{name} .*\s\d+\.\d%\s+[\d.]+/[\d.]+ MiB\s+([\d.]+ (?:B|KiB|MiB)/s|--|)\s.*"
+           r"\s(\d+) peers\s+(\d+) seeds$")
     for name in ("worker 1", "worker 2", "total"):
         rows = [m for m in (re.match(row.format(name=name), line) for line in lines) if m]
         assert rows, f"no {name} row on the screen:\n" + "\n".join(lines[-20:])

@@ -172,11 +172,12 @@ async def test_metrics_and_healthz(server):
     await post_seed(client, ih)
     await post_seed(client, "f" * 40)
     text = await (await client.get("/metrics")).text()
-    for line in ("btserver_seeds_active 1.0", "btserver_datasets 2.0", "btserver_seed_start_seconds_count 1.0",
-                 "btserver_hash_failures_total 0.0", 'btserver_seed_requests_total{result="200"} 1.0',
-                 'btserver_seed_requests_total{result="404"} 1.0'):
+    for line in ("btswarm_server_seeds_active 1.0", "btswarm_server_datasets 2.0",
+                 "btswarm_server_seed_start_seconds_count 1.0", "btswarm_server_hash_failures_total 0.0",
+                 'btswarm_server_seed_requests_total{result="200"} 1.0',
+                 'btswarm_server_seed_requests_total{result="404"} 1.0'):
         assert line in text.splitlines(), line
-    assert "# TYPE btserver_uploaded_bytes_total counter" in text
+    assert "# TYPE btswarm_server_uploaded_bytes_total counter" in text
     resp = await client.get("/healthz")
     assert resp.status == 200 and await resp.json() == {"ok": True}
 

@@ -70,7 +70,7 @@ def uploaded_metric(url: str) -> float | None:
     text = urllib.request.urlopen(url + "/metrics", timeout=2).read().decode()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "btserver_uploaded_bytes_total" and sample.labels == {"dataset": NAME}:
+            if sample.name == "btswarm_server_uploaded_bytes_total" and sample.labels == {"dataset": NAME}:
                 return sample.value
     return None
 
@@ -265,7 +265,7 @@ def test_a_replica_changed_under_a_running_seed_is_counted_as_hash_failure(procs
     wait_for(lambda: get_json(url + "/api/status")["hash_failures"] >= 1, timeout=15, what="a hash failure")
     client.stop()
     text = urllib.request.urlopen(url + "/metrics", timeout=2).read().decode()
-    assert "btserver_hash_failures_total 1.0" in text.splitlines()
+    assert "btswarm_server_hash_failures_total 1.0" in text.splitlines()
     assert "piece 0 failed its hash check" in proc.log()
 
 

@@ -182,9 +182,9 @@ async def test_web_use_counts_in_the_load_and_takes_a_free_slot_like_a_seed(site
     [served] = doc["web"]["serving"]
     assert served["name"] == "ds.one" and served["requests"] == 2 and served["sent"] == one.stat().st_size + 10
     metrics = await (await client.get("/metrics")).text()
-    assert f'btserver_web_sent_bytes_total{{dataset="ds.one"}} {float(one.stat().st_size + 10)}' in metrics
-    assert 'btserver_web_requests_total{code="503"} 1.0' in metrics
-    assert 'btserver_web_requests_total{code="200"} 1.0' in metrics
+    assert f'btswarm_server_web_sent_bytes_total{{dataset="ds.one"}} {float(one.stat().st_size + 10)}' in metrics
+    assert 'btswarm_server_web_requests_total{code="503"} 1.0' in metrics
+    assert 'btswarm_server_web_requests_total{code="200"} 1.0' in metrics
 
 
 async def test_the_idle_slot_is_freed_after_idle_ttl(site):

@@ -112,7 +112,7 @@ def test_repository_down_local_torrent_works_and_publishing_retries(fed, tmp_pat
     new = sample.generate(fed.data, name="faults.repo_down.dataset", files=2,
                           total_size=2 * 2**20).name
     site1 = fed.site("site1").control_url
-    errors_before = metric(site1, "btserver_publish_attempts_total", {"result": "error"})
+    errors_before = metric(site1, "btswarm_server_publish_attempts_total", {"result": "error"})
     # The supervisor is frozen so that it does not restart the repository at once.
     os.kill(fed.proc.pid, signal.SIGSTOP)
     try:
@@ -131,7 +131,7 @@ def test_repository_down_local_torrent_works_and_publishing_retries(fed, tmp_pat
 
         # A new dataset at site1 while the repository is down: publishing fails and is retried.
         os.kill(service_pid(fed, "site1"), signal.SIGHUP)
-        wait_for(lambda: metric(site1, "btserver_publish_attempts_total", {"result": "error"}) >= errors_before + 2,
+        wait_for(lambda: metric(site1, "btswarm_server_publish_attempts_total", {"result": "error"}) >= errors_before + 2,
                  timeout=30, what="site1 to retry publishing")
     finally:
         os.kill(fed.proc.pid, signal.SIGCONT)

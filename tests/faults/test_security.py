@@ -83,7 +83,7 @@ def test_forged_control_requests_are_refused(server):
     code, _ = send(url, "POST", "/api/seeds", body, auth.sign(SECRET, "siteA", "POST", "/api/seeds", other))
     assert code == 401
     assert _get(url, "/api/status")["seeds"] == []
-    assert metric(url, "btserver_seed_requests_total") == 0
+    assert metric(url, "btswarm_server_seed_requests_total") == 0
 
     # A good request starts a seed; the same bytes sent again are a replay.
     good = auth.sign(SECRET, "siteA", "POST", "/api/seeds", body)
@@ -93,7 +93,7 @@ def test_forged_control_requests_are_refused(server):
     code, answer = send(url, "POST", "/api/seeds", body, good)
     assert code == 401 and "replay" in answer["error"], answer
     assert _get(url, "/api/status")["seeds"] == []
-    assert metric(url, "btserver_seed_requests_total") == 1
+    assert metric(url, "btswarm_server_seed_requests_total") == 1
 
     # Oversized bodies: refused before they are read whole, with or without a Content-Length.
     big = b"{" + b" " * (2 * 2**20) + b"}"

@@ -97,7 +97,7 @@ async def flood(urls: list[str], concurrency: int, deadline: float) -> list[byte
 
 
 def seed_requests(fed) -> dict[str, float]:
-    return {n: metric(fed.site(n).control_url, "btserver_seed_requests_total") for n in ("site1", "site2")}
+    return {n: metric(fed.site(n).control_url, "btswarm_server_seed_requests_total") for n in ("site1", "site2")}
 
 
 def test_announce_flood(fed, record_property):

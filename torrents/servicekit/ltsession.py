@@ -46,7 +46,9 @@ def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: A
         # Trackers here are on private addresses; libtorrent's SSRF guard
         # would refuse announce URLs on loopback that have a query path.
         "ssrf_mitigation": False,
-        "validate_https_trackers": False,
+        # An https tracker's certificate is checked (name or IP included) against the system's
+        # CAs and a federation's own (torrents.servicekit.tls.trust_in_libtorrent).
+        "validate_https_trackers": True,
         "tick_interval": 100,
         "announce_to_all_trackers": True,
         "stop_tracker_timeout": 1,

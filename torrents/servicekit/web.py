@@ -1,13 +1,17 @@
 """aiohttp helpers shared by the services: errors to HTTP in one place,
-signed requests (both ends), Prometheus metrics, and running an app.
+signed requests (both ends), Prometheus metrics, client sessions that
+verify TLS (torrents.servicekit.tls), and running an app.
 
 Imports aiohttp and prometheus_client: used by services only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import signal
+import ssl
 from typing import Any, Awaitable, Callable
 
 import aiohttp
@@ -16,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from yarl import URL
 
 from torrents import auth
+from torrents.servicekit import sdnotify, tls
 from torrents.errors import (AuthError, BencodeError, BtswarmError, ConfigError, Conflict, DatasetError,
                              MetainfoError, NotFound)
 
@@ -119,8 +124,40 @@ def add_metrics_route(app: web.Application, registry: CollectorRegistry) -> None
     app.router.add_get("/metrics", metrics)
 
 
-def run(app: web.Application, host: str, port: int, *, name: str) -> None:
-    """Serve until SIGINT/SIGTERM; aiohttp runs the cleanup contexts on the way out."""
-    log.info("%s listening on http://%s:%d", name, host, port)
-    web.run_app(app, host=host, port=port, print=None, access_log=None, handle_signals=True,
-                max_line_size=_PARSER_LINE_LIMIT, max_field_size=_PARSER_LINE_LIMIT)
+def client_session(ca: str = "", *, limit: int = 100, **kwargs: Any) -> aiohttp.ClientSession:
+    """A client session whose https:// requests verify the server against the system's CAs and `ca`."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls.client_context(ca), limit=limit), **kwargs)
+
+
+def client_error(exc: BaseException, hint: str) -> str:
+    """A failed request as a sentence; an untrusted certificate says how to give the CA (`hint`)."""
+    return tls.certificate_problem(exc, hint) or (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+
+
+def run(app: web.Application, host: str, port: int, *, name: str, ssl_context: ssl.SSLContext | None = None) -> None:
+    """Serve (with TLS when `ssl_context`) until SIGINT/SIGTERM; the cleanup contexts run on the way out.
+
+    Once the socket listens, systemd hears READY=1 (torrents.servicekit.sdnotify), and not before:
+    a unit ordered after this one starts when the service really answers.
+    """
+    asyncio.run(_serve(app, host, port, name, ssl_context))
+
+
+async def _serve(app: web.Application, host: str, port: int, name: str, ssl_context: ssl.SSLContext | None) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, max_line_size=_PARSER_LINE_LIMIT,
+                           max_field_size=_PARSER_LINE_LIMIT)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+        await site.start()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        url = f"{'https' if ssl_context else 'http'}://{host}:{port}"
+        log.info("%s listening on %s", name, url)
+        sdnotify.ready(f"listening on {url}")
+        await stop.wait()
+        sdnotify.stopping()
+    finally:
+        await runner.cleanup()
