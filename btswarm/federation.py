@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,8 +22,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from btswarm import netns, shaping
+from btswarm.ready import Ready, SiteInfo
 from torrents import urls
 from torrents.errors import BtswarmError
+from torrents.procs import children, cmdline, stop
 
 T = TypeVar("T")
 
@@ -38,7 +38,7 @@ class LaunchError(BtswarmError):
     """`btswarm up` exited, or was not ready in time; the message ends with its log tail."""
 
 
-# --- small helpers: HTTP, ports, deadlines -------------------------------------------------------
+# --- small helpers: HTTP, deadlines --------------------------------------------------------------
 def get_json(url: str, timeout: float = 5.0) -> Any:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.load(resp)
@@ -47,12 +47,6 @@ def get_json(url: str, timeout: float = 5.0) -> Any:
 def get_bytes(url: str, timeout: float = 10.0) -> bytes:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return resp.read()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "condition", *,
@@ -72,31 +66,6 @@ def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "con
         time.sleep(interval)
 
 
-def children(pid: int) -> list[int]:
-    """Direct children of `pid`, by the parent PID in /proc/*/stat (needs no CONFIG_PROC_CHILDREN)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces and ')'
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(entry))
-    return out
-
-
-def cmdline(pid: int) -> list[str]:
-    """argv of a process; empty when it is gone (or a zombie)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        return []
-
-
 # --- the federation --------------------------------------------------------------------------------
 class Federation:
     """A running `btswarm up`, seen through its ready document.
@@ -105,54 +74,51 @@ class Federation:
     PIDs; the rest works from the document alone.
     """
 
-    def __init__(self, ready: Mapping[str, Any], up_pid: int | None = None) -> None:
-        self.ready = dict(ready)
+    def __init__(self, ready: Ready, up_pid: int | None = None) -> None:
+        self.ready = ready
         self.up_pid = up_pid
 
     @property
     def repo(self) -> str:
-        return self.ready["repo"]
+        return self.ready.repo
 
     @property
     def tracker_url(self) -> str:
-        return self.ready["tracker_url"]
+        return self.ready.tracker_url
 
     @property
     def announce(self) -> str:
-        return self.ready["tracker"]
+        return self.ready.tracker
 
     @property
-    def sites(self) -> list[dict[str, Any]]:
-        return self.ready["sites"]
+    def sites(self) -> tuple[SiteInfo, ...]:
+        return self.ready.sites
 
     @property
-    def datasets(self) -> list[str]:
-        return self.ready["datasets"]
+    def datasets(self) -> tuple[str, ...]:
+        return self.ready.datasets
 
     @property
     def data(self) -> Path:
-        return Path(self.ready["data"])
+        return self.ready.data
 
     @property
     def state(self) -> Path:
-        return Path(self.ready["state"])
+        return self.ready.state
 
-    def site(self, name: str) -> dict[str, Any]:
-        for s in self.sites:
-            if s["name"] == name:
-                return s
-        raise KeyError(name)
+    def site(self, name: str) -> SiteInfo:
+        return self.ready.site(name)
 
     def site_status(self, name: str) -> dict[str, Any]:
-        return get_json(self.site(name)["control_url"] + "/api/status")
+        return get_json(self.site(name).control_url + "/api/status")
 
     def seeding(self) -> dict[str, int]:
         """Seeds each site runs now (sites start them on demand and stop them when idle)."""
-        return {s["name"]: len(self.site_status(s["name"])["seeds"]) for s in self.sites}
+        return {s.name: len(self.site_status(s.name)["seeds"]) for s in self.sites}
 
     def uploaded_total(self) -> int:
         """Bytes the sites have uploaded, all datasets, since they started."""
-        return sum(int(self.site_status(s["name"])["uploaded_total"]) for s in self.sites)
+        return sum(int(self.site_status(s.name)["uploaded_total"]) for s in self.sites)
 
     def pids(self) -> dict[str, int]:
         """PIDs of the parts by label ('tracker', 'repo', 'site1', ...).
@@ -176,22 +142,22 @@ class Federation:
 
     def site_pids(self) -> dict[str, int]:
         """bt-server PIDs by site name."""
-        names = {s["name"] for s in self.sites}
+        names = {s.name for s in self.sites}
         return {label: pid for label, pid in self.pids().items() if label in names}
 
     # -- shaped links (btswarm up --site-link/--client-link) ------------------------------------
     @property
     def netns(self) -> str | None:
         """The private network namespace the federation runs in, or None (unshaped, on the host)."""
-        return self.ready.get("netns")
+        return self.ready.netns
 
     @property
-    def links(self) -> list[dict[str, Any]]:
-        return self.ready.get("links", [])
+    def links(self) -> tuple[shaping.Link, ...]:
+        return self.ready.links
 
     def link_rate(self, address: str) -> int | None:
         """The uplink rate (bit/s) of `address`, None when unshaped."""
-        return next((link["rate"] for link in self.links if link["address"] == address), None)
+        return next((link.rate for link in self.links if link.address == address), None)
 
     def inside(self) -> contextlib.AbstractContextManager[None]:
         """The calling thread in the federation's namespace for a `with` block (no-op when unshaped).
@@ -206,7 +172,7 @@ class Federation:
         """Bytes each shaped address has sent since the federation started (tc class counters)."""
         if self.netns is None:
             return {}
-        ids = shaping.link_class_ids([shaping.Link(x["address"], x["rate"], x["label"]) for x in self.links])
+        ids = shaping.link_class_ids(list(self.links))
         sent = shaping.class_bytes(netns.tc_stats(self.netns))
         return {address: sent.get(cid, 0) for address, cid in ids.items()}
 
@@ -225,7 +191,8 @@ def launch(state: Path, args: list[str], *, ready_file: Path, log_path: Path, ti
     It runs in a session of its own (a terminal's ^C reaches only us) with
     its output appended to `log_path`; `env` is added to ours and reaches
     every part. If it exits first, or is not ready within `timeout`, it is
-    stopped and LaunchError carries the log tail.
+    stopped and LaunchError carries the log tail. Stop it with `stop(proc)`
+    (torrents.procs.stop: SIGTERM by PID, btswarm up then stops its parts).
     """
     ready_file.unlink(missing_ok=True)  # a document left by an earlier run is not readiness
     command = [str(Path(sys.executable).parent / "btswarm"), "up", "--state", str(state),
@@ -241,24 +208,10 @@ def launch(state: Path, args: list[str], *, ready_file: Path, log_path: Path, ti
             raise LaunchError("btswarm up", f"not ready after {timeout:g} s; {log_path}:\n{_tail(log_path)}") from e
         if not ready_file.exists():
             raise LaunchError("btswarm up", f"exited {proc.returncode}; {log_path}:\n{_tail(log_path)}")
-        return proc, Federation(json.loads(ready_file.read_text()), proc.pid)
+        return proc, Federation(Ready.read(ready_file), proc.pid)
     except BaseException:
         stop(proc)
         raise
-
-
-def stop(proc: subprocess.Popen, timeout: float = 30.0) -> int | None:
-    """SIGTERM by PID (btswarm up then stops its parts), SIGKILL if it outlives `timeout`; its exit code."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-    return proc.returncode
 
 
 def _tail(path: Path, chars: int = 3000) -> str:

@@ -33,8 +33,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from btswarm.federation import free_port, stop, wait_for
+from btswarm.federation import wait_for
 from torrents.errors import BtswarmError
+from torrents.procs import free_port, stop
 
 ACCOUNT = "root"
 USERNAME = "btswarm"

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from btswarm.federation import free_port, stop, wait_for
+from btswarm.federation import wait_for
 from torrents.errors import BtswarmError
+from torrents.procs import free_port, stop
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "sinfo", "sacct", "scontrol", "scancel")

@@ -6,7 +6,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from btswarm.ready import Ready, RseInfo, RucioInfo, SiteInfo, T3Info
 from btswarm.redisserver import argv as redis_argv
+from btswarm.shaping import Link
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,9 @@ class RucioPlan:
 
 
 @dataclass(frozen=True)
-class Federation:
+class Layout:
+    """Where each part of a one-host federation listens, and where it keeps its state."""
+
     state: Path
     data: Path
     tracker_port: int
@@ -168,7 +172,7 @@ def toml(sections: dict[str, dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
+def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
     """Config sections per service label ('tracker', 'repo', 'site1', ...)."""
     secrets = {s.name: s.secret for s in (*fed.sites, *([fed.t3] if fed.t3 else []))}
     store = {"store": "redis", "redis_url": fed.store_url} if fed.store_url else {}
@@ -233,7 +237,7 @@ def configs(fed: Federation) -> dict[str, dict[str, dict[str, object]]]:
     return out
 
 
-def services(fed: Federation, bin_dir: Path) -> list[Service]:
+def services(fed: Layout, bin_dir: Path) -> list[Service]:
     """The processes to start, in start order (tracker and repository before the sites)."""
     conf = fed.state / "config"
     out = []
@@ -254,27 +258,18 @@ def services(fed: Federation, bin_dir: Path) -> list[Service]:
     return out
 
 
-def ready_document(fed: Federation, datasets: list[str], *, netns: str | None = None,
-                   links: tuple = ()) -> dict:
-    """What `btswarm up --ready-file` writes; `netns` and `links` (shaping.Link) when links are shaped."""
-    doc = {
-        "netns": netns,
-        "links": [link.as_dict() for link in links],
-        "tracker": fed.announce_url,
-        "tracker_url": fed.tracker_url,
-        "trackers": [f"{u}/announce" for u in fed.tracker_urls],
-        "tracker_urls": list(fed.tracker_urls),
-        "redis": fed.store_url,
-        "repo": fed.repo_url,
-        "sites": [{"name": s.name, "peer": s.peer, "control_url": s.control_url, "web_url": s.web_url}
-                  for s in fed.sites],
-        "t3": {"name": fed.t3.name, "peer": fed.t3.peer, "control_url": fed.t3.control_url,
-               "config": str(fed.state / "config" / f"{fed.t3.name}.toml")} if fed.t3 else None,
-        "datasets": datasets,
-        "state": str(fed.state),
-        "data": str(fed.data),
-    }
-    if fed.rucio is not None:
-        doc["rucio"] = {"url": fed.rucio.url, "dir": str(fed.rucio.root), "scope": fed.rucio.scope,
-                        "rses": {site: {"rse": rse, "prefix": str(prefix)} for site, rse, prefix in fed.rucio.rses}}
-    return doc
+def ready_document(fed: Layout, datasets: list[str], *, netns: str | None = None,
+                   links: tuple[Link, ...] = ()) -> Ready:
+    """What `btswarm up` writes once ready; `netns` and `links` when links are shaped."""
+    return Ready(
+        tracker=fed.announce_url, tracker_url=fed.tracker_url,
+        trackers=tuple(f"{u}/announce" for u in fed.tracker_urls), tracker_urls=fed.tracker_urls,
+        redis=fed.store_url, repo=fed.repo_url,
+        sites=tuple(SiteInfo(s.name, s.peer, s.control_url, s.web_url) for s in fed.sites),
+        t3=T3Info(fed.t3.name, fed.t3.peer, fed.t3.control_url, fed.state / "config" / f"{fed.t3.name}.toml")
+        if fed.t3 else None,
+        datasets=tuple(datasets), state=fed.state, data=fed.data, netns=netns, links=tuple(links),
+        rucio=RucioInfo(fed.rucio.url, fed.rucio.root, fed.rucio.scope,
+                        {site: RseInfo(rse, prefix) for site, rse, prefix in fed.rucio.rses})
+        if fed.rucio is not None else None,
+    )

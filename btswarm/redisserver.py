@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from torrents import procs
 from torrents.errors import BtswarmError
 
 BINARY = "redis-server"
@@ -49,7 +50,7 @@ class RedisServer:
     def __init__(self, directory: Path, host: str = "127.0.0.1", port: int = 0) -> None:
         self.directory = directory
         self.host = host
-        self.port = port or _free_port(host)
+        self.port = port or procs.free_port(host)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -76,12 +77,7 @@ class RedisServer:
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            procs.stop(proc, timeout)
 
     def restart(self) -> None:
         self.stop()
@@ -92,9 +88,3 @@ class RedisServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import fcntl
 import ipaddress
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -22,14 +21,15 @@ from pathlib import Path
 from typing import NoReturn
 
 from btswarm import netns, plan
+from btswarm.ready import Ready
 from torrents.errors import BtswarmError
 
 COUNTER_FILE = "run-counter"
 
 
-def client_addresses(ready: dict) -> list[str]:
+def client_addresses(ready: Ready) -> list[str]:
     """The shaped client addresses of a ready document, or the default client range when none is shaped."""
-    shaped = [link["address"] for link in ready.get("links", []) if link["label"].startswith("client ")]
+    shaped = [link.address for link in ready.links if link.label.startswith("client ")]
     return shaped or [plan.client_ip(k) for k in range(32)]
 
 
@@ -37,15 +37,12 @@ def next_address(addresses: Sequence[str], counter: int) -> str:
     return addresses[counter % len(addresses)]
 
 
-def read_ready(state: Path) -> dict:
-    path = state / plan.READY_COPY
+def read_ready(state: Path) -> Ready:
     try:
-        return json.loads(path.read_text())
+        return Ready.read(state / plan.READY_COPY)
     except FileNotFoundError:
         raise BtswarmError(state, "no federation is up on this state directory (start `btswarm up` first, "
                                   "or pass its --state)") from None
-    except ValueError as exc:
-        raise BtswarmError(path, f"unreadable ready document ({exc})") from None
 
 
 def take_address(state: Path, addresses: Sequence[str]) -> str:
@@ -61,10 +58,10 @@ def take_address(state: Path, addresses: Sequence[str]) -> str:
     return next_address(addresses, counter)
 
 
-def client_env(ready: dict, address: str, environ: dict[str, str]) -> dict[str, str]:
+def client_env(ready: Ready, address: str, environ: dict[str, str]) -> dict[str, str]:
     """The environment for the client: this federation's repository and the client address (set ones win)."""
     env = dict(environ)
-    env.setdefault("BTSWARM_GET_REPO", ready["repo"])
+    env.setdefault("BTSWARM_GET_REPO", ready.repo)
     env.setdefault("BTSWARM_GET_LISTEN", address)
     env["BTSWARM_CLIENT_ADDRESS"] = env["BTSWARM_GET_LISTEN"]  # for commands that are not bt-get (curl --interface)
     # This install's bt-get first, also when its venv is not activated.
@@ -85,9 +82,9 @@ def exec_client(state: Path, argv: Sequence[str], address: str | None = None) ->
     else:
         address = take_address(state, client_addresses(ready))
     env = client_env(ready, address, dict(os.environ))
-    if ready.get("netns"):
+    if ready.netns:
         netns.require("btswarm run")
-        netns.enter(ready["netns"])
+        netns.enter(ready.netns)
     try:
         os.execvpe(argv[0], list(argv), env)
     except OSError as exc:

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from torrents.errors import BtswarmError
-
-from btswarm.federation import cmdline
+from torrents.procs import cmdline
 
 LOCK_FILE = "up.lock"
 CHILDREN_FILE = "children.json"

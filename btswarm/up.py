@@ -9,7 +9,6 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
 from torrents import urls
 from torrents.errors import BtswarmError
+from torrents.procs import free_port
 
 log = logging.getLogger("btswarm.up")
 
@@ -62,13 +62,7 @@ def default_state_dir() -> Path:
     return Path(base) / "btswarm" / "up"
 
 
-def free_port(ip: str) -> int:
-    with socket.socket() as s:
-        s.bind((ip, 0))
-        return s.getsockname()[1]
-
-
-def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> plan.Federation:
+def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> plan.Layout:
     """Addresses and ports: from --base-port (tracker P, repo P+1, site i P+10+2i / P+11+2i, its web seed
     P+520+i) or free."""
     if not 1 <= opts.sites <= 250:
@@ -95,13 +89,13 @@ def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> pla
     t3_ports = ((opts.base_port + 10 + 2 * opts.sites, opts.base_port + 11 + 2 * opts.sites) if opts.base_port
                 else (free_port(plan.T3_IP), free_port(plan.T3_IP)))
     t3 = plan.Site(plan.T3_NAME, plan.T3_IP, *t3_ports, secrets.token_hex(16))
-    return plan.Federation(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
+    return plan.Layout(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
                            idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data,
                            more_tracker_ports=more, redis_port=redis_port, redis_url=opts.redis_url, t3=t3)
 
 
 def prepare(opts: UpOptions, report: Callable[[str], None],
-            rucio: "ruciofed.Opened | None" = None) -> tuple[plan.Federation, list[str]]:
+            rucio: "ruciofed.Opened | None" = None) -> tuple[plan.Layout, list[str]]:
     """Create the state directory, the data (sample unless --data) and every config file;
     with `rucio`, register the data there and name the datasets by their DIDs."""
     opts.state.mkdir(parents=True, exist_ok=True)
@@ -217,7 +211,7 @@ def readiness(names: list[str], site_status: dict[str, dict], records: dict[str,
     return Readiness(tuple(waiting), tuple(dict.fromkeys(failures)), tuple(dict.fromkeys(warnings)))
 
 
-async def wait_published(fed: plan.Federation, names: list[str], timeout: float,
+async def wait_published(fed: plan.Layout, names: list[str], timeout: float,
                          report: Callable[[str], None] = lambda _: None) -> None:
     """Until readiness() is ready; StartError at once on a failure, or after `timeout` s."""
     deadline = time.monotonic() + timeout
@@ -350,9 +344,7 @@ async def _run_up(opts: UpOptions, report: Callable[[str], None], bin_dir: Path,
         doc = plan.ready_document(fed, names, netns=netns_name, links=links)
         ready_files = [opts.state / plan.READY_COPY] + ([opts.ready_file] if opts.ready_file else [])
         for path in ready_files:
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps(doc, indent=2))
-            os.replace(tmp, path)
+            doc.write(path)
         report(banner(fed, names, netns_name, links))
         try:
             await sup.watch(stop.wait())
@@ -379,7 +371,7 @@ async def _or_stop(work, stop: asyncio.Event):
     raise Interrupted()
 
 
-def banner(fed: plan.Federation, names: list[str], netns_name: str | None = None,
+def banner(fed: plan.Layout, names: list[str], netns_name: str | None = None,
            links: tuple[shaping.Link, ...] = ()) -> str:
     lines = [
         "btswarm federation is up:",

@@ -60,7 +60,7 @@ def one_run(fed: bl.Federation, work: Path, name: str, info_hash: str) -> dict:
     def watch_seeds() -> None:  # the sites' seed start times, read while bt-get runs (seeds stop when idle)
         deadline = time.monotonic() + 300
         while not started and not done.is_set() and time.monotonic() < deadline:
-            started.extend(s["started"] for site in fed.sites for s in fed.site_status(site["name"])["seeds"]
+            started.extend(s["started"] for site in fed.sites for s in fed.site_status(site.name)["seeds"]
                            if s["info_hash"] == info_hash)
             done.wait(0.05)
 

@@ -50,16 +50,7 @@ MANY_MEAN = 4 * 1024  # with jitter 0.75: files of 1-7 KB
 # --- /proc -------------------------------------------------------------------------------------------
 def proc_status(pid: int) -> dict[str, int]:
     """VmHWM, VmRSS, RssAnon, RssFile of a process, in kB (empty when it is gone)."""
-    out = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                key, _, rest = line.partition(":")
-                if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile"):
-                    out[key] = int(rest.split()[0])
-    except OSError:
-        pass
-    return out
+    return {k: v for k, v in bl.proclib.status_kib(pid).items() if k in ("VmHWM", "VmRSS", "RssAnon", "RssFile")}
 
 
 class Sampler:

@@ -33,20 +33,16 @@ def fetch(fed: bl.Federation, name: str, out: Path) -> float:
     return float(json.loads(t.stdout)["rate"])
 
 
-def fds(pid: int) -> int:
-    return len(list(Path(f"/proc/{pid}/fd").iterdir()))
+fds = bl.proclib.fd_count
 
 
 def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+    return bl.proclib.status_kib(pid).get("VmRSS", 0)
 
 
 def flooded_fetch(fed: bl.Federation, name: str, out: Path, log: Path) -> tuple[float, dict]:
     with open(log, "w") as f:
-        flood = subprocess.Popen([sys.executable, str(PEERFLOOD), fed.sites[0]["peer"], "--hold", "8"],
+        flood = subprocess.Popen([sys.executable, str(PEERFLOOD), fed.sites[0].peer, "--hold", "8"],
                                  stdout=f, stderr=subprocess.STDOUT)
     try:
         bl.wait_for(lambda: '"flooding"' in log.read_text() or flood.poll() is not None, 30, "the flood to start")
@@ -69,7 +65,7 @@ def run(work: Path, runs: int, size: int, rate_limit: int) -> dict:
     rows = []
     with bl.federation(work / "fed", work / "data", sites=1, idle_ttl="10m",
                        env={"BTSWARM_SERVER_UPLOAD_RATE_LIMIT": str(rate_limit)} if rate_limit else None) as fed:
-        pid = next(p for label, p in fed.pids().items() if label == fed.sites[0]["name"])
+        pid = next(p for label, p in fed.pids().items() if label == fed.sites[0].name)
         fetch(fed, name, work / "out")  # starts the seed
         for k in range(runs):
             unloaded = fetch(fed, name, work / "out")

@@ -68,7 +68,7 @@ def appear(work: Path, rucio: LocalRucio, runs: int, files: int, size: int, refr
                                                   "--data", str(data), "--heartbeat", "1s"],
                                  ready_file=work / "ready.json", log_path=log_path, timeout=300)
     try:
-        rse = fed.ready["rucio"]["rses"]["site1"]["rse"]
+        rse = fed.ready.rucio.rses["site1"].rse
         hash_s = bl.median([bl.timed([str(bl.BIN / "bt-server"), "make-torrent", str(work / "source"), "-o",
                                       str(work / "baseline.torrent"), "--tracker", fed.announce], 600).seconds
                             for _ in range(3)])
@@ -96,7 +96,7 @@ def appear(work: Path, rucio: LocalRucio, runs: int, files: int, size: int, refr
                    f"{seen:.2f} s later (refresh {refresh:g} s, hashing alone {hash_s:.2f} s)")
         first = first_byte(work, fed, did, runs)
     finally:
-        bl.fedlib.stop(proc, timeout=60)
+        bl.proclib.stop(proc, timeout=60)
     med = bl.median([r["appear_s"] for r in rows])
     baseline = refresh + hash_s
     return {"files": files, "file_size": size, "refresh_s": refresh, "hash_s": hash_s,

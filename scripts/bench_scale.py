@@ -114,13 +114,8 @@ def percentiles(seconds: list[float]) -> dict:
 
 
 def rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+    rss = bl.proclib.status_kib(pid).get("VmRSS")
+    return rss / 1024 if rss is not None else float("nan")
 
 
 def signed_post(url: str, site: str, secret: str, doc: dict) -> int:
@@ -326,7 +321,7 @@ def federation(work: Path, store: str, n_sites: int, n_clients: int, n_datasets:
     sites = tuple(plan.Site(plan.site_name(i), plan.site_ip(i), bl.free_port(plan.site_ip(i)),
                             bl.free_port(plan.site_ip(i)), os.urandom(8).hex()) for i in range(n_sites))
     redis_port = bl.free_port("127.0.0.1") if store == "redis" else 0
-    fed = plan.Federation(state=state, data=site_dirs[0], tracker_port=bl.free_port("127.0.0.1"),
+    fed = plan.Layout(state=state, data=site_dirs[0], tracker_port=bl.free_port("127.0.0.1"),
                           repo_port=bl.free_port("127.0.0.1"), sites=sites, idle_ttl=1800.0, heartbeat_interval=5.0,
                           site_data=tuple(site_dirs), redis_port=redis_port)
     (state / "config").mkdir(parents=True)

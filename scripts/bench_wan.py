@@ -318,7 +318,7 @@ def restart_seed(fed: bl.Federation, site: str, info_hash: str) -> None:
     s = fed.site(site)
     path = f"/api/seeds/{info_hash}"
     headers = auth.sign(bl.site_secret(fed, site), site, "DELETE", path, b"")
-    req = urllib.request.Request(s["control_url"] + path, headers=headers, method="DELETE")
+    req = urllib.request.Request(s.control_url + path, headers=headers, method="DELETE")
     with contextlib.suppress(urllib.error.HTTPError), urllib.request.urlopen(req, timeout=10) as resp:
         resp.read()
     bl.wait_for(lambda: info_hash not in [x["info_hash"] for x in fed.site_status(site)["seeds"]], 20,
@@ -327,12 +327,12 @@ def restart_seed(fed: bl.Federation, site: str, info_hash: str) -> None:
 
 def hung_run(fed: bl.Federation, work: Path, ds: dict, k: int, fault: str, site_pid: int, fuse_pid: int) -> dict:
     """One bt-get from both sites; `fault` (none, sigstop, fuse) hits site2 once a third has arrived."""
-    from btswarm.demo import compare_trees
+    from btswarm.trees import compare_trees
 
     name, size = ds["name"], ds["bytes"]
     out = bl.fresh_dir(work / "hung-out")
     start = fed.link_bytes()
-    site_ips = [s["control_url"].split("//")[1].rsplit(":", 1)[0] for s in fed.sites]
+    site_ips = [s.control_url.split("//")[1].rsplit(":", 1)[0] for s in fed.sites]
     target = {"sigstop": site_pid, "fuse": fuse_pid}.get(fault)
     with bl.Procs() as procs:
         t0 = time.monotonic()

@@ -34,7 +34,7 @@ import benchlib as bl
 from bench_wan import check_complete, dataset, public, seeds_everywhere
 
 from btswarm import firewall, shaping
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from torrents import urls
 
 TARGETS = {"blocked_fraction": 0.8, "decision_s": 10.0, "open_web_bytes": 0}
@@ -42,7 +42,7 @@ TARGETS = {"blocked_fraction": 0.8, "decision_s": 10.0, "open_web_bytes": 0}
 
 def sites_web(fed: bl.Federation) -> dict[str, int]:
     """What the sites' web seeds have done so far: requests and bytes, summed."""
-    docs = [fed.site_status(s["name"])["web"] for s in fed.sites]
+    docs = [fed.site_status(s.name)["web"] for s in fed.sites]
     return {"requests": sum(d["requests"] for d in docs), "sent": sum(d["sent_total"] for d in docs)}
 
 
@@ -64,7 +64,7 @@ def bt_get_run(fed: bl.Federation, work: Path, ds: dict, ip: str, tag: str) -> d
 def aria2c_run(fed: bl.Federation, work: Path, ds: dict, ip: str) -> dict:
     """aria2c from both sites' web seeds: each file's two URLs are mirrors of one download."""
     out = bl.fresh_dir(work / "out-aria2c")
-    bases = [s["web_url"] + "/data/" for s in fed.sites]
+    bases = [s.web_url + "/data/" for s in fed.sites]
     lines = []
     for lfn in ds["lfns"]:
         lines.append("\t".join(b + urls.web_seed_path(ds["name"], lfn) for b in bases))
@@ -95,11 +95,11 @@ def run(work: Path, args) -> dict:
     link = shaping.format_rate(rate)
     with bl.federation(work / "fed", work / "data", sites=2,
                        args=["--site-link", link, "--client-link", link, "--client-addresses", "8"]) as fed:
-        doc["web_seeds"] = [s["web_url"] + "/data/" for s in fed.sites]
+        doc["web_seeds"] = [s.web_url + "/data/" for s in fed.sites]
         seeds_everywhere(fed, fed.info_hash(ds["name"]))
         bl.timed(bl.bt_get_cmd(fed, ds["name"], bl.fresh_dir(work / "warm"), bl.client_ip(7)), 900)  # page cache
         bl.fresh_dir(work / "warm")
-        peer_ports = [s["peer"] for s in fed.sites]
+        peer_ports = [s.peer for s in fed.sites]
         detail: dict[str, list[dict]] = {"open": [], "blocked": [], "aria2c": []}
         for k in range(runs):
             r = bt_get_run(fed, work, ds, bl.client_ip(0), "open")

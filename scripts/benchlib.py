@@ -5,7 +5,7 @@ contenders through the helpers here and prints a table. Helpers:
 
 - `parser(doc)` / `workdir(name, keep)`: `--out DIR`, `--quick`, `--keep`, `--runs`;
   data under /tmp, deleted afterwards unless --keep.
-- `median`, `timed`, `machine`, `write_json`, `table`; `cpu_times` / `cpu_seconds` of a PID.
+- `median`, `timed`, `machine`, `write_json`, `table`; `cpu_seconds` of a PID (torrents.procs: /proc).
 - `Procs`: every process a benchmark starts, stopped by PID (SIGTERM, then
   SIGKILL after a bounded wait), also on errors.
 - `federation(...)`: btswarm.federation.launch / stop as a context manager.
@@ -43,7 +43,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 from btswarm import federation as fedlib
 from btswarm import plan
-from btswarm.federation import Federation, children, free_port, get_json  # noqa: F401  (for the scripts)
+from btswarm.federation import Federation, get_json  # noqa: F401  (for the scripts)
+from torrents import procs as proclib
+from torrents.procs import children, cpu_times, free_port  # noqa: F401  (for the scripts)
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -186,7 +188,7 @@ class Procs:
         self.procs.append(p)
         return p
 
-    stop = staticmethod(fedlib.stop)  # by PID: SIGTERM, then SIGKILL after a bounded wait
+    stop = staticmethod(proclib.stop)  # by PID: SIGTERM, then SIGKILL after a bounded wait
 
     def stop_all(self) -> None:
         for p in reversed(self.procs):
@@ -198,16 +200,6 @@ class Procs:
 
     def __exit__(self, *exc: object) -> None:
         self.stop_all()
-
-
-def cpu_times(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of a running process (its own threads; /proc/PID/stat); zeros if gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0, 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick  # utime, stime: fields 14, 15 of the full line
 
 
 def cpu_seconds(pid: int) -> float:
@@ -248,7 +240,7 @@ def federation(work: Path, data: Path | Sequence[Path], *, sites: int, idle_ttl:
         with fed.inside():
             yield fed
     finally:
-        if fedlib.stop(proc, timeout=60) not in (0, None):
+        if proclib.stop(proc, timeout=60) not in (0, None):
             log(f"btswarm up exited {proc.returncode}; see {log_path}")
 
 
@@ -280,9 +272,9 @@ def start_seeds(fed: Federation, info_hash: str) -> None:
 
     body = json.dumps({"info_hash": info_hash}).encode()
     for s in fed.sites:
-        headers = auth.sign(site_secret(fed, s["name"]), s["name"], "POST", "/api/seeds", body)
+        headers = auth.sign(site_secret(fed, s.name), s.name, "POST", "/api/seeds", body)
         headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(s["control_url"] + "/api/seeds", data=body, headers=headers, method="POST")
+        req = urllib.request.Request(s.control_url + "/api/seeds", data=body, headers=headers, method="POST")
         with urllib.request.urlopen(req, timeout=10) as resp:
             resp.read()
 

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from btswarm.federation import children  # noqa: E402
+from torrents.procs import children  # noqa: E402
 from tests.deploy.deployment import Deployment  # noqa: E402
 from tests.support import command, wait_for  # noqa: E402
 from torrents import sample  # noqa: E402

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.federation import free_port, stop, wait_for  # noqa: F401  (shared with the benchmarks)
+from btswarm.federation import wait_for  # noqa: F401  (shared with the benchmarks)
+from torrents.procs import free_port, stop  # noqa: F401  (shared with the benchmarks)
 
 BIN = Path(sys.executable).parent
 

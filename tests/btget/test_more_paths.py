@@ -25,7 +25,7 @@ from btget import plan
 from tests.btget.conftest import SampleDataset, next_ip, start_seed
 from tests.btget.getsupport import bt_get, bt_get_async, bt_get_json, same_bytes
 from tests.btget.repo_standin import create_app
-from tests.support import command, wait_for
+from tests.support import command, stop, wait_for
 from torrents import build
 
 pytestmark = pytest.mark.slow
@@ -71,13 +71,7 @@ class Background:
 
     def stop(self) -> None:
         # The group is this bt-get and its workers (start_new_session): its PGID is its PID.
-        if self.popen.poll() is None:
-            os.killpg(self.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.pid, signal.SIGKILL)
-                self.popen.wait(5)
+        stop(self.popen, 15, whole_group=True)
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import shlex
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 

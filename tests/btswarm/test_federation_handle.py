@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.federation import Federation, LaunchError, children, launch, stop, wait_for
+from btswarm.federation import Federation, LaunchError, launch, wait_for
+from btswarm.ready import Ready, SiteInfo
+from torrents import procs
+from torrents.procs import children, stop
 
 pytestmark = pytest.mark.slow
-
-
-def gone(pid: int) -> bool:
-    """No such process, or only a zombie left for its parent to reap."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def test_launch_reads_the_ready_document_finds_the_parts_and_stop_leaves_no_process(tmp_path):
@@ -30,13 +24,13 @@ def test_launch_reads_the_ready_document_finds_the_parts_and_stop_leaves_no_proc
         doc = json.loads(ready_file.read_text())
         assert fed.up_pid == proc.pid
         assert (fed.repo, fed.tracker_url, fed.announce) == (doc["repo"], doc["tracker_url"], doc["tracker"])
-        assert fed.sites == doc["sites"] and [s["name"] for s in fed.sites] == ["site1"]
-        assert fed.datasets == doc["datasets"] and len(fed.datasets) == 1
+        assert [vars(s) for s in fed.sites] == doc["sites"] and [s.name for s in fed.sites] == ["site1"]
+        assert list(fed.datasets) == doc["datasets"] and len(fed.datasets) == 1
         assert (fed.data, fed.state) == (Path(doc["data"]), Path(doc["state"]))
         assert fed.data.is_dir() and (fed.data / fed.datasets[0]).is_dir()
 
         status = fed.site_status("site1")
-        assert [d["name"] for d in status["datasets"]] == fed.datasets
+        assert [d["name"] for d in status["datasets"]] == list(fed.datasets)
         assert fed.seeding() == {"site1": 0}  # nothing seeds until asked
         assert fed.uploaded_total() == 0
         assert len(fed.info_hash(fed.datasets[0])) == 40
@@ -53,7 +47,7 @@ def test_launch_reads_the_ready_document_finds_the_parts_and_stop_leaves_no_proc
     assert code == 0, (tmp_path / "up.log").read_text()[-3000:]
     # btswarm up stops its parts before it exits; they are reparented, so wait (bounded) for each PID.
     for pid in [proc.pid, *parts.values()]:
-        wait_for(lambda: gone(pid), timeout=10, what=f"pid {pid} to be gone")
+        wait_for(lambda: not procs.running(pid), timeout=10, what=f"pid {pid} to be gone")
     assert not os.path.exists(ready_file)
 
 
@@ -67,10 +61,11 @@ def test_launch_fails_with_the_log_tail_when_btswarm_up_exits_first(tmp_path):
 
 
 def test_federation_works_from_the_document_alone():
-    fed = Federation({"repo": "http://127.0.0.1:1", "tracker_url": "http://127.0.0.1:2", "tracker": "http://x/announce",
-                      "sites": [{"name": "site1", "peer": "127.0.0.2:3", "control_url": "http://127.0.0.2:4"}],
-                      "datasets": ["d"], "state": "/s", "data": "/s/data"})
-    assert fed.site("site1")["peer"] == "127.0.0.2:3"
+    fed = Federation(Ready(tracker="http://x/announce", tracker_url="http://127.0.0.1:2", trackers=("http://x/announce",),
+                           tracker_urls=("http://127.0.0.1:2",), redis="", repo="http://127.0.0.1:1",
+                           sites=(SiteInfo("site1", "127.0.0.2:3", "http://127.0.0.2:4"),), datasets=("d",),
+                           state=Path("/s"), data=Path("/s/data")))
+    assert fed.site("site1").peer == "127.0.0.2:3"
     with pytest.raises(KeyError):
         fed.site("site9")
     with pytest.raises(Exception, match="no btswarm up PID"):

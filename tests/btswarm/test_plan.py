@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 
 from btswarm import plan
+from btswarm.ready import RseInfo, SiteInfo
 from btrepo.config import RepoConfig
 from btserver.config import ServerConfig
 from torrents.config import load_section
 from tracker.config import TrackerConfig
 
 
-def federation(tmp_path: Path, n: int = 3) -> plan.Federation:
+def layout(tmp_path: Path, n: int = 3) -> plan.Layout:
     sites = tuple(plan.Site(plan.site_name(i), plan.site_ip(i), 7010 + 2 * i, 7011 + 2 * i, f"secret-{i}",
                             7520 + i) for i in range(n))
-    return plan.Federation(state=tmp_path / "state", data=tmp_path / "data", tracker_port=7000, repo_port=7001,
-                           sites=sites, idle_ttl=30.0)
+    return plan.Layout(state=tmp_path / "state", data=tmp_path / "data", tracker_port=7000, repo_port=7001,
+                       sites=sites, idle_ttl=30.0)
 
 
 def test_each_site_has_its_own_loopback_address():
@@ -29,7 +30,7 @@ def test_each_site_has_its_own_loopback_address():
 
 
 def test_every_written_config_loads_and_agrees_on_secrets_and_urls(tmp_path):
-    fed = federation(tmp_path)
+    fed = layout(tmp_path)
     for label, sections in plan.configs(fed).items():
         path = tmp_path / f"{label}.toml"
         path.write_text(plan.toml(sections))
@@ -59,26 +60,25 @@ def test_toml_escapes_strings():
 
 
 def test_services_start_tracker_and_repo_before_sites(tmp_path):
-    services = plan.services(federation(tmp_path, 2), Path("/venv/bin"))
+    services = plan.services(layout(tmp_path, 2), Path("/venv/bin"))
     assert [s.label for s in services] == ["tracker", "repo", "site1", "site2"]
     assert services[2].argv[:2] == ("/venv/bin/bt-server", "run")
     assert services[2].health_url == "http://127.0.0.2:7010/healthz"
 
 
 def test_ready_document_names_every_endpoint(tmp_path):
-    doc = plan.ready_document(federation(tmp_path, 2), ["ds1"])
-    assert doc["tracker"] == "http://127.0.0.1:7000/announce"
-    assert doc["repo"] == "http://127.0.0.1:7001"
-    assert doc["sites"][1] == {"name": "site2", "peer": "127.0.0.3:7013", "control_url": "http://127.0.0.3:7012",
-                               "web_url": "http://127.0.0.3:7521"}
-    assert doc["datasets"] == ["ds1"]
+    doc = plan.ready_document(layout(tmp_path, 2), ["ds1"])
+    assert doc.tracker == "http://127.0.0.1:7000/announce"
+    assert doc.repo == "http://127.0.0.1:7001"
+    assert doc.sites[1] == SiteInfo("site2", "127.0.0.3:7013", "http://127.0.0.3:7012", "http://127.0.0.3:7521")
+    assert doc.datasets == ("ds1",)
 
 
 def test_with_rucio_each_site_reads_its_own_rse_and_no_roots(tmp_path):
     rses = tuple((f"site{i + 1}", f"SITE{i + 1}_ABC123", tmp_path / "state" / "rse" / f"site{i + 1}") for i in range(2))
     rucio = plan.RucioPlan(url="http://127.0.0.1:7100", root=tmp_path / "rucio", password_file=tmp_path / "pw",
                            scope="demo", rses=rses, refresh=2.0)
-    fed = dataclasses.replace(federation(tmp_path, n=2), rucio=rucio)
+    fed = dataclasses.replace(layout(tmp_path, n=2), rucio=rucio)
     for i, name in enumerate(("site1", "site2")):
         path = tmp_path / f"{name}.toml"
         path.write_text(plan.toml(plan.configs(fed)[name]))
@@ -90,13 +90,13 @@ def test_with_rucio_each_site_reads_its_own_rse_and_no_roots(tmp_path):
         assert server.rucio.pfn_map == {f"file://localhost{prefix}/": f"{prefix}/"}
         assert server.rucio.password_file == str(tmp_path / "pw")
     doc = plan.ready_document(fed, ["demo:ds"])
-    assert doc["rucio"]["rses"]["site2"] == {"rse": "SITE2_ABC123", "prefix": str(rses[1][2])}
+    assert doc.rucio.rses["site2"] == RseInfo("SITE2_ABC123", rses[1][2])
 
 
 def test_two_trackers_share_our_redis_and_every_site_knows_both(tmp_path):
     import dataclasses
 
-    fed = dataclasses.replace(federation(tmp_path, 2), more_tracker_ports=(7002,), redis_port=7009)
+    fed = dataclasses.replace(layout(tmp_path, 2), more_tracker_ports=(7002,), redis_port=7009)
     configs = plan.configs(fed)
     for label, port in (("tracker", 7000), ("tracker2", 7002)):
         path = tmp_path / f"{label}.toml"
@@ -112,8 +112,8 @@ def test_two_trackers_share_our_redis_and_every_site_knows_both(tmp_path):
     assert services[0].health_url == "redis://127.0.0.1:7009/0"
     assert "--save" in services[0].argv and str(fed.state / "redis") in services[0].argv
     doc = plan.ready_document(fed, ["ds"])
-    assert doc["trackers"] == ["http://127.0.0.1:7000/announce", "http://127.0.0.1:7002/announce"]
-    assert doc["redis"] == "redis://127.0.0.1:7009/0"
+    assert doc.trackers == ("http://127.0.0.1:7000/announce", "http://127.0.0.1:7002/announce")
+    assert doc.redis == "redis://127.0.0.1:7009/0"
     # Joining a Redis that is already there: none of ours is started.
     joined = dataclasses.replace(fed, redis_port=0, redis_url="redis://127.0.0.1:6400/3")
     assert [s.label for s in plan.services(joined, Path("/bin"))][0] == "tracker"

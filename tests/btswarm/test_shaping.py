@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 
 from btswarm import plan, run, shaping
@@ -103,12 +106,14 @@ class htb 1:1a root leaf 1a: prio 0 rate 10Mbit ceil 10Mbit burst 1600b cburst 1
 
 
 def test_btswarm_run_hands_out_the_shaped_client_addresses_in_turn():
-    ready = {"repo": "http://127.0.0.1:8080", "links": [
-        {"address": "127.0.0.2", "label": "site1"}, {"address": "127.0.0.101", "label": "client 127.0.0.101"},
-        {"address": "127.0.0.102", "label": "client 127.0.0.102"}]}
+    layout = plan.Layout(state=Path("/s"), data=Path("/d"), tracker_port=7000, repo_port=8080, sites=())
+    ready = plan.ready_document(layout, ["ds"], netns="btswarm-x", links=(
+        shaping.Link("127.0.0.2", 10**7, "site1"), shaping.Link("127.0.0.101", 10**7, "client 127.0.0.101"),
+        shaping.Link("127.0.0.102", 10**7, "client 127.0.0.102")))
     addresses = run.client_addresses(ready)
     assert [run.next_address(addresses, i) for i in range(3)] == ["127.0.0.101", "127.0.0.102", "127.0.0.101"]
-    assert run.client_addresses({"links": []})[:2] == ["127.0.0.101", "127.0.0.102"]
+    unshaped = dataclasses.replace(ready, links=(), netns=None)
+    assert run.client_addresses(unshaped)[:2] == ["127.0.0.101", "127.0.0.102"]
     env = run.client_env(ready, "127.0.0.102", {"BTSWARM_GET_REPO": "http://elsewhere:1"})
     assert env["BTSWARM_GET_REPO"] == "http://elsewhere:1" and env["BTSWARM_GET_LISTEN"] == "127.0.0.102"
 

@@ -6,13 +6,12 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-from btswarm.federation import children, cmdline
 from tests.e2e.conftest import start_federation
 from tests.support import command, wait_for
+from torrents.procs import children, cmdline
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +56,7 @@ def test_kill_9_of_up_orphans_nothing_and_a_restart_cleans_up(tmp_path):
 def started(argv: list[str]) -> subprocess.Popen:
     """A process once it runs argv: until its exec, /proc shows the forking Python's command line."""
     proc = subprocess.Popen(argv, start_new_session=True)
-    wait_for(lambda: Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[0] == argv[0].encode(),
+    wait_for(lambda: cmdline(proc.pid)[:1] == argv[:1],
              timeout=10, what=f"{argv[0]} to start")
     return proc
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.demo import compare_trees
 from btswarm.federation import get_bytes, get_json
+from btswarm.trees import compare_trees
 from tests.clients import thirdparty
 from tests.clients.conftest import dataset_name
 from tests.support import command, wait_for
@@ -44,7 +44,7 @@ def swarm(tracker_url: str, info_hash: str) -> dict:
 
 
 def seeds_at_sites(fed, info_hash: str) -> int:
-    return sum(1 for s in fed.sites for seed in fed.site_status(s["name"])["seeds"] if seed["info_hash"] == info_hash)
+    return sum(1 for s in fed.sites for seed in fed.site_status(s.name)["seeds"] if seed["info_hash"] == info_hash)
 
 
 @pytest.mark.parametrize("name", thirdparty.NAMES)

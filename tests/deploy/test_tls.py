@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.deploy.deployment import Deployment, make_pki
 from tests.support import command
 from torrents import sample

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.support import command, wait_for
 from tests.e2e.conftest import get_json
 

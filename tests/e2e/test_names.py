@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.e2e.conftest import start_federation
 from tests.support import command
 from torrents import sample, urls
@@ -24,7 +24,7 @@ def test_a_name_url_syntax_would_break_goes_through_every_part(tmp_path):
     sample.generate(data, name=NAME, files=3, total_size=300_000)
     fed = start_federation(tmp_path, "--sites", "1", "--data", str(data), "--heartbeat", "1s")
     try:
-        assert fed.datasets == [NAME]
+        assert fed.datasets == (NAME,)
         record = json.load(urllib.request.urlopen(fed.repo + urls.dataset_api(NAME), timeout=5))
         assert record["name"] == NAME and record["sites"] == ["site1"]
         page = urllib.request.urlopen(fed.repo + urls.dataset_page(NAME), timeout=5).read().decode()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.e2e.conftest import start_federation
 
 pytestmark = pytest.mark.slow
@@ -21,7 +21,7 @@ def test_second_run_on_the_same_state_serves_the_new_data_and_tracker(tmp_path):
     second = start_federation(tmp_path, "--sites", "2", "--sample-files", "4", "--sample-size", "6M",
                               log_name="up2")
     try:
-        assert second.ready["tracker"] != first.ready["tracker"]
+        assert second.ready.tracker != first.ready.tracker
         result = second.bt_get(tmp_path / "out2", "--json", "--timeout", "60")
         assert result.returncode == 0, result.stderr
         doc = json.loads(result.stdout)

@@ -13,25 +13,16 @@ import json
 import os
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from btswarm.demo import compare_trees
 from btswarm.federation import wait_for
+from btswarm.trees import compare_trees
 from tests.e2e.conftest import get_json, start_federation
 from tests.support import alive, command
+from torrents.procs import running
 
 pytestmark = pytest.mark.slow
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie (a child of the frozen supervisor stays one until it is reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -43,7 +34,7 @@ def fed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("share")
     fed = start_federation(tmp, "--sites", "2", "--sample-files", "10", "--sample-size", "20M",
                            "--idle-ttl", "5s", "--heartbeat", "1s")
-    pid_file = Path(fed.ready["t3"]["config"]).parents[1] / "t3" / "bt-server.pid"
+    pid_file = fed.ready.t3.config.parents[1] / "t3" / "bt-server.pid"
     try:
         yield fed
     finally:
@@ -58,8 +49,8 @@ def fed(tmp_path_factory):
 
 
 def test_a_t3_shares_and_then_serves_the_dataset_alone(fed, tmp_path):
-    name, t3 = fed.dataset, fed.ready["t3"]
-    config = t3["config"]
+    name, t3 = fed.dataset, fed.ready.t3
+    config = str(t3.config)
     # The T3 user: fetch, verify, share (the config's [get] names the repository, [server] the T3).
     got = run(command("bt-get"), name, "--share", "--config", config, "-o", str(tmp_path / "t3"), "--json",
               timeout=180)
@@ -72,7 +63,7 @@ def test_a_t3_shares_and_then_serves_the_dataset_alone(fed, tmp_path):
     assert share["repository"]["published"] is True and share["repository"]["state"] == "current"
     daemon = share["pid"]
     assert alive(daemon)
-    assert Path(t3["config"]).parents[1].joinpath("t3", "bt-server.pid").read_text().strip() == str(daemon)
+    assert t3.config.parents[1].joinpath("t3", "bt-server.pid").read_text().strip() == str(daemon)
 
     # The repository lists the T3 apart from the T2s: API, dataset page, sites, and bt-get --search.
     record = get_json(f"{fed.repo}/api/datasets/{name}")
@@ -111,14 +102,14 @@ def test_a_t3_shares_and_then_serves_the_dataset_alone(fed, tmp_path):
 
 
 def test_share_refusals(fed, tmp_path):
-    name, t3 = fed.dataset, fed.ready["t3"]
+    name, t3 = fed.dataset, fed.ready.t3
     # Only a whole dataset: a part would be another info-hash.
-    part = run(command("bt-get"), name, "--share", "--files", "*_00001*", "--config", t3["config"], "-o",
+    part = run(command("bt-get"), name, "--share", "--files", "*_00001*", "--config", str(t3.config), "-o",
                str(tmp_path / "part"))
     assert (part.returncode, part.stderr.strip()) == (2, "bt-get: error: --share: not with --files: only a whole "
                                                          "dataset can be shared (the same info-hash as its sites')")
     # A T2's config is not a T3's.
-    site1 = Path(t3["config"]).with_name("site1.toml")
+    site1 = t3.config.with_name("site1.toml")
     t2 = run(command("bt-server"), "share", str(fed.source), "--config", str(site1))
     assert (t2.returncode, t2.stderr.strip()) == (2, 'bt-server: error: [server] kind: is T2: a site sharing what '
                                                      'its users fetched is a T3 (set kind = "T3" in this site\'s '
@@ -130,7 +121,7 @@ def test_share_refusals(fed, tmp_path):
         copy.joinpath(f.name).write_bytes(f.read_bytes())
     copy.joinpath(sorted(p.name for p in copy.iterdir())[0]).write_bytes(b"changed since it was fetched")
     wrong = run(command("bt-server"), "share", str(copy), "--info-hash", fed.info_hash(name), "--config",
-                t3["config"], "--wait", "60s", timeout=90)
+                str(t3.config), "--wait", "60s", timeout=90)
     assert wrong.returncode == 1, wrong.stderr
     message = wrong.stderr.strip().splitlines()[-1]
     assert message.startswith(f"bt-server: error: {name}: hashed here as "), message

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from btswarm import plan
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.e2e.conftest import start_federation
 from tests.support import command, wait_for
 from torrents import sample

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from btswarm import firewall, plan
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.e2e.conftest import start_federation
 from tests.support import command, wait_for
 from torrents import sample
@@ -50,7 +50,7 @@ def fed(tmp_path_factory):
 @pytest.fixture
 def blocked(fed):
     """The sites' peer ports dropped inside the namespace for the test (and open again afterwards)."""
-    firewall.block(fed.netns, [s["peer"] for s in fed.sites])
+    firewall.block(fed.netns, [s.peer for s in fed.sites])
     yield
     firewall.unblock(fed.netns)
 
@@ -90,7 +90,7 @@ def test_unblocking_mid_transfer_moves_the_rest_back_to_peers(fed, blocked, tmp_
 
     def web(key: str) -> int:
         with fed.inside():  # the sites' addresses exist only in the namespace
-            return sum(fed.site_status(s["name"])["web"][key] for s in fed.sites)
+            return sum(fed.site_status(s.name)["web"][key] for s in fed.sites)
 
     sent_before = web("sent_total")
     proc = start_bt_get(fed, tmp_path, 1)
@@ -146,7 +146,7 @@ def test_a_web_seed_serving_a_corrupted_range_is_caught_by_the_piece_hash_and_dr
             path.write_bytes(data)
     assert compare_trees(fed.source, tmp_path / fed.dataset) == []
     assert doc["hash_failures"] > 0
-    site2 = fed.site("site2")["web_url"].split("//")[1]
+    site2 = fed.site("site2").web_url.split("//")[1]
     assert (f"bt-get: warning: web seed site2 ({site2}) sent pieces that failed their SHA1 check: dropped"
             in stderr), (doc["sources"], doc["hash_failures"], stderr[-3000:])
     sources = doc["sources"]

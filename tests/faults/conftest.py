@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -17,38 +16,23 @@ import time
 import urllib.request
 from pathlib import Path
 
-from btswarm.federation import children  # noqa: F401  (re-exported)
 from tests.e2e.conftest import Federation, get_json, start_federation  # noqa: F401  (re-exported)
 from tests.support import command, wait_for
-from torrents import sample
+from torrents import procs, sample
 from torrents.metainfo import Metainfo
+from torrents.procs import children, fd_count  # noqa: F401  (re-exported)
 
 
 def service_pid(fed: Federation, label: str) -> int | None:
     """PID of the federation's `label` process (tracker, repo, site1, ...): a child of `btswarm up`."""
     pid = fed.pids().get(label)
-    return pid if pid is not None and alive(pid) else None
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    return pid if pid is not None and procs.running(pid) else None
 
 
 def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError(f"pid {pid}: no VmRSS")
-
-
-def fd_count(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+    rss = procs.status_kib(pid).get("VmRSS")
+    assert rss is not None, f"pid {pid}: no VmRSS"
+    return rss
 
 
 def metric(url: str, name: str, labels: dict[str, str] | None = None) -> float:

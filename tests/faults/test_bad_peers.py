@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.faults.conftest import bt_get_popen, get_json, make_data, start_throttled
 from tests.support import wait_for
 from torrents import metainfo

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.faults.conftest import (bt_get_popen, get_json, metric, service_pid, start_throttled,
                                    verified_bytes)
 from tests.support import command, wait_for
-from torrents import metainfo, sample
+from torrents import metainfo, procs, sample
 
 pytestmark = pytest.mark.slow
 
@@ -38,19 +38,6 @@ def fed(tmp_path_factory):
     assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
 
 
-def group_gone(pgid: int) -> bool:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return False
-    return True
-
-
 def uploaded(fed) -> int:
     return sum(s["uploaded"] for name in ("site1", "site2") for s in fed.site_status(name)["seeds"])
 
@@ -67,7 +54,7 @@ def test_bt_get_sigkilled_then_rerun_refetches_little(fed, tmp_path, record_prop
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # the whole group: the parent and its worker processes
         proc.communicate(timeout=20)
-    wait_for(lambda: group_gone(proc.pid), timeout=10, what="every bt-get process to be gone")
+    wait_for(lambda: not procs.group(proc.pid), timeout=10, what="every bt-get process to be gone")
     assert proc.returncode == -signal.SIGKILL
     have = verified_bytes(fed.meta, tmp_path / fed.dataset)
     missing = total - have
@@ -122,9 +109,9 @@ def test_disk_full_is_a_clear_error_then_resumes_after_space_is_freed(fed, small
 def test_repository_down_local_torrent_works_and_publishing_retries(fed, tmp_path):
     torrent = tmp_path / "local.torrent"
     torrent.write_bytes(fed.torrent_bytes)
-    new = sample.generate(Path(fed.ready["data"]), name="faults.repo_down.dataset", files=2,
+    new = sample.generate(fed.data, name="faults.repo_down.dataset", files=2,
                           total_size=2 * 2**20).name
-    site1 = fed.site("site1")["control_url"]
+    site1 = fed.site("site1").control_url
     errors_before = metric(site1, "btswarm_server_publish_attempts_total", {"result": "error"})
     # The supervisor is frozen so that it does not restart the repository at once.
     os.kill(fed.proc.pid, signal.SIGSTOP)

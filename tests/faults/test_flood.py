@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.faults.conftest import bt_get_popen, fd_count, make_data, rss_kib, service_pid, start_throttled
 from tests.support import Proc, wait_for
 
@@ -49,7 +49,7 @@ def test_site_keeps_serving_under_a_peer_port_flood(fed, tmp_path, record_proper
     unloaded = fetch(fed, tmp_path / "unloaded")
     fds_before, rss_before = fd_count(pid), rss_kib(pid)
 
-    flood = Proc([sys.executable, str(PEERFLOOD), fed.site("site1")["peer"], "--hold", "8", "--deadline", "60"],
+    flood = Proc([sys.executable, str(PEERFLOOD), fed.site("site1").peer, "--hold", "8", "--deadline", "60"],
                  tmp_path / "flood.log")
     try:
         wait_for(lambda: '"flooding"' in flood.log() or flood.popen.poll() is not None, 30, "the flood to start")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from btswarm.plan import toml
 from tests.faults.conftest import get_json, make_data, service_pid
 from tests.e2e.conftest import start_federation

@@ -4,7 +4,6 @@ afterwards no bt-get is left, the daemons' fds and memory are back near their st
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import shutil
 import subprocess
 import time
@@ -12,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.faults.conftest import children, fd_count, rss_kib, service_pid, start_federation
 from tests.support import command, wait_for
+from torrents import procs
 
 pytestmark = pytest.mark.slow
 
@@ -27,15 +27,10 @@ LABELS = ("tracker", "repo", "site1", "site2")
 def bt_get_pids(under: Path) -> set[int]:
     """bt-get processes (and their forked workers) writing under `under`: not other people's."""
     out = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-            except OSError:
-                continue
-            if any(a.endswith(b"/bt-get") for a in argv[:2]) and any(str(under).encode() in a for a in argv):
-                out.add(int(entry))
+    for pid in procs.pids():
+        argv = procs.cmdline(pid)
+        if any(a.endswith("/bt-get") for a in argv[:2]) and any(str(under) in a for a in argv):
+            out.add(pid)
     return out
 
 

@@ -13,7 +13,7 @@ import urllib.parse
 import aiohttp
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.faults.conftest import (bt_get_popen, get_json, metric, rss_kib, service_pid, start_throttled,
                                    wait_restarted)
 from tests.support import wait_for
@@ -82,7 +82,7 @@ def announce_url(fed, info_hash: bytes, peer: int) -> str:
                                 "port": 10000 + peer % 50000, "uploaded": 0, "downloaded": 0, "left": 1000,
                                 "compact": 1, "event": "started"},
                                quote_via=urllib.parse.quote)  # a space byte is %20: '+' is a literal plus
-    return f"{fed.ready['tracker']}?{q}"
+    return f"{fed.ready.tracker}?{q}"
 
 
 async def flood(urls: list[str], concurrency: int, deadline: float) -> list[bytes]:
@@ -97,7 +97,7 @@ async def flood(urls: list[str], concurrency: int, deadline: float) -> list[byte
 
 
 def seed_requests(fed) -> dict[str, float]:
-    return {n: metric(fed.site(n)["control_url"], "btswarm_server_seed_requests_total") for n in ("site1", "site2")}
+    return {n: metric(fed.site(n).control_url, "btswarm_server_seed_requests_total") for n in ("site1", "site2")}
 
 
 def test_announce_flood(fed, record_property):

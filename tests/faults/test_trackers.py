@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from btswarm.redisserver import RedisServer
 from tests.faults.conftest import bt_get_popen, get_json, metric, service_pid, start_throttled
 from tests.faults.test_tracker import flood, seed_requests
@@ -37,7 +37,7 @@ def fed(tmp_path_factory):
                           env={"BTSWARM_TRACKER_INTERVAL": str(INTERVAL), "BTSWARM_TRACKER_MIN_INTERVAL": "2",
                                "BTSWARM_TRACKER_REDIS_TIMEOUT": "0.5"})
     fed.hash = fed.info_hash(fed.dataset)
-    assert len(fed.ready["trackers"]) == 2
+    assert len(fed.ready.trackers) == 2
     yield fed
     assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
 
@@ -74,7 +74,7 @@ def test_200_first_announces_over_two_trackers_start_each_site_once(fed):
         q = urllib.parse.urlencode({"info_hash": h, "peer_id": b"-FL0002-" + f"{i:012d}".encode(),
                                     "port": 20000 + i, "left": 1000, "compact": 1, "event": "started"},
                                quote_via=urllib.parse.quote)  # a space byte is %20: '+' is a literal plus
-        urls.append(f"{fed.ready['trackers'][i % 2]}?{q}")
+        urls.append(f"{fed.ready.trackers[i % 2]}?{q}")
     answers = asyncio.run(flood(urls, 200, 60))
     assert not any(b"failure reason" in a for a in answers)
     after = seed_requests(fed)
@@ -93,7 +93,7 @@ def test_a_tracker_killed_mid_transfer_the_other_has_the_whole_swarm(fed, tmp_pa
     victim = service_pid(fed, "tracker")
     os.kill(victim, signal.SIGKILL)
     # Before the supervisor has it back: the other tracker answers with every peer.
-    other = get_json(f"{fed.ready['tracker_urls'][1]}/api/swarms/{fed.hash}")
+    other = get_json(f"{fed.ready.tracker_urls[1]}/api/swarms/{fed.hash}")
     assert other["leechers"] >= 1 and other["seeds"] >= 1 and other["sites"], other
     doc = finish(proc)
     assert compare_trees(fed.source, out / fed.dataset) == []
@@ -128,7 +128,7 @@ def test_redis_hung_then_restarted_mid_transfer(fed, tmp_path, record_property):
     wait_for(lambda: uploaded(fed) > 2e6, timeout=30, interval=0.05, what="the transfer to be under way")
     redis = service_pid(fed, "redis")
     down_before = metric(fed.tracker_url, "btswarm_tracker_announces_total", {"result": "store_down"})
-    announce = (f"{fed.ready['trackers'][1]}?info_hash={urllib.parse.quote_from_bytes(bytes.fromhex(fed.hash))}"
+    announce = (f"{fed.ready.trackers[1]}?info_hash={urllib.parse.quote_from_bytes(bytes.fromhex(fed.hash))}"
                 "&peer_id=-FT0001-000000000001&port=7001&left=1&compact=1")
     os.kill(redis, signal.SIGSTOP)
     try:
@@ -149,12 +149,12 @@ def test_redis_hung_then_restarted_mid_transfer(fed, tmp_path, record_property):
     doc = finish(proc)
     assert compare_trees(fed.source, out / fed.dataset) == []
     assert doc["bytes_downloaded"] <= 1.05 * doc["bytes_total"]
-    assert metric(fed.ready["tracker_urls"][1], "btswarm_tracker_announces_total", {"result": "store_down"}) >= 1
+    assert metric(fed.ready.tracker_urls[1], "btswarm_tracker_announces_total", {"result": "store_down"}) >= 1
     record_property("store_down_at_first_tracker", metric(fed.tracker_url, "btswarm_tracker_announces_total",
                                                           {"result": "store_down"}) - down_before)
     # Sites re-register by their next heartbeat: both trackers know them again.
     wait_for(lambda: all({s["name"] for s in get_json(u + "/api/sites")["sites"] if s["up"]} == {"site1", "site2"}
-                         for u in fed.ready["tracker_urls"]), timeout=10, interval=0.2, what="sites up again")
+                         for u in fed.ready.tracker_urls), timeout=10, interval=0.2, what="sites up again")
 
 
 # --- a tracker killed while it holds a start claim: its own processes, a slow stand-in site ----------

@@ -13,11 +13,11 @@ from btserver import rucio_sync
 from btserver.catalog import Catalog
 from btserver.config import RucioConfig
 from btserver.rucio_client import RucioClient, RucioNotFound, RucioRefused, RucioUnavailable
-from btswarm.federation import free_port
 from tests.rucio.conftest import make_files, unique
 from tests.support import command, http_ok, wait_for
 from torrents.did import DID
 from torrents.errors import ConfigError
+from torrents.procs import free_port
 
 
 @pytest.fixture(scope="module")

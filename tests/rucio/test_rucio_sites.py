@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from btswarm import federation as fedlib
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.rucio.conftest import make_files, unique
 from tests.support import command, wait_for
 
@@ -31,10 +31,10 @@ class RucioFederation(fedlib.Federation):
 
     @property
     def scope(self) -> str:
-        return self.ready["rucio"]["scope"]
+        return self.ready.rucio.scope
 
     def rse(self, site: str) -> str:
-        return self.ready["rucio"]["rses"][site]["rse"]
+        return self.ready.rucio.rses[site].rse
 
     def record(self, name: str) -> dict | None:
         try:
@@ -89,7 +89,7 @@ def rse_path(fed: RucioFederation, site: str, lfn: str) -> Path:
 
 def test_two_sites_on_two_rses_compute_the_same_info_hash(fed):
     (did,) = fed.datasets
-    hashes = {s["name"]: {d["name"]: d["info_hash"] for d in fed.site_status(s["name"])["datasets"]}[did]
+    hashes = {s.name: {d["name"]: d["info_hash"] for d in fed.site_status(s.name)["datasets"]}[did]
               for s in fed.sites}
     record = fed.record(did)
     assert hashes["site1"] == hashes["site2"] == record["info_hash"]
@@ -242,7 +242,7 @@ def test_rucio_unreachable_is_reported_and_known_datasets_keep_seeding(fed, tmp_
     fed.rucio.stop()
     try:
         statuses = wait_for(lambda: (lambda ss: ss if all(s["rucio"]["state"] == "unreachable" for s in ss) else None)(
-            [fed.site_status(s["name"]) for s in fed.sites]), 20, "both sites to find Rucio gone")
+            [fed.site_status(s.name) for s in fed.sites]), 20, "both sites to find Rucio gone")
         for status in statuses:
             assert any(p.startswith("rucio: ") and "cannot reach" in p for p in status["problems"])
             assert did in {d["name"] for d in status["datasets"]}
@@ -253,7 +253,7 @@ def test_rucio_unreachable_is_reported_and_known_datasets_keep_seeding(fed, tmp_
         assert 1 <= failures <= 10  # backing off, not hammering: 1 s, 2 s, 4 s... within these ~10 s
     finally:
         fed.rucio.start()
-    wait_for(lambda: all(fed.site_status(s["name"])["rucio"]["state"] == "ok" for s in fed.sites), 30,
+    wait_for(lambda: all(fed.site_status(s.name)["rucio"]["state"] == "ok" for s in fed.sites), 30,
              "both sites to reach Rucio again")
 
 
@@ -265,9 +265,9 @@ def test_btswarm_up_rucio_runs_its_own_rucio_and_stops_it(tmp_path):
     try:
         from btswarm.localrucio import LocalRucio
 
-        assert handle.ready["rucio"]["dir"] == str(tmp_path / "state" / "rucio")
+        assert handle.ready.rucio.dir == tmp_path / "state" / "rucio"
         own = LocalRucio.running_at(tmp_path / "state" / "rucio")
-        assert own is not None and own.url == handle.ready["rucio"]["url"]
+        assert own is not None and own.url == handle.ready.rucio.url
         (did,) = handle.datasets
         assert did.startswith("demo:") and handle.site_status("site1")["rucio"]["state"] == "ok"
         got = subprocess.run([command("bt-get"), did, "--repo", handle.repo, "-o", str(tmp_path / "out"), "-q"],

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.federation import stop, wait_for
+from btswarm.federation import wait_for
 from tests.e2e.conftest import start_federation
 from tests.support import command
+from torrents.procs import stop
 
 DATASET = "user.btswarm.skhep_testdata"
 # Real files written by ROOT: an ATLAS-style ntuple with 157 branches, a CMS-style tree, two small ones.
@@ -40,9 +41,12 @@ def root_data(tmp_path_factory) -> Path:
 def root_federation(tmp_path_factory, root_data):
     fed = start_federation(tmp_path_factory.mktemp("federation"), "--sites", "2", "--data", str(root_data),
                            "--heartbeat", "1s")
-    assert fed.datasets == [DATASET]
-    yield fed
-    assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
+    try:
+        assert fed.datasets == (DATASET,)
+        yield fed
+    finally:
+        code = fed.stop(timeout=30)  # also when the check above fails: no federation outlives the tests
+    assert code == 0, fed.log()[-3000:]
 
 
 class Served:

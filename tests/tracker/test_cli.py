@@ -33,7 +33,7 @@ def test_processes_share_one_port_and_a_killed_one_is_replaced(procs, redis_serv
     import os
     import urllib.request
 
-    from btswarm.federation import children
+    from torrents.procs import children
     from tests.tracker.helpers import query
 
     port = free_port()

@@ -1,0 +1,117 @@
+"""Processes by PID: a free loopback port, what /proc says of a process, and stopping one we started.
+
+The umbrella, the tests and the benchmarks all find processes by PID
+and stop them by PID; this is the one place that reads /proc and the
+one SIGTERM-wait-SIGKILL. Linux only (procfs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on at `host` now (the kernel's pick; free until someone binds it)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+# --- /proc ----------------------------------------------------------------------------------------
+def pids() -> Iterator[int]:
+    """Every process on the machine (others' too: match them by what they run before touching any)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            yield int(entry)
+
+
+def stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name, or None when it is gone.
+
+    [0] state ('Z': zombie), [1] parent PID, [2] process group, [11] utime, [12] stime (clock ticks);
+    the name before them may hold spaces and ')', so the line is split at its last ')'.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (one left for its parent to reap counts as gone)."""
+    fields = stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of `pid`, by the parent PID in /proc/*/stat (needs no CONFIG_PROC_CHILDREN)."""
+    return [p for p in pids() if (fields := stat(p)) is not None and int(fields[1]) == pid]
+
+
+def group(pgid: int) -> list[int]:
+    """The running (not zombie) members of process group `pgid`."""
+    return [p for p in pids() if (fields := stat(p)) is not None and int(fields[2]) == pgid and fields[0] != "Z"]
+
+
+def cmdline(pid: int) -> list[str]:
+    """argv of a process; empty when it is gone (or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def status_kib(pid: int) -> dict[str, int]:
+    """The kB figures of /proc/PID/status (VmRSS, VmHWM, RssAnon, RssFile, ...); empty when it is gone."""
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                value = rest.split()
+                if len(value) == 2 and value[1] == "kB":
+                    out[key] = int(value[0])
+    except OSError:
+        pass
+    return out
+
+
+def fd_count(pid: int) -> int:
+    """Open file descriptors of a process (OSError when it is gone)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a running process (its own threads); zeros if gone."""
+    fields = stat(pid)
+    if fields is None:
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick  # utime, stime: fields 14, 15 of the full line
+
+
+# --- stopping ---------------------------------------------------------------------------------------
+def stop(proc: subprocess.Popen, timeout: float = 30.0, *, whole_group: bool = False) -> int | None:
+    """SIGTERM by PID, SIGKILL if it outlives `timeout`; its exit code.
+
+    `whole_group`: signal its process group instead (a process started in a
+    session of its own, with workers it forked: bt-get), as a terminal would.
+    """
+    if proc.poll() is None:
+        send = os.killpg if whole_group else os.kill
+        with contextlib.suppress(ProcessLookupError):
+            send(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                send(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    return proc.returncode
