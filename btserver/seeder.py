@@ -6,8 +6,10 @@ for 10,000 files, 0.15 s for 100,000) and only a running seed holds it, so
 the site's memory grows with its active seeds, not with the datasets it
 knows (a parsed torrent costs ~150 bytes a file). Seeds are added in seed
 mode: no start-up recheck, each piece is verified the first time it is
-sent. A pump thread reads alerts (peers, bytes uploaded, hash failures)
-and stops seeds that have been idle for `idle_ttl`.
+sent. A pump thread reads alerts (peers, bytes uploaded, hash failures),
+stops seeds that have been idle for `idle_ttl`, and watches for seeds whose
+storage hangs (btserver/stuck.py: peers owed blocks, nothing uploaded for
+`stuck_after`), which the heartbeat then names.
 
 Every public method blocks (libtorrent round-trips): call from a thread
 or an executor, never on the event loop.
@@ -16,6 +18,7 @@ or an executor, never on the event loop.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,6 +31,7 @@ from torrents.errors import BtswarmError, NotFound
 from torrents.servicekit import ltsession
 
 from btserver import policy
+from btserver.stuck import PeerWait, StuckWatch, waiting
 from btserver.metrics import Metrics
 
 log = logging.getLogger("btswarm.server.seeder")
@@ -69,6 +73,8 @@ class Seed:
     peers: int = 0
     uploaded: int = 0
     upload_rate: int = 0
+    pieces: int = 1  # in its torrent: a probe of a stuck seed reads one of them
+    watch: StuckWatch = field(default_factory=lambda: StuckWatch(0.0), repr=False)
     # Set once libtorrent has checked the files: until then it turns peers away.
     ready: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -89,7 +95,7 @@ class Counters:
 class Seeder:
     def __init__(self, listen_ip: str, port: int = 0, *, idle_ttl: float = 600.0, max_seeds: int = 50,
                  upload_rate_limit: int = 0, upload_slots: int = 1, start_grace: float = 5.0,
-                 metrics: Metrics | None = None,
+                 stuck_after: float = 10.0, metrics: Metrics | None = None,
                  on_change: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.listen_ip = listen_ip
@@ -99,6 +105,7 @@ class Seeder:
         self.upload_rate_limit = upload_rate_limit
         self.upload_slots = upload_slots
         self.start_grace = min(start_grace, idle_ttl)
+        self.stuck_after = stuck_after  # 0: never stuck
         self.metrics = metrics
         self.on_change = on_change or (lambda: None)
         self.clock = clock
@@ -226,7 +233,8 @@ class Seeder:
                 # fewer than 2; this field does not.
                 atp.max_uploads = self.upload_slots
             handle = self._ses.add_torrent(atp)
-            seed = Seed(info_hash, entry.name, handle, time.time(), now, now)
+            seed = Seed(info_hash, entry.name, handle, time.time(), now, now, pieces=max(1, info.num_pieces()),
+                        watch=StuckWatch(self.stuck_after))
             self._seeds[info_hash] = seed
             self._gauge()
         self.on_change()
@@ -275,6 +283,17 @@ class Seeder:
             now = self.clock()
             return [s.as_dict(now) for s in sorted(self._seeds.values(), key=lambda s: s.info_hash)]
 
+    def stuck(self) -> list[dict]:
+        """Seeds whose storage hangs (btserver/stuck.py): info-hash, name, since (wall clock, the stall's start)."""
+        with self._lock:
+            now, wall = self.clock(), time.time()
+            return [{"info_hash": s.info_hash, "name": s.name, "since": round(wall - (now - s.watch.since), 3)}
+                    for s in sorted(self._seeds.values(), key=lambda s: s.info_hash) if s.watch.since is not None]
+
+    def stuck_hashes(self) -> list[str]:
+        with self._lock:
+            return sorted(ih for ih, s in self._seeds.items() if s.watch.stuck)
+
     def _remove(self, info_hash: str, why: str) -> None:
         seed = self._seeds.pop(info_hash)
         if self._ses is not None:
@@ -285,6 +304,7 @@ class Seeder:
     def _gauge(self) -> None:
         if self.metrics:
             self.metrics.seeds_active.set(len(self._seeds))
+            self.metrics.stuck_seeds.set(sum(1 for s in self._seeds.values() if s.watch.stuck))
 
     # -- alerts -------------------------------------------------------------
     def _run_pump(self) -> None:
@@ -301,6 +321,7 @@ class Seeder:
                 for alert in ses.pop_alerts():
                     self._handle(alert)
                 self._reap()
+                self._watch_stuck()
             except Exception:  # the pump must outlive one bad alert
                 log.exception("alert pump")
 
@@ -323,6 +344,11 @@ class Seeder:
                         self.counters.uploaded_total += delta
                         if self.metrics:
                             self.metrics.uploaded.labels(dataset=seed.name).inc(delta)
+        elif isinstance(alert, lt.read_piece_alert):
+            with self._lock:
+                seed = self._seeds.get(str(alert.handle.info_hashes().v1))
+            if seed is not None and seed.watch.probe_done(self.clock(), not alert.error.value()):
+                self._stuck_changed(seed)
         elif isinstance(alert, lt.torrent_checked_alert):
             with self._lock:
                 seed = self._seeds.get(str(alert.handle.info_hashes().v1))
@@ -373,6 +399,37 @@ class Seeder:
                 self._remove(ih, why)
         self.on_change()
 
+    def _watch_stuck(self) -> None:
+        """One sample of each seed for its StuckWatch; a stuck seed nobody waits on reads a piece itself."""
+        if self.stuck_after <= 0:
+            return
+        with self._lock:
+            seeds = list(self._seeds.values())
+        for seed in seeds:
+            watch, owed = seed.watch, 0
+            try:
+                if seed.peers and not watch.moving(seed.uploaded):
+                    # Only a seed with peers and no upload since the last sample costs a look at its peers.
+                    owed = waiting([_peer_wait(p) for p in seed.handle.get_peer_info()])
+                if watch.step(self.clock(), seed.uploaded, owed):
+                    self._stuck_changed(seed)
+                if watch.wants_probe():
+                    watch.probe_started()
+                    seed.handle.read_piece(random.randrange(seed.pieces))
+            except RuntimeError:  # removed meanwhile: its handle is gone
+                continue
+
+    def _stuck_changed(self, seed: Seed) -> None:
+        if seed.watch.stuck:
+            log.warning("seed %s (%s): stuck: peers wait for blocks and nothing was uploaded for %.0f s (the "
+                        "storage does not answer?); the tracker is told not to hand it out", seed.info_hash,
+                        seed.name, self.clock() - (seed.watch.since or 0.0))
+        else:
+            log.info("seed %s (%s): reads answer again, no longer stuck", seed.info_hash, seed.name)
+        with self._lock:
+            self._gauge()
+        self.on_change()
+
     def _reap(self) -> None:
         with self._lock:
             expired = policy.idle_expired(self._seeds.values(), self.clock(), self.idle_ttl)
@@ -380,6 +437,12 @@ class Seeder:
                 self._remove(ih, f"idle for {self.idle_ttl:g} s with no peer")
         if expired:
             self.on_change()
+
+
+def _peer_wait(p: object) -> PeerWait:
+    flags = p.flags  # type: ignore[attr-defined]
+    return PeerWait(interested=bool(flags & lt.peer_info.remote_interested), choked=bool(flags & lt.peer_info.choked),
+                    queued=p.upload_queue_length, pending_disk=p.pending_disk_bytes)  # type: ignore[attr-defined]
 
 
 def _filename(alert: object) -> str:
