@@ -17,7 +17,10 @@ or an executor, never on the event loop.
 
 from __future__ import annotations
 
+import errno
 import logging
+import mmap
+import os
 import random
 import threading
 import time
@@ -73,7 +76,8 @@ class Seed:
     peers: int = 0
     uploaded: int = 0
     upload_rate: int = 0
-    pieces: int = 1  # in its torrent: a probe of a stuck seed reads one of them
+    save_path: str = ""  # its replica's farm root, and the torrent's files: a probe reads one of them
+    files: object = field(default=None, repr=False)
     watch: StuckWatch = field(default_factory=lambda: StuckWatch(0.0), repr=False)
     # Set once libtorrent has checked the files: until then it turns peers away.
     ready: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -233,8 +237,8 @@ class Seeder:
                 # fewer than 2; this field does not.
                 atp.max_uploads = self.upload_slots
             handle = self._ses.add_torrent(atp)
-            seed = Seed(info_hash, entry.name, handle, time.time(), now, now, pieces=max(1, info.num_pieces()),
-                        watch=StuckWatch(self.stuck_after))
+            seed = Seed(info_hash, entry.name, handle, time.time(), now, now, save_path=entry.save_path,
+                        files=info.files(), watch=StuckWatch(self.stuck_after))
             self._seeds[info_hash] = seed
             self._gauge()
         self.on_change()
@@ -344,11 +348,6 @@ class Seeder:
                         self.counters.uploaded_total += delta
                         if self.metrics:
                             self.metrics.uploaded.labels(dataset=seed.name).inc(delta)
-        elif isinstance(alert, lt.read_piece_alert):
-            with self._lock:
-                seed = self._seeds.get(str(alert.handle.info_hashes().v1))
-            if seed is not None and seed.watch.probe_done(self.clock(), not alert.error.value()):
-                self._stuck_changed(seed)
         elif isinstance(alert, lt.torrent_checked_alert):
             with self._lock:
                 seed = self._seeds.get(str(alert.handle.info_hashes().v1))
@@ -400,7 +399,7 @@ class Seeder:
         self.on_change()
 
     def _watch_stuck(self) -> None:
-        """One sample of each seed for its StuckWatch; a stuck seed nobody waits on reads a piece itself."""
+        """One sample of each seed for its StuckWatch; a stalled seed nobody waits on any more reads a block itself."""
         if self.stuck_after <= 0:
             return
         with self._lock:
@@ -411,13 +410,34 @@ class Seeder:
                 if seed.peers and not watch.moving(seed.uploaded):
                     # Only a seed with peers and no upload since the last sample costs a look at its peers.
                     owed = waiting([_peer_wait(p) for p in seed.handle.get_peer_info()])
-                if watch.step(self.clock(), seed.uploaded, owed):
-                    self._stuck_changed(seed)
-                if watch.wants_probe():
-                    watch.probe_started()
-                    seed.handle.read_piece(random.randrange(seed.pieces))
             except RuntimeError:  # removed meanwhile: its handle is gone
                 continue
+            with self._lock:  # a probe's answer updates the watch from its own thread
+                changed = watch.step(self.clock(), seed.uploaded, owed)
+                probe = watch.wants_probe()
+                if probe:
+                    watch.probe_started()
+            if changed:
+                self._stuck_changed(seed)
+            if probe:
+                threading.Thread(target=self._probe, args=(seed,), name="btserver-probe", daemon=True).start()
+
+    def _probe(self, seed: Seed) -> None:
+        """Read a block of the seed's replica (its own thread: it blocks for as long as the storage hangs)."""
+        fs: lt.file_storage = seed.files  # type: ignore[assignment]
+        # The largest of a few files drawn at random: a block of it is likely not read yet.
+        picks = random.sample(range(fs.num_files()), min(8, fs.num_files()))
+        i = max(picks, key=fs.file_size)
+        try:
+            read_past_cache(os.path.join(seed.save_path, fs.file_path(i)), fs.file_size(i))
+            ok = True
+        except OSError as exc:
+            ok = False
+            log.info("seed %s (%s): probe read failed (%s)", seed.info_hash, seed.name, exc)
+        with self._lock:
+            changed = seed.watch.probe_done(self.clock(), ok)
+        if changed:
+            self._stuck_changed(seed)
 
     def _stuck_changed(self, seed: Seed) -> None:
         if seed.watch.stuck:
@@ -437,6 +457,36 @@ class Seeder:
                 self._remove(ih, f"idle for {self.idle_ttl:g} s with no peer")
         if expired:
             self.on_change()
+
+
+PROBE_BLOCK = 4096
+
+
+def read_past_cache(path: str, size: int) -> None:
+    """One aligned block of `path`, read with O_DIRECT: from the storage itself, not from the page cache (which
+    answers for a storage that hangs). Buffered where O_DIRECT is refused (tmpfs). OSError if it cannot be read."""
+    if size <= 0:
+        return
+    offset = random.randrange(max(1, size // PROBE_BLOCK)) * PROBE_BLOCK
+    buf = mmap.mmap(-1, PROBE_BLOCK)  # page-aligned, as O_DIRECT wants
+    try:
+        for flags in (os.O_RDONLY | os.O_DIRECT, os.O_RDONLY):
+            try:
+                fd = os.open(path, flags)
+            except OSError as exc:
+                if exc.errno == errno.EINVAL and flags != os.O_RDONLY:
+                    continue
+                raise
+            try:
+                os.preadv(fd, [buf], offset)
+                return
+            except OSError as exc:
+                if exc.errno != errno.EINVAL or flags == os.O_RDONLY:
+                    raise
+            finally:
+                os.close(fd)
+    finally:
+        buf.close()
 
 
 def _peer_wait(p: object) -> PeerWait:

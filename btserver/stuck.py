@@ -8,11 +8,12 @@ reads pending) while nothing is uploaded. A seed in that state for `after`
 seconds is *stuck*: the heartbeat says so, and the tracker stops handing
 it out and counting it as a seed (so another site's seed is started).
 
-It recovers when uploads move again; or, when no peer waits on it any more
-(clients give up on a silent seed within seconds), when a read of its own
-completes: the pump then asks libtorrent for a piece (`wants_probe`) and
-reports the answer (`probe_done`). A slow seed is not stuck: any upload
-counts as moving.
+Clients give up on a silent seed within seconds (btget/stall.py), sooner
+than `after`: peers that leave while owed blocks do not end the stall. Only
+moving uploads end it, or, once nobody waits any more, a read of our own
+that the storage answers (`wants_probe`, `probe_done`: the seeder reads a
+block of the replica past the page cache). The same ends a stuck state. A
+slow seed is not stuck: any upload counts as moving.
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ class StuckWatch:
 
     after: float
     uploaded: int = -1  # at the last sample; -1 before the first
-    calm: float = 0.0  # the last time uploads moved or nobody waited: a stall starts after it
-    since: float | None = None  # stuck since (the stall's start), None while not stuck
+    calm: float = 0.0  # the last time uploads moved, nobody was owed anything, or a probe answered
+    stalled: bool = False  # peers were owed blocks since `calm` and nothing has moved
+    since: float | None = None  # stuck since (the stall's start, `calm`), None while not stuck
     probing: bool = False  # a read of our own is in flight
     waiting: int = 0  # peers owed blocks at the last sample
 
@@ -58,28 +60,33 @@ class StuckWatch:
         """Take one sample (monotonic time, total payload uploaded, peers owed blocks); True if `stuck` changed."""
         was = self.stuck
         if self.after <= 0 or self.uploaded < 0 or uploaded != self.uploaded:
-            self.calm, self.since = now, None
-        elif waiting == 0:
-            if not self.stuck:
-                self.calm = now  # nothing asked of it, nothing owed: idle, not stalled
-            # Stuck and nobody waiting (they gave up on us): stays stuck until a read completes.
-        elif not self.stuck and now - self.calm >= self.after:
+            self._calm(now)
+        elif waiting > 0:
+            self.stalled = True
+        elif not self.stalled:
+            self.calm = now  # nothing asked of it, nothing owed: idle, not stalled
+        # Peers owed blocks that leave (clients give up on a silent seed within seconds) do not end
+        # the stall: only moving uploads or a probe that answers show that reads work.
+        if self.stalled and not self.stuck and now - self.calm >= self.after:
             self.since = self.calm
         self.uploaded, self.waiting = uploaded, waiting
         return self.stuck != was
 
     def wants_probe(self) -> bool:
-        """Whether to read a piece ourselves: stuck, and nobody left whose uploads would show that reads work
-        again (while peers wait, their uploads tell; a probe might be answered from the page cache)."""
-        return self.stuck and not self.probing and self.waiting == 0
+        """Whether to read from the storage ourselves: stalled, and no peer left waiting whose uploads would
+        show that reads work again (while peers wait, their uploads tell)."""
+        return self.stalled and not self.probing and self.waiting == 0
 
     def probe_started(self) -> None:
         self.probing = True
 
     def probe_done(self, now: float, ok: bool) -> bool:
-        """Our read ended (`ok`: it returned the bytes); True if `stuck` changed."""
+        """Our read ended (`ok`: the storage returned the bytes); True if `stuck` changed."""
         self.probing = False
-        if ok and self.stuck:
-            self.calm, self.since = now, None
-            return True
-        return False
+        was = self.stuck
+        if ok and self.stalled:
+            self._calm(now)
+        return self.stuck != was
+
+    def _calm(self, now: float) -> None:
+        self.calm, self.stalled, self.since = now, False, None

@@ -49,6 +49,19 @@ def test_stuck_stays_stuck_when_the_waiting_peers_give_up_until_a_probe_read_ans
     assert run(w, [(31, 0, 1), (39.9, 0, 1), (40, 0, 1)]) == [False, False, True]  # from the probe's answer on
 
 
+def test_peers_that_leave_while_owed_blocks_do_not_end_the_stall_a_probe_that_answers_does():
+    w = StuckWatch(after=10)
+    run(w, [(0, 0, 0), (1, 0, 2), (4, 0, 0)])  # owed blocks from 1 s; at 4 s the clients gave up
+    assert w.stalled and not w.stuck and w.wants_probe()
+    w.probe_started()
+    assert run(w, [(9.9, 0, 0), (10, 0, 0)]) == [False, True] and w.since == 0  # the probe blocks too
+    healthy = StuckWatch(after=10)
+    run(healthy, [(0, 0, 0), (1, 0, 2), (4, 0, 0)])
+    healthy.probe_started()
+    healthy.probe_done(4.1, ok=True)  # the storage answers: they left for another reason
+    assert run(healthy, [(11, 0, 0), (20, 0, 0)]) == [False, False] and not healthy.wants_probe()
+
+
 def test_zero_turns_detection_off():
     w = StuckWatch(after=0)
     assert not any(run(w, [(t, 0, 5) for t in range(100)]))
