@@ -89,7 +89,8 @@ class Daemon:
     def heartbeat_body(self) -> dict:
         return heartbeat.heartbeat_body(self.config.site, self.control_url, [self.seeder.endpoint],
                                         self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds,
-                                        kind=self.config.kind, web_busy=self.web.load.busy() if self.web else ())
+                                        kind=self.config.kind, web_busy=self.web.load.busy() if self.web else (),
+                                        stuck=self.seeder.stuck_hashes())
 
     def web_seeds(self) -> list[str]:
         """The BEP 19 base URLs this site offers for its datasets (published with each)."""
@@ -106,7 +107,8 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
     peer_ip, peer_port = parse_hostport(config.peer_listen)
     seeder = deps.seeder or Seeder(peer_ip, peer_port, idle_ttl=config.idle_ttl, max_seeds=config.max_seeds,
                                    upload_rate_limit=config.upload_rate_limit,
-                                   upload_slots=config.upload_slots, metrics=metrics)
+                                   upload_slots=config.upload_slots, stuck_after=config.stuck_after,
+                                   metrics=metrics)
     if seeder.metrics is None:
         seeder.metrics = metrics
     daemon = Daemon(
@@ -188,6 +190,7 @@ async def status(request: web.Request) -> web.Response:
     d = request.app[DAEMON]
     loop = asyncio.get_running_loop()
     seeds = await loop.run_in_executor(None, d.seeder.snapshot)
+    stuck = await loop.run_in_executor(None, d.seeder.stuck)
     active = {s["info_hash"] for s in seeds}
     prepared = d.inventory.all()
     excluded = d.inventory.excluded
@@ -208,6 +211,7 @@ async def status(request: web.Request) -> web.Response:
         "ready": d.inventory.done.is_set(),
         "datasets": datasets,
         "seeds": seeds,
+        "stuck": stuck,
         "uploaded_total": d.seeder.counters.uploaded_total,
         "capacity": d.config.max_seeds,
         "hash_failures": d.seeder.counters.hash_failures,

@@ -120,6 +120,10 @@ class ServerConfig:
     # slots), 0: no limit. 1 spares the site: other T3s take the pieces from
     # the one being served (docs/benchmarks.md has the measured figures).
     upload_slots: int = 1
+    # A seed whose peers wait for blocks while nothing is uploaded for this long is stuck (its
+    # storage hangs): the heartbeat says so and the tracker hands out other sites' seeds
+    # instead, until uploads move again (btserver/stuck.py). 0: never stuck (detection off).
+    stuck_after: Seconds = Seconds(10.0)
     # The site as a BEP 19 web seed (docs/webseeds.md): its own HTTP listener serving the
     # symlink farm under /data/<dataset>/<LFN> ("" : none), as clients reach it (default
     # http://<web_listen>; a TLS front's https:// URL), and its existing doors as URL templates
@@ -182,6 +186,8 @@ class ServerConfig:
         for key in ("upload_slots", "hash_threads"):
             if getattr(self, key) < 0:
                 raise ConfigError(key, f"must not be negative, got {getattr(self, key)!r}")
+        if self.stuck_after < 0:
+            raise ConfigError("stuck_after", f"must not be negative (0 turns detection off), got {self.stuck_after!r}")
         if self.heartbeat_interval <= 0:
             raise ConfigError("heartbeat_interval", f"must be more than 0, got {self.heartbeat_interval!r}")
 

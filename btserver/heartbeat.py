@@ -25,10 +25,12 @@ MIN_INTERVAL = 0.5
 
 
 def heartbeat_body(site: str, control_url: str, peers: list[str], can_seed: list[str], seeding: list[str],
-                   capacity: int, kind: str = "T2", web_busy: Sequence[str] = ()) -> dict:
-    """`web_busy`: datasets the web seed served lately; they count in the load as seeds do."""
+                   capacity: int, kind: str = "T2", web_busy: Sequence[str] = (), stuck: Sequence[str] = ()) -> dict:
+    """`web_busy`: datasets the web seed served lately; they count in the load as seeds do. `stuck`: seeds
+    whose storage hangs (btserver/stuck.py), which the tracker neither hands out nor counts."""
     return {"site": site, "kind": kind, "control_url": control_url, "peers": peers, "can_seed": sorted(can_seed),
-            "seeding": sorted(seeding), "load": len(set(seeding) | set(web_busy)), "capacity": capacity}
+            "seeding": sorted(seeding), "stuck": sorted(stuck), "load": len(set(seeding) | set(web_busy)),
+            "capacity": capacity}
 
 
 async def beat_all(http: aiohttp.ClientSession, trackers: Sequence[str], site: str, secret: str,

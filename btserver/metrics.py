@@ -18,6 +18,8 @@ class Metrics:
         r = self.registry
         self.info = Info("btswarm_server", "This site (label site)", registry=r)
         self.seeds_active = Gauge("btswarm_server_seeds_active", "Seeds currently running", registry=r)
+        self.stuck_seeds = Gauge("btswarm_server_stuck_seeds", "Seeds whose peers wait for blocks while nothing "
+                                 "is uploaded for [server] stuck_after (storage hanging)", registry=r)
         self.datasets = Gauge("btswarm_server_datasets", "Datasets ready to seed", registry=r)
         self.uploaded = Counter("btswarm_server_uploaded_bytes_total", "Payload bytes uploaded", ["dataset"],
                                 registry=r)

@@ -6,8 +6,10 @@ for 10,000 files, 0.15 s for 100,000) and only a running seed holds it, so
 the site's memory grows with its active seeds, not with the datasets it
 knows (a parsed torrent costs ~150 bytes a file). Seeds are added in seed
 mode: no start-up recheck, each piece is verified the first time it is
-sent. A pump thread reads alerts (peers, bytes uploaded, hash failures)
-and stops seeds that have been idle for `idle_ttl`.
+sent. A pump thread reads alerts (peers, bytes uploaded, hash failures),
+stops seeds that have been idle for `idle_ttl`, and watches for seeds whose
+storage hangs (btserver/stuck.py: peers owed blocks, nothing uploaded for
+`stuck_after`), which the heartbeat then names.
 
 Every public method blocks (libtorrent round-trips): call from a thread
 or an executor, never on the event loop.
@@ -15,7 +17,11 @@ or an executor, never on the event loop.
 
 from __future__ import annotations
 
+import errno
 import logging
+import mmap
+import os
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,6 +34,7 @@ from torrents.errors import BtswarmError, NotFound
 from torrents.servicekit import ltsession
 
 from btserver import policy
+from btserver.stuck import PeerWait, StuckWatch, waiting
 from btserver.metrics import Metrics
 
 log = logging.getLogger("btswarm.server.seeder")
@@ -69,6 +76,9 @@ class Seed:
     peers: int = 0
     uploaded: int = 0
     upload_rate: int = 0
+    save_path: str = ""  # its replica's farm root, and the torrent's files: a probe reads one of them
+    files: object = field(default=None, repr=False)
+    watch: StuckWatch = field(default_factory=lambda: StuckWatch(0.0), repr=False)
     # Set once libtorrent has checked the files: until then it turns peers away.
     ready: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -89,7 +99,7 @@ class Counters:
 class Seeder:
     def __init__(self, listen_ip: str, port: int = 0, *, idle_ttl: float = 600.0, max_seeds: int = 50,
                  upload_rate_limit: int = 0, upload_slots: int = 1, start_grace: float = 5.0,
-                 metrics: Metrics | None = None,
+                 stuck_after: float = 10.0, metrics: Metrics | None = None,
                  on_change: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.listen_ip = listen_ip
@@ -99,6 +109,7 @@ class Seeder:
         self.upload_rate_limit = upload_rate_limit
         self.upload_slots = upload_slots
         self.start_grace = min(start_grace, idle_ttl)
+        self.stuck_after = stuck_after  # 0: never stuck
         self.metrics = metrics
         self.on_change = on_change or (lambda: None)
         self.clock = clock
@@ -226,7 +237,8 @@ class Seeder:
                 # fewer than 2; this field does not.
                 atp.max_uploads = self.upload_slots
             handle = self._ses.add_torrent(atp)
-            seed = Seed(info_hash, entry.name, handle, time.time(), now, now)
+            seed = Seed(info_hash, entry.name, handle, time.time(), now, now, save_path=entry.save_path,
+                        files=info.files(), watch=StuckWatch(self.stuck_after))
             self._seeds[info_hash] = seed
             self._gauge()
         self.on_change()
@@ -275,6 +287,17 @@ class Seeder:
             now = self.clock()
             return [s.as_dict(now) for s in sorted(self._seeds.values(), key=lambda s: s.info_hash)]
 
+    def stuck(self) -> list[dict]:
+        """Seeds whose storage hangs (btserver/stuck.py): info-hash, name, since (wall clock, the stall's start)."""
+        with self._lock:
+            now, wall = self.clock(), time.time()
+            return [{"info_hash": s.info_hash, "name": s.name, "since": round(wall - (now - s.watch.since), 3)}
+                    for s in sorted(self._seeds.values(), key=lambda s: s.info_hash) if s.watch.since is not None]
+
+    def stuck_hashes(self) -> list[str]:
+        with self._lock:
+            return sorted(ih for ih, s in self._seeds.items() if s.watch.stuck)
+
     def _remove(self, info_hash: str, why: str) -> None:
         seed = self._seeds.pop(info_hash)
         if self._ses is not None:
@@ -285,6 +308,7 @@ class Seeder:
     def _gauge(self) -> None:
         if self.metrics:
             self.metrics.seeds_active.set(len(self._seeds))
+            self.metrics.stuck_seeds.set(sum(1 for s in self._seeds.values() if s.watch.stuck))
 
     # -- alerts -------------------------------------------------------------
     def _run_pump(self) -> None:
@@ -301,6 +325,7 @@ class Seeder:
                 for alert in ses.pop_alerts():
                     self._handle(alert)
                 self._reap()
+                self._watch_stuck()
             except Exception:  # the pump must outlive one bad alert
                 log.exception("alert pump")
 
@@ -373,6 +398,58 @@ class Seeder:
                 self._remove(ih, why)
         self.on_change()
 
+    def _watch_stuck(self) -> None:
+        """One sample of each seed for its StuckWatch; a stalled seed nobody waits on any more reads a block itself."""
+        if self.stuck_after <= 0:
+            return
+        with self._lock:
+            seeds = list(self._seeds.values())
+        for seed in seeds:
+            watch, owed = seed.watch, 0
+            try:
+                if seed.peers and not watch.moving(seed.uploaded):
+                    # Only a seed with peers and no upload since the last sample costs a look at its peers.
+                    owed = waiting([_peer_wait(p) for p in seed.handle.get_peer_info()])
+            except RuntimeError:  # removed meanwhile: its handle is gone
+                continue
+            with self._lock:  # a probe's answer updates the watch from its own thread
+                changed = watch.step(self.clock(), seed.uploaded, owed)
+                probe = watch.wants_probe()
+                if probe:
+                    watch.probe_started()
+            if changed:
+                self._stuck_changed(seed)
+            if probe:
+                threading.Thread(target=self._probe, args=(seed,), name="btserver-probe", daemon=True).start()
+
+    def _probe(self, seed: Seed) -> None:
+        """Read a block of the seed's replica (its own thread: it blocks for as long as the storage hangs)."""
+        fs: lt.file_storage = seed.files  # type: ignore[assignment]
+        # The largest of a few files drawn at random: a block of it is likely not read yet.
+        picks = random.sample(range(fs.num_files()), min(8, fs.num_files()))
+        i = max(picks, key=fs.file_size)
+        try:
+            read_past_cache(os.path.join(seed.save_path, fs.file_path(i)), fs.file_size(i))
+            ok = True
+        except OSError as exc:
+            ok = False
+            log.info("seed %s (%s): probe read failed (%s)", seed.info_hash, seed.name, exc)
+        with self._lock:
+            changed = seed.watch.probe_done(self.clock(), ok)
+        if changed:
+            self._stuck_changed(seed)
+
+    def _stuck_changed(self, seed: Seed) -> None:
+        if seed.watch.stuck:
+            log.warning("seed %s (%s): stuck: peers wait for blocks and nothing was uploaded for %.0f s (the "
+                        "storage does not answer?); the tracker is told not to hand it out", seed.info_hash,
+                        seed.name, self.clock() - (seed.watch.since or 0.0))
+        else:
+            log.info("seed %s (%s): reads answer again, no longer stuck", seed.info_hash, seed.name)
+        with self._lock:
+            self._gauge()
+        self.on_change()
+
     def _reap(self) -> None:
         with self._lock:
             expired = policy.idle_expired(self._seeds.values(), self.clock(), self.idle_ttl)
@@ -380,6 +457,42 @@ class Seeder:
                 self._remove(ih, f"idle for {self.idle_ttl:g} s with no peer")
         if expired:
             self.on_change()
+
+
+PROBE_BLOCK = 4096
+
+
+def read_past_cache(path: str, size: int) -> None:
+    """One aligned block of `path`, read with O_DIRECT: from the storage itself, not from the page cache (which
+    answers for a storage that hangs). Buffered where O_DIRECT is refused (tmpfs). OSError if it cannot be read."""
+    if size <= 0:
+        return
+    offset = random.randrange(max(1, size // PROBE_BLOCK)) * PROBE_BLOCK
+    buf = mmap.mmap(-1, PROBE_BLOCK)  # page-aligned, as O_DIRECT wants
+    try:
+        for flags in (os.O_RDONLY | os.O_DIRECT, os.O_RDONLY):
+            try:
+                fd = os.open(path, flags)
+            except OSError as exc:
+                if exc.errno == errno.EINVAL and flags != os.O_RDONLY:
+                    continue
+                raise
+            try:
+                os.preadv(fd, [buf], offset)
+                return
+            except OSError as exc:
+                if exc.errno != errno.EINVAL or flags == os.O_RDONLY:
+                    raise
+            finally:
+                os.close(fd)
+    finally:
+        buf.close()
+
+
+def _peer_wait(p: object) -> PeerWait:
+    flags = p.flags  # type: ignore[attr-defined]
+    return PeerWait(interested=bool(flags & lt.peer_info.remote_interested), choked=bool(flags & lt.peer_info.choked),
+                    queued=p.upload_queue_length, pending_disk=p.pending_disk_bytes)  # type: ignore[attr-defined]
 
 
 def _filename(alert: object) -> str:

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_wan.py [--out DIR] [--quick] [--keep] [--runs N]
         [--rate 100mbit] [--client-rate 100mbit] [--size 200M] [--small-files 20000]
-        [--only single swarm batch hetero smallfiles hung]
+        [--only single swarm batch hetero smallfiles hung arrival]
 
 Every site's uplink is R (--rate), every client's C (--client-rate), the
 nginx baseline's R (`btswarm up --site-link R --client-link C`, see
@@ -26,6 +26,13 @@ its baseline and its bound measured or computed in the same run:
               or (separately) its bindfs is SIGSTOPped so that its storage
               reads block while its control API and heartbeat go on; bound:
               the whole dataset from site1 alone, S/R. Bytes compared.
+  arrival     a second T3 arriving while site2's storage is frozen (as in
+              hung: the first T3 froze it a third of the way in; the second
+              starts once the first is done and stuck_after + 3 s after the
+              freeze), with site1's seed still running or stopped (idle);
+              before (bt-server stuck_after = 0: detection off) and after
+              (stuck_after 10 s: the tracker drops site2's seed and starts
+              site1's); bound S/R from site1 alone. Bytes compared.
 
 Wall time of each command, process start included. Medians of the runs;
 the curl baseline of the swarm (N x S/R by construction) is measured once per
@@ -48,12 +55,14 @@ import benchlib as bl
 
 from btswarm import shaping
 
-SCENARIOS = ("single", "swarm", "batch", "hetero", "smallfiles", "hung")
+SCENARIOS = ("single", "swarm", "batch", "hetero", "smallfiles", "hung", "arrival")
 TARGETS = {
     "single_fraction": 0.9, "single_vs_curl": 2.7, "single_vs_aria2c": 1.5,
     "swarm8_fraction": 0.8, "swarm8_egress_x": 1.5, "swarm16_fraction": 0.7,
     "hetero_fraction": 0.85, "batch_x_bound": 1.2, "hung_fraction": 0.7,
 }
+STUCK_AFTER = 10.0  # bt-server's default [server] stuck_after
+ARRIVAL_CAP = 90  # s: a second T3 still running then is stopped and counted as this long (marked)
 SEED_TIME = "30m"  # swarm clients seed until all are done, then are stopped by PID
 CLIENTS = 24  # shaped client addresses (swarm 16 + the single contenders + batch)
 MEAN_SMALL = 25 * 1024 + 512  # with jitter 0.96: 1-50 KB files, as bench_smallfiles
@@ -387,6 +396,78 @@ def hung(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int, fuse_pi
     return {"bound_s": bound, "median": rows, "runs_detail": detail}
 
 
+def arrival_run(fed: bl.Federation, work: Path, ds: dict, k: int, fuse_pid: int, fuse_mount: Path,
+                site1_idle: bool, detecting: bool) -> dict:
+    """The first T3 freezes site2's storage a third of the way in; once it is done (and stuck_after + 3 s after
+    the freeze) a second T3 starts; site2 is continued after it. The second one's time, sources, bytes."""
+    from btswarm.demo import compare_trees
+
+    name, size = ds["name"], ds["bytes"]
+    info_hash = fed.info_hash(name)
+    restart_seed(fed, "site2", info_hash)
+    drop_cached(fuse_mount)
+    seeds_everywhere(fed, info_hash)
+    site_ips = [s["control_url"].split("//")[1].rsplit(":", 1)[0] for s in fed.sites]
+    first_out, second_out = bl.fresh_dir(work / "arrival-1"), bl.fresh_dir(work / "arrival-2")
+    start = fed.link_bytes()
+    stuck_seen = None
+    with bl.Procs() as procs:
+        first = procs.start(bl.bt_get_cmd(fed, name, first_out, bl.client_ip(k)), work / "arrival-1.log",
+                            stdout=subprocess.DEVNULL)
+        try:
+            bl.wait_for(lambda: sum(fed.link_bytes()[ip] - start[ip] for ip in site_ips) >= size / 3
+                        or first.poll() is not None, 300, "a third of the dataset to arrive", interval=0.05)
+            os.kill(fuse_pid, signal.SIGSTOP)
+            frozen = time.monotonic()
+            if first.wait(900) != 0:
+                raise SystemExit(f"arrival: the first bt-get exited {first.returncode}; see {work}/arrival-1.log")
+            if site1_idle:
+                restart_seed(fed, "site1", info_hash)  # its seed went idle: nothing of site1 in the swarm
+            time.sleep(max(0.0, frozen + STUCK_AFTER + 3 - time.monotonic()))
+            if detecting:
+                stuck_seen = bool(any(s["info_hash"] == info_hash for s in fed.site_status("site2")["stuck"]))
+            t0 = time.monotonic()
+            second = procs.start(bl.bt_get_cmd(fed, name, second_out, bl.client_ip(k + 1), "--timeout",
+                                               f"{ARRIVAL_CAP}s"), work / "arrival-2.log",
+                                 stdout=open(work / "arrival-2.json", "wb"))
+            try:
+                code = second.wait(ARRIVAL_CAP + 30)
+            except subprocess.TimeoutExpired:
+                code = None
+            seconds = time.monotonic() - t0
+        finally:
+            os.kill(fuse_pid, signal.SIGCONT)
+    capped = code != 0
+    doc = {} if capped else json.loads((work / "arrival-2.json").read_text() or "{}")
+    bad = [] if capped else compare_trees(ds["root"], second_out / name)
+    return {"seconds": ARRIVAL_CAP if capped else seconds, "capped": capped, "exit": code,
+            "identical": not capped and not bad, "sources": doc.get("sources", {}), "stuck_seen": stuck_seen}
+
+
+def arrival(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int, fuse_pid: int, fuse_mount: Path,
+            detecting: bool) -> dict:
+    rows: dict[str, list[dict]] = {"site1 seeding": [], "site1 idle": []}
+    k = 0
+    for run_no in range(runs):
+        for variant, rs in rows.items():
+            r = arrival_run(fed, work, ds, k % (CLIENTS - 1), fuse_pid, fuse_mount, variant == "site1 idle",
+                            detecting)
+            k += 2
+            rs.append(r)
+            bl.log(f"arrival run {run_no + 1} {'after' if detecting else 'before'} {variant}: {r['seconds']:6.2f} s"
+                   f"{' (capped)' if r['capped'] else ''}, identical {r['identical']}, sources {r['sources']}, "
+                   f"stuck seen {r['stuck_seen']}")
+            bl.wait_for(lambda: not fed.site_status("site2")["stuck"], 60, "site2 to recover", interval=0.2)
+    bound = ds["bytes"] * 8 / rate
+    return {"bound_s": bound, "median": {v: {"seconds": bl.median([r["seconds"] for r in rs]),
+                                             "fraction": bound / bl.median([r["seconds"] for r in rs]),
+                                             "capped": sum(r["capped"] for r in rs),
+                                             "identical": all(r["identical"] for r in rs),
+                                             "site2_bytes": [r["sources"].get("site2", 0) for r in rs]}
+                                         for v, rs in rows.items()},
+            "runs_detail": rows}
+
+
 # --- the whole benchmark ---------------------------------------------------------------------------------
 def dataset(data: Path, name: str, files: int, size: int, jitter: float = 0.3) -> dict:
     from torrents import sample
@@ -462,6 +543,20 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
                     bl.federation(work / "fed2", [one, mount], sites=2,
                                   args=shaped_args(rate, client_rate)) as fed:
                 doc["hung"] = hung(fed, work, big, runs, rate, fuse_pid, mount)
+    if "arrival" in only:
+        with noted(doc, "arrival"):
+            doc["arrival"] = {}
+            for mode, after in (("before", "0"), ("after", f"{STUCK_AFTER:g}s")):
+                one, two = work / f"arr-{mode}-1", work / f"arr-{mode}-2"
+                mount = work / f"arr-{mode}-2-fuse"
+                for d in (one, two):
+                    d.mkdir()
+                    subprocess.run(["cp", "-al", str(big["root"]), str(d / big["name"])], check=True)
+                with bindfs(two, mount, work) as fuse_pid, \
+                        bl.federation(work / f"fed-arrival-{mode}", [one, mount], sites=2,
+                                      args=shaped_args(rate, client_rate),
+                                      env={"BTSWARM_SERVER_STUCK_AFTER": after}) as fed:
+                    doc["arrival"][mode] = arrival(fed, work, big, runs, rate, fuse_pid, mount, mode == "after")
     return doc
 
 
@@ -512,6 +607,12 @@ def report(doc: dict) -> None:
             print(line(f"hung site ({fault}): fraction of S/R (site1 alone)", r["fraction"],
                        f"{r['seconds']:.2f} s vs {h['bound_s']:.2f} s",
                        f">= 0.7, bytes identical: {r['identical']}" if fault != "none" else "(no fault)"))
+    if "arrival" in doc:
+        for mode, a in doc["arrival"].items():
+            for variant, r in a["median"].items():
+                print(line(f"second T3, site2 frozen, {variant}, stuck detection {mode}: x S/R", r["fraction"],
+                           f"{r['seconds']:.2f} s vs {a['bound_s']:.2f} s",
+                           f"capped {r['capped']}, site2 bytes {r['site2_bytes']}, identical {r['identical']}"))
     for key, why in doc.get("failed", {}).items():
         print(f"FAILED {key}: {why}")
 

@@ -28,7 +28,7 @@ from tracker.metrics import SAMPLE_EVERY, TrackerMetrics
 from tracker.peerstore import PeerStore, SwarmView, resolve
 from tracker.protocol import AnnounceError
 from tracker.resp import StoreUnavailable
-from tracker.seeding import SeedStarter
+from tracker.seeding import SeedStarter, site_peer_id
 from tracker.sites import Site, SiteRegistry
 
 log = logging.getLogger("btswarm.tracker.announcer")
@@ -95,6 +95,10 @@ class Announcer:
         if not self.known(h):
             self.metrics.announce_unknown.inc()
             return self._failure_unknown
+        if self.sites.stuck and (ann.ip, ann.port) in self.sites.stuck.get(h, ()):
+            # A site's own seed whose storage hangs, announcing: out of the swarm, whatever it says,
+            # until its site says it recovered (site_beat puts it back).
+            ann = ann._replace(event="stopped")
         site = self.sites.site_of(ann.ip) if self.sites.holders else None
         try:
             view = self.store.announce(h, ann.ip, ann.port, ann.peer_id, ann.seed, ann.event,
@@ -220,22 +224,35 @@ class Announcer:
         announce is lost the swarm keeps a seed that turns peers away, and no
         start is asked of any site until the entry expires (two intervals).
         The heartbeat that follows the stop, sent at once, settles it.
+
+        A seed the site says is stuck (its storage hangs) is taken out of the
+        swarm at every beat (another tracker process may have recorded its
+        announce meanwhile), so announces neither get it nor count it and a
+        start is asked of another site; once the site says it recovered, it
+        is a seed of the swarm again at once.
         """
         before = self.sites.get(site.name)
         await resolve(self.sites.beat(site))
+        endpoints = [parse_hostport(e) for e in site.peers]
+        for info_hash in site.stuck:
+            for host, port in endpoints:
+                await resolve(self.store.remove(info_hash, host, port))
         if before is None:
             return
         for info_hash in before.seeding - site.seeding:
-            for endpoint in site.peers:
-                host, port = parse_hostport(endpoint)
+            for host, port in endpoints:
                 await resolve(self.store.remove(info_hash, host, port))
+        for info_hash in (before.stuck - site.stuck) & site.seeding:
+            for ep in endpoints:
+                await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep), site.name))
 
     def holding_sites(self, info_hash: bytes) -> list[str]:
         """Sites that hold H now: up, and listing it in their last heartbeat (the repository lists
         their web seeds, and only theirs)."""
         registry = self.sites
+        # Not a site whose seed of H is stuck: its web seed reads the same hanging storage.
         return sorted(n for n in registry.holders.get(info_hash, ())
-                      if (s := registry.get(n)) is not None and registry.is_up(s))
+                      if (s := registry.get(n)) is not None and registry.is_up(s) and info_hash not in s.stuck)
 
     async def seeding_sites(self, info_hash: bytes) -> list[str]:
         """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm."""

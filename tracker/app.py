@@ -163,7 +163,7 @@ async def list_sites(request: web.Request) -> web.Response:
     return web.json_response({"sites": [
         {"name": s.name, "control_url": s.control_url, "peers": list(s.peers), "up": registry.is_up(s),
          "last_seen": int(s.last_seen), "load": s.load, "capacity": s.capacity, "can_seed": len(s.can_seed),
-         "seeding": sorted(h.hex() for h in s.seeding)}
+         "seeding": sorted(h.hex() for h in s.seeding), "stuck": sorted(h.hex() for h in s.stuck)}
         for s in registry.all()]})
 
 

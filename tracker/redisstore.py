@@ -294,7 +294,8 @@ class RedisSiteRegistry(SiteRegistry):
             writes.append(self.client.call(b"SET", self._can_key(site.name), b"".join(sorted(site.can_seed))))
             self._can[site.name] = (digest, site.can_seed)
         doc = {"control_url": site.control_url, "peers": list(site.peers),
-               "seeding": sorted(h.hex() for h in site.seeding), "load": site.load, "capacity": site.capacity,
+               "seeding": sorted(h.hex() for h in site.seeding), "stuck": sorted(h.hex() for h in site.stuck),
+               "load": site.load, "capacity": site.capacity,
                "last_seen": site.last_seen, "seen": site.seen_mono, "can": digest}
         # The can_seed blob is written before the document that names its digest.
         writes.append(self.client.call(b"HSET", self.key, site.name, json.dumps(doc)))
@@ -328,7 +329,8 @@ class RedisSiteRegistry(SiteRegistry):
                             can_seed=self._can.get(name, ("", frozenset()))[1],
                             seeding=old.seeding if old is not None and old.seeding == seeding else seeding,
                             load=int(d.get("load", 0)), capacity=int(d.get("capacity", 0)),
-                            last_seen=float(d.get("last_seen", 0)), seen_mono=float(d.get("seen", 0)))
+                            last_seen=float(d.get("last_seen", 0)), seen_mono=float(d.get("seen", 0)),
+                            stuck=frozenset(bytes.fromhex(h) for h in d.get("stuck", [])))
             except (KeyError, TypeError, ValueError):
                 log.warning("%s: malformed site document in Redis; ignored", name[:60])
                 continue

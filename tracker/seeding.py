@@ -209,7 +209,8 @@ class SeedStarter:
         found = []
         for name in names:
             site = self.sites.get(name)
-            if site is not None and name not in backed_off and self.sites.is_up(site):
+            # A site whose seed of H is stuck (its storage hangs) would answer with that seed again.
+            if site is not None and name not in backed_off and self.sites.is_up(site) and info_hash not in site.stuck:
                 found.append(site)
         ordered = order_sites(found, info_hash, self._rotation)
         self._rotation += 1

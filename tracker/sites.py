@@ -3,7 +3,9 @@
 A site is up while its heartbeats keep coming; after three missed beats it
 is down and no seed is asked of it (its info-hashes stay known: the data
 did not go away). `holders` indexes which sites can seed which info-hash,
-rebuilt per heartbeat, so an announce looks it up in O(1).
+rebuilt per heartbeat, so an announce looks it up in O(1); `stuck` which
+seeds' endpoints the sites say are stuck (their storage hangs: btserver/stuck.py),
+which are neither handed out nor counted until the site says they recovered.
 
 SiteRegistry keeps the sites in this process; RedisSiteRegistry
 (tracker/redisstore.py) keeps the same view, written through to Redis and
@@ -41,6 +43,11 @@ class Site:
     capacity: int
     last_seen: float  # wall clock, shown to users
     seen_mono: float = field(default=0.0, repr=False)  # monotonic, for up/down
+    stuck: frozenset[bytes] = frozenset()  # its seeds whose storage hangs: not handed out, not counted
+
+    @property
+    def peer_endpoints(self) -> frozenset[tuple[str, int]]:
+        return frozenset(parse_hostport(p) for p in self.peers)
 
     @property
     def peer_ips(self) -> frozenset[str]:
@@ -94,7 +101,8 @@ def parse_heartbeat(site: str, body: Any, *, now: float, mono: float) -> Site:
     return Site(name=site, control_url=control_url.rstrip("/"),
                 peers=tuple(_endpoint(p, site) for p in peers),
                 can_seed=_hashes(body, "can_seed", site), seeding=_hashes(body, "seeding", site),
-                load=numbers["load"], capacity=numbers["capacity"], last_seen=now, seen_mono=mono)
+                load=numbers["load"], capacity=numbers["capacity"], last_seen=now, seen_mono=mono,
+                stuck=_hashes(body, "stuck", site))
 
 
 class SiteRegistry:
@@ -104,6 +112,7 @@ class SiteRegistry:
         self.clock = clock
         self._sites: dict[str, Site] = {}
         self.holders: dict[bytes, tuple[str, ...]] = {}
+        self.stuck: dict[bytes, frozenset[tuple[str, int]]] = {}  # info-hash → endpoints of stuck seeds
         self._networks = [(site, ipaddress.ip_network(net, strict=False))
                           for site, nets in (networks or {}).items() for net in nets]
         self._ip_site: dict[str, str] = {}
@@ -119,7 +128,7 @@ class SiteRegistry:
     def load(self, sites: list[Site]) -> None:
         """Replace the view with `sites`; the indexes are rebuilt only if what they hold changed."""
         def index_key(ss: dict[str, Site]) -> dict[str, tuple]:
-            return {n: (s.can_seed, s.seeding, s.peers) for n, s in ss.items()}
+            return {n: (s.can_seed, s.seeding, s.peers, s.stuck) for n, s in ss.items()}
         new = {s.name: s for s in sites}
         changed = index_key(new) != index_key(self._sites)
         self._sites = new
@@ -129,13 +138,17 @@ class SiteRegistry:
     def _reindex(self) -> None:
         holders: dict[bytes, list[str]] = {}
         ip_site: dict[str, str] = {}
+        stuck: dict[bytes, frozenset[tuple[str, int]]] = {}
         for s in self._sites.values():
             for h in s.can_seed | s.seeding:
                 holders.setdefault(h, []).append(s.name)
             for ip in s.peer_ips:
                 ip_site.setdefault(ip, s.name)
+            for h in s.stuck:
+                stuck[h] = stuck.get(h, frozenset()) | s.peer_endpoints
         self.holders = {h: tuple(names) for h, names in holders.items()}
         self._ip_site = ip_site
+        self.stuck = stuck
 
     def get(self, name: str) -> Site | None:
         return self._sites.get(name)

@@ -228,8 +228,9 @@ async def test_heartbeat_body_follows_the_contract_and_comes_at_once_on_change(p
                            what="a heartbeat listing the dataset")
         path = tracker.calls[0][0]
         assert path == f"/api/sites/{SITE}/heartbeat"
-        assert set(beat) == {"site", "kind", "control_url", "peers", "can_seed", "seeding", "load", "capacity"}
-        assert beat["kind"] == "T2"
+        assert set(beat) == {"site", "kind", "control_url", "peers", "can_seed", "seeding", "stuck", "load",
+                             "capacity"}
+        assert beat["kind"] == "T2" and beat["stuck"] == []
         assert (beat["site"], beat["control_url"], beat["seeding"], beat["load"], beat["capacity"]) == \
             (SITE, url, [], 0, 50)
         assert beat["peers"][0].startswith("127.0.0.2:")
