@@ -400,14 +400,14 @@ def arrival_run(fed: bl.Federation, work: Path, ds: dict, k: int, fuse_pid: int,
                 site1_idle: bool, detecting: bool) -> dict:
     """The first T3 freezes site2's storage a third of the way in; once it is done (and stuck_after + 3 s after
     the freeze) a second T3 starts; site2 is continued after it. The second one's time, sources, bytes."""
-    from btswarm.demo import compare_trees
+    from btswarm.trees import compare_trees
 
     name, size = ds["name"], ds["bytes"]
     info_hash = fed.info_hash(name)
     restart_seed(fed, "site2", info_hash)
     drop_cached(fuse_mount)
     seeds_everywhere(fed, info_hash)
-    site_ips = [s["control_url"].split("//")[1].rsplit(":", 1)[0] for s in fed.sites]
+    site_ips = [s.control_url.split("//")[1].rsplit(":", 1)[0] for s in fed.sites]
     first_out, second_out = bl.fresh_dir(work / "arrival-1"), bl.fresh_dir(work / "arrival-2")
     start = fed.link_bytes()
     stuck_seen = None

@@ -22,7 +22,7 @@ from urllib.parse import quote_from_bytes
 import pytest
 
 from btswarm import plan
-from btswarm.demo import compare_trees
+from btswarm.trees import compare_trees
 from tests.faults.conftest import get_json, start_federation
 from tests.support import command, wait_for
 from torrents import bencoding, sample
