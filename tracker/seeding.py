@@ -234,6 +234,12 @@ class SeedStarter:
         outcome = "failed"
         try:
             assert self.session is not None
+            # Won the claim, but the swarm was read before it: another process's whole start here
+            # (claim, request, seed added, claim released) may fit in between on a loaded host. Its
+            # seed was added before its claim went, so it shows in the swarm read now: ask only if not.
+            if site.name in (await self._seeding(info_hash))[1]:
+                outcome = "seeding"
+                return None
             status, data = await signed_request(
                 self.session, "POST", f"{site.control_url}/api/seeds", site=site.name,
                 secret=self.config.site_secrets[site.name], payload={"info_hash": hex_hash}, timeout=self.config.start_timeout)
@@ -257,7 +263,7 @@ class SeedStarter:
             log.warning("%s: seed start at %s failed: %s", hex_hash, site.name,
                         client_error(exc, tls.hint("tracker")))
         finally:
-            if self.outcomes is not None:
+            if self.outcomes is not None and outcome != "seeding":  # no request was sent
                 self.outcomes.seed_start(outcome, self.clock() - t0)
             await self._finish(info_hash, site.name, outcome)
         return None
@@ -267,7 +273,7 @@ class SeedStarter:
         try:
             if outcome == "not_found":
                 await resolve(self.state.back_off(site, self.config.site_backoff, info_hash))
-            elif outcome != "started":
+            elif outcome not in ("started", "seeding"):
                 await resolve(self.state.back_off(site, self.config.site_backoff))
                 log.info("%s: backing off for %.0f s (%s)", site, self.config.site_backoff, outcome)
             await resolve(self.state.release(info_hash, site))

@@ -14,6 +14,7 @@ import pytest
 
 from btswarm.redisserver import RedisServer
 from torrents import bencoding
+from tracker.app import ANNOUNCER
 from tracker.config import TrackerConfig
 from tracker.peerstore import resolve
 from tracker.redisstore import RedisPeerStore
@@ -128,6 +129,50 @@ async def test_200_first_announces_over_two_trackers_start_one_seed_per_site(mak
         with_seed = sum(1 for x in answers if b"\x7f\x00\x00\x02\x1a\xe1" in x[b"peers"]
                         or b"\x7f\x00\x00\x03\x1a\xe1" in x[b"peers"])
         assert with_seed == 200, "announces at the other tracker waited for the start too"
+
+
+class LateClaims:
+    """A tracker's RedisStartState whose claims go out only once `go` is set: the loaded host whose
+    announce read the claims and the swarm, then ran late while the other tracker did a whole start."""
+
+    def __init__(self, state, go: asyncio.Event) -> None:
+        self.state, self.go = state, go
+        self.waiting = asyncio.Event()
+
+    def __getattr__(self, name: str):
+        return getattr(self.state, name)
+
+    async def claim(self, info_hash: bytes, site: str, ttl: float) -> bool:
+        self.waiting.set()
+        await asyncio.wait_for(self.go.wait(), 10)
+        return await self.state.claim(info_hash, site, ttl)
+
+
+async def test_a_start_the_other_tracker_finished_before_this_one_claimed_is_not_asked_again(make_app, redis_server):
+    prefix = f"r{secrets.token_hex(4)}:"
+    config = redis_config(redis_server.url, prefix, start_wait=3.0)
+    a, b = await make_app(config), await make_app(config)
+    async with StandInSite("site1", "127.0.0.2", delay=0) as s1:
+        for app in (a, b):
+            assert await heartbeat(app, "site1", beat_body("site1", s1.url, ["127.0.0.2:6881"], [H])) == 200
+        starter_a, starter_b = (app.server.app[ANNOUNCER].starter for app in (a, b))
+        done = asyncio.Event()
+        release = starter_a.state.release
+
+        async def released(info_hash: bytes, site: str) -> None:
+            await release(info_hash, site)
+            done.set()
+
+        starter_a.state.release = released
+        starter_b.state = late = LateClaims(starter_b.state, done)
+        # B's announce finds no claim and no seed, and is held just before it claims...
+        at_b = asyncio.ensure_future(announce(b, query(H, b"-TT0001-000000000001", port=7001)))
+        await asyncio.wait_for(late.waiting.wait(), 5)
+        # ...while A claims, asks site1, adds its seed and gives the claim up; then B's claim succeeds.
+        at_a = await announce(a, query(H, b"-TT0001-000000000002", port=7002))
+        at_b = await asyncio.wait_for(at_b, 10)
+        assert done.is_set() and s1.posts == [H.hex()], f"site1 asked {len(s1.posts)} times"
+        assert at_a[b"complete"] == 1 and at_b[b"complete"] == 1 and b"\x7f\x00\x00\x02\x1a\xe1" in at_b[b"peers"], at_b
 
 
 async def test_a_claim_left_by_a_dead_tracker_expires_and_the_next_announce_starts_the_seed(make_app, redis_server):
