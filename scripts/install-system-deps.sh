@@ -9,8 +9,8 @@
 # the batch-array tests (slurm-wlm, munge: btswarm/localslurm.py configures and starts its
 # own daemons; the packages' own services are not used); openssl (the TLS tests make their own CA)
 # and systemd for systemd-analyze, which checks deploy/systemd/ (it needs no systemd running: in a
-# container without it as PID 1 the package installs and `systemd-analyze verify` works). Installs
-# only what is missing.
+# container without it as PID 1 the package installs and `systemd-analyze verify` works); tmux, the
+# real terminal of bt-get's display test. Installs only what is missing.
 set -euo pipefail
 
 declare -A need=(
@@ -20,7 +20,7 @@ declare -A need=(
   [qbittorrent-nox]=qbittorrent-nox [rtorrent]=rtorrent [ctorrent]=ctorrent
   [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-wlm [sacct]=slurm-wlm [munged]=munge
   [redis-server]=redis-server
-  [openssl]=openssl [systemd-analyze]=systemd
+  [openssl]=openssl [systemd-analyze]=systemd [tmux]=tmux
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -99,7 +99,11 @@ def test_a_libtorrent_client_downloads_a_dataset_from_a_running_daemon(procs, tm
     for f in data.iterdir():
         assert (got / f.name).read_bytes() == f.read_bytes(), f.name
 
-    wait_for(lambda: uploaded_metric(url) == ds["total_size"], timeout=10, what="upload counted in /metrics")
+    # Every byte sent, counted: the dataset, and a block or two more when a loaded client timed a
+    # request out and asked again (payload counts what went out).
+    def counted(value: float | None) -> bool:
+        return value is not None and ds["total_size"] <= value <= ds["total_size"] + 4 * 16384
+    wait_for(lambda: counted(uploaded_metric(url)), timeout=10, what="upload counted in /metrics")
     shown = subprocess.run([command("bt-server"), "status", "--url", url], capture_output=True, text=True,
                            timeout=20)
     assert shown.returncode == 0
@@ -107,7 +111,7 @@ def test_a_libtorrent_client_downloads_a_dataset_from_a_running_daemon(procs, tm
         shown.stdout  # the name whole, last
     as_json = json.loads(subprocess.run([command("bt-server"), "status", "--url", url, "--json"],
                                         capture_output=True, text=True, timeout=20).stdout)
-    assert as_json["uploaded_total"] == ds["total_size"] and as_json["hash_failures"] == 0
+    assert counted(as_json["uploaded_total"]) and as_json["hash_failures"] == 0
 
     assert proc.stop() == 0
     log = proc.log()
