@@ -53,7 +53,7 @@ from typing import Iterator
 
 import benchlib as bl
 
-from btswarm import shaping
+from btswarm import frozenfs, shaping
 
 SCENARIOS = ("single", "swarm", "batch", "hetero", "smallfiles", "hung", "arrival")
 TARGETS = {
@@ -290,35 +290,6 @@ def single_only(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: i
 
 
 # --- a site that hangs ------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def bindfs(src: Path, mnt: Path, work: Path) -> Iterator[int]:
-    """`bindfs -f SRC MNT` (a FUSE pass-through); its PID: SIGSTOP it and every read below MNT blocks."""
-    mnt.mkdir(parents=True, exist_ok=True)
-    procs = bl.Procs()
-    proc = procs.start(["bindfs", "-f", "--no-allow-other", str(src), str(mnt)], work / "bindfs.log")
-    try:
-        bl.wait_for(lambda: os.path.ismount(mnt) or proc.poll() is not None, 20, "bindfs to mount")
-        if proc.poll() is not None:
-            raise SystemExit(f"bindfs exited {proc.returncode}: {(work / 'bindfs.log').read_text()[-500:]}")
-        yield proc.pid
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGCONT)
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, timeout=30)
-        procs.stop_all()
-
-
-def drop_cached(directory: Path) -> None:
-    """Evict the files' pages (POSIX_FADV_DONTNEED on each), so reads go to the FUSE daemon again."""
-    for p in directory.rglob("*"):
-        if p.is_file():
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-
-
 def restart_seed(fed: bl.Federation, site: str, info_hash: str) -> None:
     """Stop and start `site`'s seed (it closes and reopens its files: nothing of them stays mapped)."""
     from torrents import auth
@@ -377,7 +348,7 @@ def hung(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int, fuse_pi
             site_pid = fed.site_pids()["site2"]
             if fault == "fuse":
                 restart_seed(fed, "site2", info_hash)
-                drop_cached(fuse_mount)
+                frozenfs.drop_cached(fuse_mount)
             seeds_everywhere(fed, info_hash)
             r = hung_run(fed, work, ds, k % CLIENTS, fault, site_pid, fuse_pid)
             k += 1
@@ -405,7 +376,7 @@ def arrival_run(fed: bl.Federation, work: Path, ds: dict, k: int, fuse_pid: int,
     name, size = ds["name"], ds["bytes"]
     info_hash = fed.info_hash(name)
     restart_seed(fed, "site2", info_hash)
-    drop_cached(fuse_mount)
+    frozenfs.drop_cached(fuse_mount)
     seeds_everywhere(fed, info_hash)
     site_ips = [s.control_url.split("//")[1].rsplit(":", 1)[0] for s in fed.sites]
     first_out, second_out = bl.fresh_dir(work / "arrival-1"), bl.fresh_dir(work / "arrival-2")
@@ -539,10 +510,10 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
             for d in (one, two):
                 d.mkdir()
                 subprocess.run(["cp", "-al", str(big["root"]), str(d / big["name"])], check=True)
-            with bindfs(two, mount, work) as fuse_pid, \
+            with frozenfs.bindfs(two, mount, work / "bindfs.log") as fuse, \
                     bl.federation(work / "fed2", [one, mount], sites=2,
                                   args=shaped_args(rate, client_rate)) as fed:
-                doc["hung"] = hung(fed, work, big, runs, rate, fuse_pid, mount)
+                doc["hung"] = hung(fed, work, big, runs, rate, fuse.pid, mount)
     if "arrival" in only:
         with noted(doc, "arrival"):
             doc["arrival"] = {}
@@ -552,11 +523,11 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
                 for d in (one, two):
                     d.mkdir()
                     subprocess.run(["cp", "-al", str(big["root"]), str(d / big["name"])], check=True)
-                with bindfs(two, mount, work) as fuse_pid, \
+                with frozenfs.bindfs(two, mount, work / "bindfs.log") as fuse, \
                         bl.federation(work / f"fed-arrival-{mode}", [one, mount], sites=2,
                                       args=shaped_args(rate, client_rate),
                                       env={"BTSWARM_SERVER_STUCK_AFTER": after}) as fed:
-                    doc["arrival"][mode] = arrival(fed, work, big, runs, rate, fuse_pid, mount, mode == "after")
+                    doc["arrival"][mode] = arrival(fed, work, big, runs, rate, fuse.pid, mount, mode == "after")
     return doc
 
 

@@ -8,7 +8,6 @@ Shaped links (`btswarm up --site-link`), so that the transfer lasts long enough 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -21,7 +20,7 @@ from urllib.parse import quote_from_bytes
 
 import pytest
 
-from btswarm import plan
+from btswarm import frozenfs, plan
 from btswarm.trees import compare_trees
 from tests.faults.conftest import get_json, start_federation
 from tests.support import command, wait_for
@@ -39,42 +38,6 @@ def _need_fuse() -> None:
     missing = [c for c in ("bindfs", "fusermount3") if shutil.which(c) is None]
     if missing or not os.path.exists("/dev/fuse"):
         pytest.skip(f"needs {', '.join(missing) or '/dev/fuse'} (scripts/install-system-deps.sh installs bindfs)")
-
-
-@contextlib.contextmanager
-def bindfs(src: Path, mnt: Path, log: Path):
-    """`bindfs -f SRC MNT`; its process. Always continued and unmounted at the end: a stopped FUSE daemon
-    left mounted hangs anything that stats the mount."""
-    mnt.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(["bindfs", "-f", "--no-allow-other", str(src), str(mnt)], stdout=out, stderr=out,
-                                start_new_session=True)
-    try:
-        wait_for(lambda: os.path.ismount(mnt) or proc.poll() is not None, timeout=20, what="bindfs to mount")
-        assert proc.poll() is None, f"bindfs exited {proc.returncode}: {log.read_text()[-500:]}"
-        yield proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGCONT)
-        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True, timeout=30)
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
-def drop_cached(directory: Path) -> None:
-    """Evict the files' pages, so that the site's reads go to the FUSE daemon (it hashed them at start)."""
-    for p in directory.rglob("*"):
-        if p.is_file():
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
 
 
 def announce_peers(tracker: str, info_hash: str, port: int) -> set[str]:
@@ -97,7 +60,7 @@ def test_site_with_frozen_storage_is_stuck_dropped_by_the_tracker_and_recovers(t
     replica2, mount = tmp_path / "data2", tmp_path / "data2-fuse"
     shutil.copytree(tmp_path / "data1", replica2)
     procs: list[subprocess.Popen] = []
-    with bindfs(replica2, mount, tmp_path / "bindfs.log") as fuse:
+    with frozenfs.bindfs(replica2, mount, tmp_path / "bindfs.log") as fuse:
         fed = start_federation(tmp_path, "--sites", "2", "--data", str(tmp_path / "data1"), "--data", str(mount),
                                "--heartbeat", "1s", "--site-link", "16mbit", "--client-link", "100mbit",
                                "--client-addresses", "2", env={"BTSWARM_SERVER_STUCK_AFTER": f"{STUCK_AFTER}s"})
@@ -105,7 +68,7 @@ def test_site_with_frozen_storage_is_stuck_dropped_by_the_tracker_and_recovers(t
         try:
             with fed.inside():
                 ih = fed.info_hash(fed.dataset)
-            drop_cached(mount)
+            frozenfs.drop_cached(mount)
 
             def bt_get(k: int, out: Path) -> subprocess.Popen:
                 with fed.inside():
