@@ -5,9 +5,11 @@ Import it as `from tests.support import ...` (pytest runs with pythonpath = .).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -72,3 +74,18 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+async def until(predicate, timeout: float = 10.0, what: str = "condition", interval: float = 0.05):
+    """wait_for inside an event loop: `predicate()` (a value or a coroutine) until truthy, returned;
+    AssertionError after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(interval)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 from aiohttp import ClientSession
 
+from tests.support import until
 from torrents import auth
 from btserver.config import ServerConfig
 from torrents.sample import generate
@@ -20,18 +20,6 @@ from btserver.inventory import Inventory
 from btserver.seeder import Seeder
 
 SITE, SECRET = "site1", "test-secret"
-
-
-async def until(predicate, timeout: float = 10.0, what: str = "condition"):
-    """Await `predicate()` (a coroutine function) until truthy; fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def config(tmp_path: Path, **kw) -> ServerConfig:

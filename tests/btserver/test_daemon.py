@@ -27,7 +27,7 @@ from torrents.errors import AuthError
 from torrents.sample import generate
 from torrents.servicekit.web import signed_request
 
-from tests.support import command, free_port, wait_for
+from tests.support import command, free_port, until, wait_for
 
 SITE, SECRET = "site1", "daemon-test-secret"
 NAME = "data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051203"
@@ -175,19 +175,6 @@ class Recorder:
     async def stop(self) -> None:
         if self.runner:
             await self.runner.cleanup()
-
-
-async def until(predicate, timeout: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.slow

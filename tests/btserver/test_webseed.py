@@ -22,7 +22,7 @@ from torrents import urls
 from torrents.errors import ConfigError
 from torrents.sample import generate
 
-from tests.btserver.test_app import until
+from tests.support import until
 
 SITE, SECRET = "site1", "test-secret"
 
@@ -131,11 +131,15 @@ async def test_paths_outside_the_farm_are_404_and_nothing_outside_the_roots_is_s
 
 async def test_concurrent_requests_beyond_the_cap_wait_then_get_503(site):
     # 1 request at a time, at 200 kB/s: one whole file (~200 kB) keeps the only slot for about a second.
-    _, base, root = await site(web_max_requests=1, web_queue_timeout=0.3, web_rate_limit=200_000)
+    control, base, root = await site(web_max_requests=1, web_queue_timeout=0.3, web_rate_limit=200_000)
     path, other = sorted((root / "ds.one").iterdir())[:2]
     async with aiohttp.ClientSession() as http:
         first = asyncio.ensure_future(http.get(file_url(base, "ds.one", path.name)))
-        await asyncio.sleep(0.1)
+
+        async def holding_the_slot():
+            doc = await (await control.get("/api/status")).json()
+            return any(s["active_requests"] for s in doc["web"]["serving"])
+        await until(holding_the_slot, what="the first request to hold the only slot")
         async with http.get(file_url(base, "ds.one", other.name)) as r:
             assert r.status == 503 and r.headers["Retry-After"] == "5"
             assert "1 requests in flight" in await r.text()

@@ -20,6 +20,7 @@ from tracker.peerstore import resolve
 from tracker.redisstore import RedisPeerStore
 from tracker.resp import RedisClient, StoreUnavailable
 
+from tests.support import until
 from tests.tracker.conftest import client_factory
 from tests.tracker.helpers import SECRETS, announce, beat_body, get_raw, heartbeat, query
 from tests.tracker.test_seeding import StandInSite
@@ -76,7 +77,7 @@ async def test_redis_gone_gives_a_failure_reason_in_bounded_time_and_the_tracker
 
         async def ok() -> bool:
             return b"interval" in await announce_raw(app, query(H, port=7003))
-        assert await wait_async(ok, 5), "the tracker reconnects by itself"
+        await until(ok, 5, what="the tracker reconnects by itself")
 
 
 async def test_a_hung_redis_costs_an_announce_at_most_the_redis_timeout(make_app, tmp_path):
@@ -94,7 +95,7 @@ async def test_a_hung_redis_costs_an_announce_at_most_the_redis_timeout(make_app
 
         async def ok() -> bool:
             return b"interval" in await announce_raw(app, query(H, port=7003))
-        assert await wait_async(ok, 5)
+        await until(ok, 5, what="announces answered again once Redis is continued")
 
 
 async def test_any_tracker_answers_any_announce_the_same_way(make_app, redis_server):
@@ -107,7 +108,7 @@ async def test_any_tracker_answers_any_announce_the_same_way(make_app, redis_ser
 
     async def known_at_b() -> bool:
         return b"failure reason" not in await announce_raw(b, query(H, port=7001))
-    assert await wait_async(known_at_b, 3), "b learns the site from Redis"
+    await until(known_at_b, 3, what="b learns the site from Redis")
     answer = await announce(b, query(H, b"-TT0001-000000000002", port=7002))
     assert answer[b"complete"] == 1 and answer[b"incomplete"] == 2
     assert b"\x7f\x00\x00\x01\x1a\xe1" in answer[b"peers"]  # handed out by b
@@ -217,15 +218,6 @@ async def announce_raw(app, q: str) -> bytes:
     return body
 
 
-async def wait_async(predicate, timeout: float, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await predicate():
-            return True
-        await asyncio.sleep(interval)
-    return False
-
-
 async def test_a_redis_restarted_empty_gets_the_registry_back_at_the_next_heartbeat(make_app, tmp_path):
     with RedisServer(tmp_path / "redis") as server:
         prefix = f"r{secrets.token_hex(4)}:"
@@ -233,12 +225,12 @@ async def test_a_redis_restarted_empty_gets_the_registry_back_at_the_next_heartb
         site = beat_body("site1", "http://127.0.0.2:9", ["127.0.0.2:6881"], [H])
         assert await heartbeat(a, "site1", site) == 200
         server.restart()  # empty: nothing is persisted
-        await wait_async(lambda: heartbeat_ok(a, site), 5)
+        await until(lambda: heartbeat_ok(a, site), 5, what="a heartbeat to be taken again")
         b = await make_app(redis_config(server.url, prefix))  # a tracker started after the restart
 
         async def known_at_b() -> bool:
             return b"failure reason" not in await announce_raw(b, query(H, port=7001))
-        assert await wait_async(known_at_b, 3), "b reads site1's can_seed from the new Redis"
+        await until(known_at_b, 3, what="b reads site1's can_seed from the new Redis")
 
 
 async def heartbeat_ok(app, body) -> bool:
