@@ -77,22 +77,18 @@ class Client:
         except TimeoutError:
             raise RepoError(_base(url), f"no answer in time{self.hint}") from None
 
-    async def _json(self, url: str) -> tuple[int, Any]:
-        status, body = await self._get(url, MAX_JSON, "answer")
+    async def _api(self, path: str) -> tuple[int, Any]:
+        """GET the repository's JSON API at `path`; an answer that is not JSON is no repository."""
+        status, body = await self._get(f"{self.repo}{path}", MAX_JSON, "answer")
         try:
             return status, json.loads(body) if body else None
         except ValueError:
-            raise RepoError(url, f"answered HTTP {status} with something that is not JSON") from None
+            raise RepoError(self.repo, f"not a btswarm repository (its answer is not the JSON API){self.hint}") \
+                from None
 
     async def dataset(self, name: str) -> dict[str, Any]:
         """GET /api/datasets/{name}; NotFound with suggestions on 404."""
-        try:
-            status, doc = await self._json(f"{self.repo}{urls.dataset_api(name)}")
-        except RepoError as exc:
-            if "not JSON" in exc.problem:
-                raise RepoError(self.repo, f"not a btswarm repository (its answer is not the JSON API){self.hint}") \
-                    from None
-            raise
+        status, doc = await self._api(urls.dataset_api(name))
         if status == 404:
             if not (isinstance(doc, dict) and str(doc.get("error", "")).endswith("no such dataset")):
                 raise RepoError(self.repo, f"not a btswarm repository (GET {urls.dataset_api(name)} answered 404 "
@@ -119,7 +115,7 @@ class Client:
         return body
 
     async def search(self, query: str) -> list[str]:
-        status, doc = await self._json(f"{self.repo}/api/datasets?q={quote(query, safe='')}&per_page=100")
+        status, doc = await self._api(f"/api/datasets?q={quote(query, safe='')}&per_page=100")
         if status != 200 or not isinstance(doc, dict):
             return []
         return [d["name"] for d in doc.get("datasets", []) if isinstance(d, dict) and isinstance(d.get("name"), str)]
@@ -129,13 +125,7 @@ class Client:
         """One page of GET /api/datasets (with each row's live swarm when `swarm`): the answer as is."""
         path = (f"/api/datasets?q={quote(query, safe='')}&page={page}&per_page={per_page}&sort={sort}"
                 + ("&swarm=1" if swarm else ""))
-        try:
-            status, doc = await self._json(f"{self.repo}{path}")
-        except RepoError as exc:
-            if "not JSON" in exc.problem:
-                raise RepoError(self.repo, f"not a btswarm repository (its answer is not the JSON API){self.hint}") \
-                    from None
-            raise
+        status, doc = await self._api(path)
         if status != 200 or not isinstance(doc, dict) or not isinstance(doc.get("datasets"), list):
             if status == 404:
                 raise RepoError(self.repo, f"not a btswarm repository (GET /api/datasets answered 404){self.hint}")
