@@ -238,7 +238,7 @@ class Seeder:
                 atp.max_uploads = self.upload_slots
             handle = self._ses.add_torrent(atp)
             seed = Seed(info_hash, entry.name, handle, time.time(), now, now, save_path=entry.save_path,
-                        files=info.files(), watch=StuckWatch(self.stuck_after))
+                        files=info.layout(), watch=StuckWatch(self.stuck_after))
             self._seeds[info_hash] = seed
             self._gauge()
         self.on_change()

@@ -102,7 +102,8 @@ def _answer(seed: WebSeed, status: int, text: str, **headers: str) -> web.Respon
 async def serve_file(request: web.Request) -> web.StreamResponse:
     seed = request.app[WEBSEED]
     name, lfn = request.match_info["name"], request.match_info["lfn"]
-    found = seed.lookup(name, lfn)
+    # The first request for a version reads and parses its .torrent: not on the loop.
+    found = await asyncio.get_running_loop().run_in_executor(None, seed.lookup, name, lfn)
     if found is None:
         return _answer(seed, 404, f"{name}/{lfn}: not served here")
     prepared, entry = found
