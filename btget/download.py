@@ -25,7 +25,7 @@ from torrents import metainfo
 from torrents.errors import BtswarmError
 from torrents.metainfo import Metainfo
 
-from btget import plan, timeline, verify, webseeds
+from btget import links, plan, timeline, verify, webseeds
 from btget.report import WorkerReport
 from btget.errors import Blocked, Interrupted, TransferError, VerifyFailed
 from btget.events import Connect, Event, Listening, Progress, Stop, Tick, Verified, WebSeeds, WorkerGone
@@ -208,6 +208,8 @@ def run(job: Job, display: Display) -> Outcome:
         display.stop()
     results: dict[str, bool] = verifier.result() if verifier is not None else {}
     executor.shutdown(wait=True)
+    if state.completed_at is not None:
+        links.restore(job.root, job.meta)
     end = state.completed_at if state.completed_at is not None else time.monotonic()
     endpoints = {f"{v.endpoint[0]}:{v.endpoint[1]}": k for k, v in state.workers.items() if v.endpoint}
     for v in state.workers.values():
