@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from torrents.errors import BtswarmError
 
-from btget import webseeds
+from btget import ratecap, webseeds
 from btget.errors import Incomplete, TrackersRefuse, TransferError
 from btget.events import (Event, Listening, Phase, Progress, TrackerReply, Verified, WebSeedBanned, WorkerFailed,
                           WorkerGone)
@@ -36,6 +36,8 @@ class Policy:
     verify: bool = False  # the record has checksums for the selected files
     trackers: tuple[str, ...] = ()  # the torrent's (when every one says no for good, the run ends)
     web: webseeds.Rule = webseeds.Rule()  # when to use the sites' web seeds
+    max_rate: int = 0  # bytes/s for the whole run, all workers together (0: none)
+    max_upload_rate: int = 0
 
 
 class Ending(enum.Enum):
@@ -91,7 +93,14 @@ class SetWebSeeds:
     probe: bool = False
 
 
-Action = Introduce | Show | Note | Completed | StartVerify | End | SetWebSeeds
+@dataclass(frozen=True)
+class SetRates:
+    """Each worker's part of the run's caps from now on (btget/ratecap.py split them)."""
+
+    rates: dict[int, tuple[int, int]]  # worker → (download, upload) bytes/s
+
+
+Action = Introduce | Show | Note | Completed | StartVerify | End | SetWebSeeds | SetRates
 
 
 # --- state ------------------------------------------------------------------------------------
@@ -121,6 +130,7 @@ class RunState:
     verified: bool = False
     ended: End | None = None
     web: webseeds.State | None = None
+    download_caps: dict[int, int] = field(default_factory=dict)  # what each worker was last told
 
     @classmethod
     def start(cls, policy: Policy, now: float) -> "RunState":
@@ -172,7 +182,7 @@ def step(state: RunState, event: Event, now: float) -> list[Action]:
         return actions + _trackers_refuse(state)
     if isinstance(event, WebSeedBanned):
         return actions + _web_seeds(webseeds.banned(state.policy.web, _web(state), event.url), warning=True)
-    actions += _introductions(state) + _progress(state, now)
+    actions += _introductions(state) + _progress(state, now) + _rates(state)
     if state.ended is None:
         actions += _web_seeds(webseeds.decide(state.policy.web, _web(state), _seen(state), now,
                                               state.completed_at is not None))
@@ -256,6 +266,21 @@ def _progress(state: RunState, now: float) -> list[Action]:
                                        p.seed_ratio):
         return _end(state, End(Ending.SEEDED))
     return []
+
+
+def _rates(state: RunState) -> list[Action]:
+    """The run's download cap follows what each worker still has to fetch (btget/ratecap.py)."""
+    p = state.policy
+    views = state.workers
+    if not p.max_rate or not all(v.last is not None for v in views.values()):
+        return []
+    caps = ratecap.split(p.max_rate, {k: 0 if v.finished else max(0, v.last.wanted - v.last.done)  # type: ignore
+                                      for k, v in views.items()})
+    if not ratecap.changed(state.download_caps, caps):
+        return []
+    state.download_caps = caps
+    up = ratecap.even(p.max_upload_rate, len(views))
+    return [SetRates({k: (c, up) for k, c in caps.items()})]
 
 
 def _trackers_refuse(state: RunState) -> list[Action]:

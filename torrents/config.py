@@ -11,8 +11,8 @@ run a federation on one host). Environment variables BTSWARM_<SECTION>_<KEY>
 override the file, and command-line flags override both (the commands pass
 them as `overrides`). Every value is checked once, here: an unknown key or a
 value of the wrong type is an error naming the file (or variable) and the key.
-Durations (`Seconds`) and sizes (`Bytes`) are parsed the same way in files,
-the environment and flags ("5m", "16MiB"); a section's own `__post_init__`
+Durations (`Seconds`), sizes (`Bytes`) and rates (`Rate`) are parsed the same way
+in files, the environment and flags ("5m", "16MiB", "400mbit"); a section's own `__post_init__`
 may refuse values that make no sense, raising ConfigError(key, problem).
 Every error names where the value came from, in one format:
 `FILE: [section] key: problem`, `$BTSWARM_SECTION_KEY: problem`, or
@@ -32,13 +32,15 @@ from pathlib import Path
 from typing import Any, Mapping, NewType, TypeVar
 
 from torrents.errors import BtswarmError, ConfigError
-from torrents.units import parse_duration, parse_size
+from torrents.units import parse_duration, parse_rate, parse_size
 
 # The sections a config file may hold; each part reads its own.
 SECTION_NAMES = ("get", "server", "tracker", "repo")
 
 Seconds = NewType("Seconds", float)  # a duration: 30, "30s", "10m", "2h"; never negative
 Bytes = NewType("Bytes", int)  # a size: 512, "256K", "16MiB"; never negative
+Rate = NewType("Rate", int)  # bytes per second: 1048576, "50MB/s", "400mbit"; never negative
+_UNITS = {Seconds: (parse_duration, float, "duration"), Bytes: (parse_size, int, "size"), Rate: (parse_rate, int, "rate")}
 
 T = TypeVar("T")
 
@@ -164,15 +166,15 @@ def _from_env(section: str, cls: type, env: Mapping[str, str]) -> dict[str, Any]
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
-    if hint is Seconds or hint is Bytes:
-        parse = parse_duration if hint is Seconds else parse_size
+    if hint in _UNITS:
+        parse, kind, what = _UNITS[hint]
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ConfigError(where, f"expected a {'duration' if hint is Seconds else 'size'}, got {value!r}")
+            raise ConfigError(where, f"expected a {what}, got {value!r}")
         try:
-            parsed = parse(value)  # type: ignore[arg-type]
+            parsed = parse(value)  # type: ignore[operator]
         except BtswarmError as exc:
             raise ConfigError(where, f"{exc.problem}, got {value!r}") from None
-        return float(parsed) if hint is Seconds else int(parsed)
+        return kind(parsed)
     if hint is bool:
         if isinstance(value, bool):
             return value
