@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping, NewType, TypeVar
 
 from torrents.errors import BtswarmError, ConfigError
-from torrents.units import parse_duration, parse_rate, parse_size
+from torrents.units import parse_duration, parse_byte_rate, parse_size
 
 # The sections a config file may hold; each part reads its own.
 SECTION_NAMES = ("get", "server", "tracker", "repo")
@@ -40,7 +40,7 @@ SECTION_NAMES = ("get", "server", "tracker", "repo")
 Seconds = NewType("Seconds", float)  # a duration: 30, "30s", "10m", "2h"; never negative
 Bytes = NewType("Bytes", int)  # a size: 512, "256K", "16MiB"; never negative
 Rate = NewType("Rate", int)  # bytes per second: 1048576, "50MB/s", "400mbit"; never negative
-_UNITS = {Seconds: (parse_duration, float, "duration"), Bytes: (parse_size, int, "size"), Rate: (parse_rate, int, "rate")}
+_UNITS = {Seconds: (parse_duration, float, "duration"), Bytes: (parse_size, int, "size"), Rate: (parse_byte_rate, int, "rate")}
 
 T = TypeVar("T")
 

@@ -42,7 +42,7 @@ def parse_size(text: str | int) -> int:
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])?(bit|bps|b/s|ib/s|ib|b|/s)?)\s*$", re.I)
 
 
-def parse_rate(text: str | int) -> int:
+def parse_byte_rate(text: str | int) -> int:
     """A transfer rate → bytes per second. Bits as tc and network people write them, in powers
     of 1000 ('400mbit', '1gbit', '100mbps'); bytes as sizes are written here, in powers of 1024
     ('50MB/s', '50MiB/s', '50M', '512k'); a bare number is bytes per second."""
