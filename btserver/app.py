@@ -121,8 +121,9 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
         inventory=deps.inventory or Inventory(config),
         seeder=seeder,
         metrics=metrics,
-        # The tracker signs seed requests as this site, with this site's secret.
-        verifier=auth.Verifier({config.site: config.secret}),
+        # The tracker signs seed requests as this site, with this site's secret (so do `bt-server share`
+        # and `rescan` on this host): a refusal for its clock is logged as the tracker's.
+        verifier=auth.Verifier({config.site: config.secret}, signer="the tracker, signing as"),
         publish_retry=deps.publish_retry or publisher.Retry(),
         control_url=config.public_control_url(),
     )

@@ -59,7 +59,9 @@ class Verifier:
 
     def __init__(self, secrets: Mapping[str, str] | Callable[[str], str | None], *,
                  max_skew: int = MAX_SKEW, max_nonces: int = 100_000,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, signer: str = "site") -> None:
+        """`signer`: who signs, as the logs name it before the site's name ("site" → "site site2")."""
+        self.signer = signer
         self._lookup = secrets.get if isinstance(secrets, Mapping) else secrets
         self.max_skew = max_skew
         self.max_nonces = max_nonces

@@ -33,3 +33,31 @@ def test_an_offset_is_said_once_again_when_it_moves_and_once_when_in_step():
     assert r.in_step("site2") is False
     assert r.in_step("site1") is False  # never reported: nothing to say
     assert r.off("site2", 600.0) is True  # off again after being in step: news again
+
+
+def test_a_peer_clock_warns_once_per_change_and_says_when_in_step_again(caplog):
+    from torrents.servicekit.web import PeerClock
+
+    clock = PeerClock("the tracker's", "http://t:6969")
+    date = email.utils.formatdate(T0, usegmt=True)
+
+    def refusal(server_time: float) -> dict:
+        return {"error": "site2: request timestamp is -600 s off (limit 300 s)", "clock_offset_s": 600.0,
+                "limit_s": 300, "server_time": server_time}
+
+    with caplog.at_level("INFO", logger="btswarm.web"):
+        for k in range(17):  # 17 heartbeats refused, as in the issue: one warning
+            clock.answered(401, refusal(T0 + k), date, T0 + k + 600.0, T0 + k + 600.2)
+        assert (clock.refused, round(clock.offset)) == (True, 600)
+        clock.answered(401, refusal(T0), date, T0 + 660.0, T0 + 660.2)  # a minute further off: said again
+        clock.answered(200, {"ok": True}, date, T0 + 0.1, T0 + 0.3)  # set right: said once
+        clock.answered(200, {"ok": True}, date, T0 + 0.1, T0 + 0.3)
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert lines == [
+        ("WARNING", "this host's clock is 600 s ahead of the tracker's at http://t:6969: it refuses signed requests "
+                    "more than 300 s off; set this host's clock (NTP)"),
+        ("WARNING", "this host's clock is 660 s ahead of the tracker's at http://t:6969: it refuses signed requests "
+                    "more than 300 s off; set this host's clock (NTP)"),
+        ("INFO", "this host's clock agrees with the tracker's at http://t:6969 again"),
+    ]
+    assert clock.refused is False and abs(clock.offset) <= 0.5

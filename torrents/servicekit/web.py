@@ -94,12 +94,12 @@ async def read_signed(request: web.Request, verifier: auth.Verifier, max_body: i
         site = verifier.verify(request.method, request.raw_path, request.headers, body)
     except auth.StaleRequest as exc:
         if verifier.clocks.off(exc.site, exc.offset):
-            log.warning("site %s: its clock is %d s %s this host's: its signed requests are refused beyond %d s "
-                        "until its clock is set (NTP)", exc.site, abs(round(exc.offset)),
+            log.warning("%s %s: its clock is %d s %s this host's: its signed requests are refused beyond %d s "
+                        "until its clock is set (NTP)", verifier.signer, exc.site, abs(round(exc.offset)),
                         "ahead of" if exc.offset > 0 else "behind", exc.limit)
         raise
     if verifier.clocks.in_step(site):
-        log.info("site %s: its clock is within %d s of this host's again", site, verifier.max_skew)
+        log.info("%s %s: its clock is within %d s of this host's again", verifier.signer, site, verifier.max_skew)
     return site, body
 
 
