@@ -147,6 +147,17 @@ def env_name(section: str, key: str) -> str:
     return f"BTSWARM_{section.upper()}_{key.upper()}"
 
 
+def split_list(text: str) -> list[str]:
+    """A list from one environment variable: items separated by commas, and by ':' as in $PATH when
+    every item is then an absolute path. So URLs (`http://t1:6969,http://t2:6969`) and DIDs
+    (`scope:name`) stay whole, and `/data/a:/data/b` is two roots as before."""
+    out: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        pieces = [p for p in part.split(os.pathsep) if p]
+        out.extend(pieces if all(p.startswith("/") for p in pieces) else [part])
+    return [item for item in out if item]
+
+
 def _from_env(section: str, cls: type, env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     hints = typing.get_type_hints(cls)
@@ -156,7 +167,7 @@ def _from_env(section: str, cls: type, env: Mapping[str, str]) -> dict[str, Any]
             text = env[key]
             origin = typing.get_origin(hints[f.name])
             if origin is tuple:
-                out[f.name] = [s for s in text.split(os.pathsep) if s]
+                out[f.name] = split_list(text)
             elif origin in (dict, collections.abc.Mapping):  # get_origin(typing.Mapping[..]) is the abc
                 out[f.name] = dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
             else:
