@@ -1,7 +1,7 @@
 """T2 and T3 holders apart, and live seeds in listings: the real repository app, real SQLite.
 
-A T3 sharing what it fetched publishes with `"kind": "T3"` (bt-get --share, through its
-bt-server); the repository lists it beside, not among, the storage sites: in the API
+A T3 sharing what it fetched (bt-get --share, through its bt-server) is one by the repository's
+configuration (`[repo] site_kinds`); the repository lists it beside, not among, the storage sites: in the API
 (`t2_sites`, `t3_sites`, `/api/sites` kind), on the dataset page and the sites page.
 `GET /api/datasets?swarm=1` adds each row's swarm from the tracker (bt-get --search).
 """
@@ -23,7 +23,8 @@ SECRETS_T3 = {**SECRETS, "alice_T3": "secret-alice"}
 
 
 async def _repo(aiohttp_client, tmp_path, tracker: str):
-    config = RepoConfig(state=str(tmp_path / "state"), tracker=tracker, site_secrets=SECRETS_T3)
+    config = RepoConfig(state=str(tmp_path / "state"), tracker=tracker, site_secrets=SECRETS_T3,
+                        site_kinds={"alice_T3": "T3"})
     return await aiohttp_client(create_app(config))
 
 
