@@ -118,3 +118,15 @@ def test_two_trackers_share_our_redis_and_every_site_knows_both(tmp_path):
     joined = dataclasses.replace(fed, redis_port=0, redis_url="redis://127.0.0.1:6400/3")
     assert [s.label for s in plan.services(joined, Path("/bin"))][0] == "tracker"
     assert plan.configs(joined)["tracker2"]["tracker"]["redis_url"] == "redis://127.0.0.1:6400/3"
+
+
+def test_the_t3_is_a_t3_in_the_tracker_and_repository_configs(tmp_path):
+    t3 = plan.Site(plan.T3_NAME, plan.T3_IP, 7100, 7101, "t3-secret")
+    configs = plan.configs(dataclasses.replace(layout(tmp_path, 2), t3=t3))
+    for label, section, cls in (("tracker", "tracker", TrackerConfig), ("repo", "repo", RepoConfig)):
+        path = tmp_path / f"{label}.toml"
+        path.write_text(plan.toml(configs[label]))
+        loaded = load_section(section, cls, path, environ={})
+        assert loaded.site_kinds == {"t3": "T3"}
+        assert [loaded.kind_of(s) for s in ("site1", "site2", "t3")] == ["T2", "T2", "T3"]
+    assert configs["t3"]["server"]["kind"] == "T3"
