@@ -10,7 +10,7 @@ from torrents.config import default_state_dir, load_section
 from torrents.devsecret import DEV_SECRET
 from torrents.errors import ConfigError
 from torrents.hostport import check_hostport
-from torrents.sitekinds import T2, check_kinds, kind_of
+from torrents.sitekinds import T2, check_kinds, check_sites, kind_of
 
 
 @dataclass(frozen=True)
@@ -36,13 +36,20 @@ class RepoConfig:
 
     def __post_init__(self) -> None:
         check_hostport(self, "listen")
-        check_kinds("site_kinds", self.site_kinds, self.site_secrets)
-        for site in self.curators:
-            if site not in self.site_secrets or self.kind_of(site) != T2:
-                raise ConfigError("curators", f"{site}: a curator is a T2 site of site_secrets")
+        check_kinds("site_kinds", self.site_kinds)
 
     def kind_of(self, site: str) -> str:
         return kind_of(site, self.site_kinds)
+
+    def check_roles(self) -> None:
+        """Every site of site_kinds and curators has a secret, and a curator is a T2 (rules across keys,
+        checked once every key is read)."""
+        check_sites("[repo] site_kinds", self.site_kinds, self.site_secrets)
+        check_sites("[repo] curators", self.curators, self.site_secrets)
+        for site in self.curators:
+            if self.kind_of(site) != T2:
+                raise ConfigError("[repo] curators", f"{site}: is a {self.kind_of(site)} in site_kinds; a curator "
+                                                     "is a storage site (T2)")
 
 
 def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,

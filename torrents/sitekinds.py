@@ -18,7 +18,7 @@ refused (HTTP 403) with `claim_problem`'s sentence.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from torrents.errors import ConfigError
 
@@ -27,14 +27,19 @@ T3 = "T3"
 SITE_KINDS = (T2, T3)
 
 
-def check_kinds(key: str, kinds: Mapping[str, str], secrets: Mapping[str, str]) -> None:
-    """A `site_kinds` table: every value a known kind, every site one that has a secret."""
+def check_kinds(key: str, kinds: Mapping[str, str]) -> None:
+    """Every value of a `site_kinds` table a known kind."""
     for site, kind in kinds.items():
         if kind not in SITE_KINDS:
             raise ConfigError(key, f"{site}: kind must be one of {', '.join(SITE_KINDS)}, got {str(kind)[:20]!r}")
+
+
+def check_sites(key: str, sites: Iterable[str], secrets: Mapping[str, str]) -> None:
+    """Every site named in `key` has a secret: a typo would leave a T3 a T2. Checked once every key is
+    read (the loader checks keys one by one), by the service's `run`."""
+    for site in sites:
         if site not in secrets:
-            raise ConfigError(key, f"{site}: no secret for it in site_secrets (a kind is given to a site the "
-                                   "federation knows)")
+            raise ConfigError(key, f"{site}: no secret for it in site_secrets (a misspelt site name?)")
 
 
 def kind_of(site: str, kinds: Mapping[str, str]) -> str:

@@ -10,7 +10,7 @@ from torrents.config import Seconds, load_section
 from torrents.devsecret import DEV_SECRET
 from torrents.errors import ConfigError
 from torrents.hostport import check_hostport
-from torrents.sitekinds import check_kinds, kind_of
+from torrents.sitekinds import check_kinds, check_sites, kind_of
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class TrackerConfig:
 
     def __post_init__(self) -> None:
         check_hostport(self, "listen")
-        check_kinds("site_kinds", self.site_kinds, self.site_secrets)
+        check_kinds("site_kinds", self.site_kinds)
         for key in ("interval", "leechers_per_seed", "max_seeds_per_swarm", "default_numwant"):
             if getattr(self, key) < 1:
                 raise ConfigError(key, f"must be at least 1, got {getattr(self, key)!r}")
@@ -69,6 +69,10 @@ class TrackerConfig:
 
     def kind_of(self, site: str) -> str:
         return kind_of(site, self.site_kinds)
+
+    def check_roles(self) -> None:
+        """Every site of site_kinds has a secret (a rule across two keys, checked once both are read)."""
+        check_sites("[tracker] site_kinds", self.site_kinds, self.site_secrets)
 
 
 def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,

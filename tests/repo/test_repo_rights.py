@@ -132,12 +132,19 @@ async def test_a_curator_may_publish_a_new_version_of_any_dataset(aiohttp_client
 
 
 def test_a_curator_or_kind_must_name_a_known_site(tmp_path):
-    with pytest.raises(ConfigError, match="curators: t3: a curator is a T2 site of site_secrets"):
-        config(tmp_path, curators=("t3",))
-    with pytest.raises(ConfigError, match="site_kinds: nobody: no secret for it in site_secrets"):
-        RepoConfig(site_secrets=SITES, site_kinds={"nobody": "T3"})
+    with pytest.raises(ConfigError, match=r"\[repo\] curators: t3: is a T3 in site_kinds; a curator is a storage "
+                                          r"site \(T2\)"):
+        config(tmp_path, curators=("t3",)).check_roles()
+    with pytest.raises(ConfigError, match=r"\[repo\] site_kinds: nobody: no secret for it in site_secrets "
+                                          r"\(a misspelt site name\?\)"):
+        RepoConfig(site_secrets=SITES, site_kinds={"nobody": "T3"}).check_roles()
     with pytest.raises(ConfigError, match="site_kinds: t3: kind must be one of T2, T3, got 'T1'"):
         RepoConfig(site_secrets=SITES, site_kinds={"t3": "T1"})
+    # From the environment, key by key, as the loader reads it.
+    from btrepo.config import load
+    loaded = load(None, environ={"BTSWARM_REPO_SITE_SECRETS": "site1=a,t3=b", "BTSWARM_REPO_SITE_KINDS": "t3=T3"})
+    loaded.check_roles()
+    assert (loaded.kind_of("site1"), loaded.kind_of("t3")) == ("T2", "T3")
 
 
 async def test_never_a_new_version_over_a_catalog_confirmed_one(repo, tmp_path):

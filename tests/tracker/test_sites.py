@@ -135,3 +135,14 @@ async def test_a_heartbeat_that_claims_another_kind_than_configured_is_403_and_c
     assert await heartbeat(client, "site3", {**t3_as_t2, "kind": "T3"}) == 200
     assert await heartbeat(client, "site1", beat_body("site1", "http://127.0.0.2:8700", [], [H])) == 200
     assert [(s["name"], s["kind"]) for s in await sites_json(client)] == [("site1", "T2"), ("site3", "T3")]
+
+
+def test_site_kinds_name_sites_with_a_secret_and_known_kinds():
+    import pytest
+
+    from torrents.errors import ConfigError
+    from tracker.config import TrackerConfig
+    with pytest.raises(ConfigError, match=r"\[tracker\] site_kinds: t3x: no secret for it in site_secrets"):
+        TrackerConfig(site_secrets=SECRETS, site_kinds={"t3x": "T3"}).check_roles()
+    with pytest.raises(ConfigError, match="site_kinds: site3: kind must be one of T2, T3, got 'T0'"):
+        TrackerConfig(site_secrets=SECRETS, site_kinds={"site3": "T0"})
