@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from btswarm.trees import compare_trees
-from tests.e2e.conftest import get_json, start_federation
+from tests.e2e.conftest import get_json, running_federation
 from tests.support import command
 from torrents.exitstatus import ExitStatus
 
@@ -26,11 +26,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("roles")
-    fed = start_federation(tmp, "--sites", "1", "--sample-files", "6", "--sample-size", "6M",
-                           "--idle-ttl", "5s", "--heartbeat", "1s")
-    yield fed
-    assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
+    yield from running_federation(tmp_path_factory, "roles", "--sites", "1", "--sample-files", "6",
+                                  "--sample-size", "6M", "--idle-ttl", "5s", "--heartbeat", "1s")
 
 
 def other_bytes(fed, root: Path, nth: int) -> Path:

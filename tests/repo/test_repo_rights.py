@@ -17,7 +17,7 @@ from btrepo import db as repo_db
 from btrepo.app import DB_FILE, create_app
 from btrepo.config import RepoConfig
 from btrepo import keys
-from tests.repo.repo_support import SAMPLE, SECRETS, make_replica, publish, publish_body
+from tests.repo.repo_support import SAMPLE, SECRETS, catalog_before, make_replica, publish, publish_body
 from tests.support import free_port
 from torrents.errors import ConfigError
 
@@ -182,17 +182,6 @@ async def test_every_change_of_the_served_version_is_listed(repo, tmp_path):
             f'site2</span> · serving <code class="hash">{v2.info_hash}</code>') in listed
 
 
-def _catalog_before_rights(path) -> sqlite3.Connection:
-    """A catalog at the schema before keepers and history, as the previous bt-repo left it."""
-    conn = repo_db.connect(str(path))
-    upto = next(i for i, m in enumerate(repo_db.MIGRATIONS) if "CREATE TABLE keepers" in m)
-    for version, script in enumerate(repo_db.MIGRATIONS[:upto]):
-        for statement in repo_db._statements(script):
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {version + 1}")
-    return conn
-
-
 async def test_an_older_catalog_gets_keepers_history_and_the_configured_kinds(aiohttp_client, tmp_path):
     """The issue's aftermath, as the previous bt-repo stored it: t3 said it was a T2 and published a rival,
     so the dataset is disputed. Opened with [repo] site_kinds = {t3 = "T3"}: t3 no longer votes, site1's
@@ -200,7 +189,7 @@ async def test_an_older_catalog_gets_keepers_history_and_the_configured_kinds(ai
     good = make_replica(tmp_path / "good", SAMPLE, SIX)
     bad = make_replica(tmp_path / "bad", SAMPLE, SIX, flipped=set(SIX))
     (tmp_path / "state").mkdir()
-    conn = _catalog_before_rights(tmp_path / "state" / DB_FILE)
+    conn = catalog_before(tmp_path / "state" / DB_FILE, "CREATE TABLE keepers")  # as the previous bt-repo left it
     for site, (torrent, meta, record) in (("site1", good), ("t3", bad)):
         # the kind the body claimed was believed
         _legacy_publish(conn, catalog.parse_publish(publish_body(torrent, meta, record, site=site), SAMPLE, site))
@@ -218,17 +207,6 @@ async def test_an_older_catalog_gets_keepers_history_and_the_configured_kinds(ai
     # t3's rival stays listed, but never counts; site1 is the keeper.
     status, answer, _ = await put(repo, tmp_path, "site2", flipped=set(SIX), new_version=True)
     assert status == 403 and "(the sites that may: site1;" in answer["error"]
-
-
-def _catalog_before_rights(path) -> sqlite3.Connection:
-    """A catalog at the schema before keepers and history, as the previous bt-repo left it."""
-    conn = repo_db.connect(str(path))
-    upto = next(i for i, m in enumerate(repo_db.MIGRATIONS) if "CREATE TABLE keepers" in m)
-    for version, script in enumerate(repo_db.MIGRATIONS[:upto]):
-        for statement in repo_db._statements(script):
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {version + 1}")
-    return conn
 
 
 def _legacy_publish(conn: sqlite3.Connection, pub: catalog.Publication) -> None:

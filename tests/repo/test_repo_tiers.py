@@ -15,7 +15,8 @@ import pytest
 from btrepo import db as repo_db
 from btrepo.app import create_app
 from btrepo.config import RepoConfig
-from tests.repo.repo_support import SAMPLE, SECRETS, make_torrent, publish, publish_body, tracker_app
+from tests.repo.repo_support import (SAMPLE, SECRETS, catalog_before, make_torrent, publish, publish_body,
+                                    tracker_app)
 from tests.support import free_port
 
 FILES = {"DPD_IDCOMM.051203._00001.pool.root.1": 40_000, "DPD_IDCOMM.051203._00002.pool.root.1": 25_000}
@@ -104,12 +105,7 @@ async def test_listing_with_swarm_says_null_when_the_tracker_is_down(repo, tmp_p
 def test_the_kind_column_migrates_an_older_catalog(tmp_path):
     """A catalog made before site kinds (schema 3): its sites become T2s, nothing else changes."""
     path = tmp_path / "catalog.sqlite"
-    conn = repo_db.connect(str(path))
-    kind_migration = next(i for i, m in enumerate(repo_db.MIGRATIONS) if "sites ADD COLUMN kind" in m)
-    for version, script in enumerate(repo_db.MIGRATIONS[:kind_migration]):
-        for statement in repo_db._statements(script):
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {version + 1}")
+    conn = catalog_before(path, "sites ADD COLUMN kind")
     conn.execute("INSERT INTO sites (name, first_seen) VALUES ('site1', '2024-01-01T00:00:00.000000Z')")
     assert repo_db.migrate(conn) == len(repo_db.MIGRATIONS)
     assert conn.execute("SELECT name, kind FROM sites").fetchall() == [("site1", "T2")]
