@@ -493,7 +493,10 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str, curat
         judged = identity.classify(pub.facts(), pub.site, served, declared=pub.declared)
         new_version = judged.relation is identity.Relation.NEW_VERSION
         if new_version:
-            _may_replace(conn, pub, served, all(f.adler32 is not None for f in pub.dataset.files), curators)
+            assert served is not None  # a new version replaces one
+            adds_only = not pub.declared and identity.compare(served.files, pub.facts()).adds_only
+            _may_replace(conn, pub, served, all(f.adler32 is not None for f in pub.dataset.files), curators,
+                         adds_only)
         outcome = catalog.Outcome.of(judged.relation, False)
         why = judged.why
         version_id = conn.execute(
@@ -554,15 +557,14 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str, curat
     return Published(outcome, pub.name, pub.info_hash, versions_count, decision, why)
 
 
-def _may_replace(conn: sqlite3.Connection, pub: catalog.Publication, served: identity.VersionFacts | None,
-                 confirmed: bool, curators: tuple[str, ...]) -> None:
+def _may_replace(conn: sqlite3.Connection, pub: catalog.Publication, served: identity.VersionFacts,
+                 confirmed: bool, curators: tuple[str, ...], adds_only: bool = False) -> None:
     """Refuse (403) a new version that `pub`'s site may not publish over the `served` one."""
-    assert served is not None  # a new version always has a version it replaces
     keepers = {r[0] for r in conn.execute("""SELECT s.name FROM keepers k JOIN sites s ON s.id = k.site_id
                                              JOIN versions v ON v.dataset_id = k.dataset_id WHERE v.id = ?""",
                                           (served.order,))}
     if why_not := rights.refusal_of_new_version(pub.site, served=served, confirmed=confirmed, keepers=keepers,
-                                                curators=curators):
+                                                curators=curators, adds_only=adds_only):
         raise Forbidden(f"publish {pub.name}", why_not)
 
 

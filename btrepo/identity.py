@@ -102,6 +102,11 @@ class Difference:
     def same_files(self) -> bool:
         return not (self.differing or self.missing or self.extra)
 
+    @property
+    def adds_only(self) -> bool:
+        """`theirs` is `ours` plus files: every file of ours, the same bytes."""
+        return not self.differing and not self.missing and bool(self.extra)
+
 
 def compare(ours: Mapping[str, FileFacts], theirs: Mapping[str, FileFacts]) -> Difference:
     """How `theirs` differs from `ours`. Contents unknown on either side (no xxh3) count as equal."""
@@ -135,7 +140,7 @@ def classify(files: Mapping[str, FileFacts], site: str, served: VersionFacts | N
     diff = compare(served.files, files)
     if diff.catalog_changed:
         return Classified(Relation.NEW_VERSION, base, f"the catalog's checksums changed ({_few(diff.catalog_changed)})")
-    if not diff.differing and not diff.missing and diff.extra:
+    if diff.adds_only:
         return Classified(Relation.NEW_VERSION, base, f"files added ({_few(diff.extra)})")
     if not diff.differing and not diff.extra and diff.missing:
         return Classified(Relation.PARTIAL, base, f"lacks {_few(diff.missing)}")

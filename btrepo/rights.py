@@ -14,9 +14,11 @@ the federation's operators' word (`[repo] site_kinds`), never the site's:
 - a T2 (a storage site) may publish any dataset, and rivals that
   identity weighs; but a *new version*, the one change that replaces what
   everyone fetches, only of a dataset whose served version it holds or has
-  held (its *keepers*), or as one of `[repo] curators`; and never over a
-  version the catalog's checksums confirm, unless the new one is confirmed
-  by the catalog too (the catalog, not a site, then says the dataset changed).
+  held (its *keepers*), or as one of `[repo] curators` — except a version
+  that only adds files to the served one (same bytes for every served file),
+  which takes nothing away; and never over a version the catalog's checksums
+  confirm, unless the new one is confirmed by the catalog too (the catalog,
+  not a site, then says the dataset changed).
 
 `refusal_*` return the reason a publication is refused (HTTP 403), or None.
 Each change of the served version is recorded with who, when and why
@@ -51,10 +53,13 @@ def refusal_by_kind(site: str, kind: str, *, info_hash: str, served: str | None,
 
 
 def refusal_of_new_version(site: str, *, served: VersionFacts, confirmed: bool, keepers: Collection[str],
-                           curators: Collection[str]) -> str | None:
+                           curators: Collection[str], adds_only: bool = False) -> str | None:
     """Why `site` (a T2) may not replace the `served` version with a new one (`confirmed`: every file of
-    the new one checked against the catalog)."""
-    if site not in keepers and site not in curators:
+    the new one checked against the catalog; `adds_only`: undeclared, it holds every served file with the
+    same bytes, and more)."""
+    # Files added to the served ones take nothing away and change no byte that anyone fetches, so any T2
+    # may: else a site whose copy lacks a file, publishing first, would keep the whole copies out.
+    if site not in keepers and site not in curators and not adds_only:
         who = ", ".join(sorted(keepers)) or "none"
         return (f"{site} may not publish a new version: it has never held the served version {served.info_hash} "
                 f"(the sites that may: {who}; or a site in [repo] curators)")

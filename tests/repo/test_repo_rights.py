@@ -106,21 +106,37 @@ async def test_a_claimed_kind_other_than_the_configured_one_is_403(repo, tmp_pat
 
 
 async def test_a_t2_that_never_held_the_dataset_cannot_replace_it(repo, tmp_path):
-    _, _, good = await put(repo, tmp_path, "site1")
-    more = {**SIX, "DPD_IDCOMM.051203._00007.pool.root.1": 7}
-    for files, new_version in ((SIX, True), (more, False)):  # declared, or a new version by its files
-        status, answer, other = await put(repo, tmp_path, "site2", files, new_version=new_version,
-                                          flipped=set(SIX) if new_version else set())
-        assert (status, answer["error"]) == (403, FORBIDDEN + f"site2 may not publish a new version: it has never "
-                                             f"held the served version {good.info_hash} (the sites that may: "
-                                             "site1; or a site in [repo] curators)")
+    _, _, good = await put(repo, tmp_path, "site1", catalog=True)
+    refused = (403, FORBIDDEN + f"site2 may not publish a new version: it has never held the served version "
+                                f"{good.info_hash} (the sites that may: site1; or a site in [repo] curators)")
+    # Declared a new version; or other catalog checksums (a new version by the catalog's word).
+    status, answer, _ = await put(repo, tmp_path, "site2", flipped=set(SIX), new_version=True)
+    assert (status, answer["error"]) == refused
+    resized = {**SIX, "DPD_IDCOMM.051203._00001.pool.root.1": 12_345}
+    status, answer, _ = await put(repo, tmp_path / "resized", "site2", resized, catalog=True)
+    assert (status, answer["error"]) == refused
     doc = await dataset(repo)
     assert (doc["info_hash"], doc["sites"], len(doc["versions"])) == (good.info_hash, ["site1"], 1)
     # Once it holds the served version, it may.
-    assert (await put(repo, tmp_path, "site2"))[1]["result"] == "site_added"
-    status, answer, newer = await put(repo, tmp_path, "site2", more)
+    assert (await put(repo, tmp_path, "site2", catalog=True))[1]["result"] == "site_added"
+    status, answer, newer = await put(repo, tmp_path / "resized", "site2", resized, catalog=True)
     assert (status, answer["result"]) == (201, "new_version")
     assert (await dataset(repo))["info_hash"] == newer.info_hash
+
+
+async def test_any_t2_may_add_files_to_the_served_version(repo, tmp_path):
+    """Nothing served changes: else a site whose copy lacks a file, published first, keeps whole ones out."""
+    five = {k: v for k, v in SIX.items() if not k.endswith("6.pool.root.1")}
+    await put(repo, tmp_path, "site1", five)
+    status, answer, whole = await put(repo, tmp_path, "site2")
+    assert (status, answer["result"], answer["why"]) == (201, "new_version",
+                                                         "files added (DPD_IDCOMM.051203._00006.pool.root.1)")
+    doc = await dataset(repo)
+    assert (doc["info_hash"], doc["replicas"]) == (whole.info_hash, "partial")
+    # Other bytes, undeclared, from a site that never held it: a rival the majority weighs, not a new version.
+    status, answer, _ = await put(repo, tmp_path, "site3", flipped=set(SIX))
+    assert (status, answer["result"]) == (201, "conflict")
+    assert (await dataset(repo))["info_hash"] == whole.info_hash
 
 
 async def test_a_curator_may_publish_a_new_version_of_any_dataset(aiohttp_client, tmp_path):

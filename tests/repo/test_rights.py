@@ -41,6 +41,9 @@ def test_a_new_version_only_from_a_keeper_or_a_curator():
         "may: site1, site3; or a site in [repo] curators)")
     assert rights.refusal_of_new_version("site2", served=served, confirmed=False, keepers={"site1"},
                                          curators=("site2",)) is None
+    # Files added to the served ones (undeclared, same bytes): nothing taken away, any T2 may.
+    assert rights.refusal_of_new_version("site2", served=served, confirmed=False, keepers={"site1"},
+                                         curators=(), adds_only=True) is None
 
 
 def test_never_over_a_catalog_confirmed_version_unless_the_catalog_confirms_the_new_one():
