@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Mapping, TypeVar
 
 from torrents.errors import Conflict, Forbidden, NotFound
+from torrents.sitekinds import T2, T3
 
 from btrepo import catalog, identity, rights
 
@@ -444,7 +445,7 @@ def _set_kinds(conn: sqlite3.Connection, kinds: Mapping[str, str], now: str) -> 
     for site_id, name, kind in changed:
         log.warning("site %s is a %s now ([repo] site_kinds): deciding again what it holds", name, kind)
         conn.execute("UPDATE sites SET kind = ? WHERE id = ?", (kind, site_id))
-        if kind != rights.T2:
+        if kind != T2:
             conn.execute("DELETE FROM keepers WHERE site_id = ?", (site_id,))
         datasets = conn.execute("""SELECT DISTINCT v.dataset_id FROM publications p
                                    JOIN versions v ON v.id = p.version_id WHERE p.site_id = ?""", (site_id,)).fetchall()
@@ -581,7 +582,7 @@ def _facts(conn: sqlite3.Connection, dataset_id: int) -> list[identity.VersionFa
                                            JOIN sites s ON s.id = p.site_id JOIN versions v ON v.id = p.version_id
                                            WHERE v.dataset_id = ?""", (dataset_id,)):
         holders.setdefault(vid, set()).add(site)
-        if kind == rights.T3:
+        if kind == T3:
             t3.setdefault(vid, set()).add(site)
     rows = conn.execute("""SELECT v.id, v.info_hash, v.relation, b.info_hash, v.piece_length FROM versions v
                            LEFT JOIN versions b ON b.id = v.base_version_id WHERE v.dataset_id = ? ORDER BY v.id""",
@@ -613,7 +614,7 @@ def _decide(conn: sqlite3.Connection, dataset_id: int, now: str, who: str, why: 
     if not decision.disputed:
         conn.execute("""INSERT OR IGNORE INTO keepers (dataset_id, site_id, since)
                         SELECT ?, p.site_id, ? FROM publications p JOIN sites s ON s.id = p.site_id
-                        WHERE p.version_id = ? AND s.kind = ?""", (dataset_id, now, current_id, rights.T2))
+                        WHERE p.version_id = ? AND s.kind = ?""", (dataset_id, now, current_id, T2))
     _index(conn, dataset_id)
     return decision
 

@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection
 
-from btrepo.identity import DecidedBy, VersionFacts
+from torrents.sitekinds import T3
 
-T2, T3 = "T2", "T3"  # torrents.sitekinds (this module imports the standard library only)
+from btrepo.identity import DecidedBy, VersionFacts
 
 
 def refusal_by_kind(site: str, kind: str, *, info_hash: str, served: str | None, declared: bool) -> str | None:
