@@ -93,6 +93,8 @@ async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, sec
             elif status == 401:
                 log.warning("heartbeat: tracker %s refused our signature (%s): is this site's secret the one the "
                             "tracker holds for %s in [tracker] site_secrets?", tracker, _said(answer), site)
+            elif status == 403 and not failing:  # signed right, but not the kind the tracker's configuration says
+                log.warning("heartbeat: tracker %s refused this site: %s", tracker, _said(answer))
             elif not failing:
                 log.info("heartbeat: tracker %s not answering (%s); will keep trying", tracker,
                          f"HTTP {status}: {_said(answer)}" if status else answer)

@@ -196,11 +196,14 @@ def web_seed_urls(values: Sequence[str], names: Sequence[str]) -> dict[str, tupl
 def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
     """Config sections per service label ('tracker', 'repo', 'site1', ...)."""
     secrets = {s.name: s.secret for s in (*fed.sites, *([fed.t3] if fed.t3 else []))}
+    # The operators' word on each site's role (docs/deploy-site.md): the T3's secret shares, never publishes.
+    kinds = {"site_kinds": {fed.t3.name: "T3"}} if fed.t3 else {}
     store = {"store": "redis", "redis_url": fed.store_url} if fed.store_url else {}
     out: dict[str, dict[str, dict[str, object]]] = {
         tracker_label(k): {"tracker": {
             "listen": f"{fed.host}:{port}",
             "site_secrets": secrets,
+            **kinds,
             "repo": fed.repo_url,
             "interval": 60,
             "min_seeds": min(2, len(fed.sites)),
@@ -214,6 +217,7 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
             "state": str(fed.state / "repo"),
             "tracker": fed.tracker_url,
             "site_secrets": secrets,
+            **kinds,
         }},
     })
     trackers = {"trackers": list(fed.tracker_urls)} if len(fed.tracker_ports) > 1 else {}

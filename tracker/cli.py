@@ -58,6 +58,7 @@ def run(config_path: str | None, listen: str | None, open_: bool | None, interva
     if config.processes > 1 and config.store != "redis":  # a rule across two keys: checked once they are all read
         raise ConfigError("processes", f"{config.processes} processes need store = \"redis\" "
                                        "(each process would keep swarms of its own)")
+    config.check_roles()
     warning = devsecret.check("[tracker] site_secrets", config.site_secrets,
                               [("listen", config.listen), ("repo", config.repo)], SECRETS_HOW)
     # On loopback only: said in the log (-v, as the units run it), not on a test's or a demo's terminal.

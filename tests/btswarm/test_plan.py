@@ -145,3 +145,15 @@ def test_a_bad_web_seed_url_is_refused_before_anything_starts(value, problem):
     with pytest.raises(BtswarmError) as info:
         plan.web_seed_urls([value], ["site1", "site2"])
     assert str(info.value) == problem
+
+
+def test_the_t3_is_a_t3_in_the_tracker_and_repository_configs(tmp_path):
+    t3 = plan.Site(plan.T3_NAME, plan.T3_IP, 7100, 7101, "t3-secret")
+    configs = plan.configs(dataclasses.replace(layout(tmp_path, 2), t3=t3))
+    for label, section, cls in (("tracker", "tracker", TrackerConfig), ("repo", "repo", RepoConfig)):
+        path = tmp_path / f"{label}.toml"
+        path.write_text(plan.toml(configs[label]))
+        loaded = load_section(section, cls, path, environ={})
+        assert loaded.site_kinds == {"t3": "T3"}
+        assert [loaded.kind_of(s) for s in ("site1", "site2", "t3")] == ["T2", "T2", "T3"]
+    assert configs["t3"]["server"]["kind"] == "T3"
