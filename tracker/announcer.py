@@ -24,6 +24,7 @@ from torrents.hostport import parse_hostport
 from tracker import protocol
 from tracker.churn import ChurnGuard
 from tracker.config import TrackerConfig
+from tracker.fallback import Fallback
 from tracker.metrics import SAMPLE_EVERY, TrackerMetrics
 from tracker.peerstore import PeerStore, SwarmView, resolve
 from tracker.protocol import AnnounceError
@@ -55,6 +56,7 @@ class Announcer:
         self._jitter = protocol.interval_jitter(config.interval)
         self._sampled = 0  # announces since the last one timed
         self.churn = ChurnGuard()
+        self.fallback = Fallback(protocol.peer_ttl(config.interval), sites)
 
     def set_published(self, hashes: Iterable[bytes]) -> None:
         self.published = frozenset(hashes)
@@ -105,7 +107,7 @@ class Announcer:
                                        numwant=0 if ann.event == "stopped" else ann.numwant, site=site,
                                        listed=not ann.compact)
         except StoreUnavailable:
-            return self._store_down()
+            return self._store_down(ann, site)
         if isinstance(view, SwarmView):
             return self._decide(ann, site, view)
         if isinstance(view, asyncio.Future):
@@ -122,7 +124,7 @@ class Announcer:
             try:
                 result = self._decide(ann, site, f.result())
             except StoreUnavailable:
-                answer.set_result(self._store_down())
+                answer.set_result(self._store_down(ann, site))
                 return
             except BaseException as exc:  # noqa: BLE001 - settles the answer; the caller logs it
                 answer.set_exception(exc)
@@ -143,7 +145,7 @@ class Announcer:
             answer = self._decide(ann, site, await pending)
             return answer if isinstance(answer, bytes) else await answer
         except StoreUnavailable:
-            return self._store_down()
+            return self._store_down(ann, site)
 
     def _decide(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes | Coroutine[Any, Any, bytes]:
         self.metrics.announce_ok.inc()
@@ -160,7 +162,7 @@ class Announcer:
                 view = await resolve(self.store.handout(ann.info_hash, ann.ip, ann.port, numwant=ann.numwant,
                                                         site=site, listed=not ann.compact))
         except StoreUnavailable:
-            return self._store_down()
+            return self._store_down(ann, site)
         retry = view.complete == 0  # still no seed: come back soon, a start may be landing
         return self._answer(ann, view, retry=retry)
 
@@ -180,9 +182,13 @@ class Announcer:
         return protocol.compact_answer(interval, min_interval, view.complete, view.incomplete,
                                        view.peers4, view.peers6)
 
-    def _store_down(self) -> bytes:
+    def _store_down(self, ann: protocol.Announce | None = None, site: str | None = None) -> bytes:
+        """The store is unavailable: an announce is answered from this process's memory (tracker/fallback.py),
+        asked back soon; a scrape gets the failure reason."""
         self.metrics.announce_store_down.inc()
-        return self._failure_store
+        if ann is None:
+            return self._failure_store
+        return self._answer(ann, self.fallback.announce(ann, site), retry=True)
 
     def scrape(self, raw_query: str | bytes) -> bytes | Coroutine[Any, Any, bytes]:
         try:

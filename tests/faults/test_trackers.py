@@ -143,7 +143,8 @@ def test_redis_hung_then_restarted_mid_transfer(fed, tmp_path, record_property):
         t0 = time.monotonic()
         with urllib.request.urlopen(announce, timeout=10) as resp:
             answer = bencoding.decode(resp.read())
-        assert answer == {b"failure reason": b"tracker: swarm store unavailable, retry later"}
+        # From the tracker's memory (tracker/fallback.py): the sites' seeds its heartbeats list, back in 5 s.
+        assert answer[b"interval"] == 5 and answer[b"complete"] >= 1, answer
         assert time.monotonic() - t0 < 2.0
     finally:
         os.kill(redis, signal.SIGKILL)  # a stopped process dies too; the supervisor starts an empty one
