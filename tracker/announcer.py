@@ -247,12 +247,14 @@ class Announcer:
         for info_hash in site.stuck:
             for host, port in endpoints:
                 await resolve(self.store.remove(info_hash, host, port, site.name, built=site.built))
-        if before is None:
-            return
-        for info_hash in before.seeding - site.seeding:
+        for info_hash in (before.seeding - site.seeding) if before is not None else ():
             for host, port in endpoints:
                 await resolve(self.store.remove(info_hash, host, port, site.name, built=site.built))
-        for info_hash in (before.stuck - site.stuck) & site.seeding:
+        # Every seed the site lists (and not stuck) is in the swarm again from this beat: one whose site said it
+        # recovered, and one whose entry expired while its announces could not reach the store (a Redis
+        # failover: a seed that lost one announce expires 0.5 intervals later, and each new leecher then
+        # asked its site for a seed it runs). A start is then never asked of a site for a seed it runs.
+        for info_hash in site.seeding - site.stuck:
             for ep in endpoints:
                 await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep), site.name,
                                                   started=site.built))

@@ -98,7 +98,7 @@ async def test_a_heartbeat_built_before_a_start_and_received_after_it_keeps_the_
     """The order two trackers met 2 runs in 10: a site's heartbeat built just before a seed start
     (its old seed had just idled out) and received just after it took the new seed out of the
     swarm, and the next announce asked the site a second time."""
-    client = await make_client()
+    client = await make_client(TrackerConfig(site_secrets=SECRETS, start_wait=3.0, trust_ip=True))
 
     async def seeds() -> int:
         async with client.session.get(client.make_url(f"/api/swarms/{H.hex()}")) as resp:
@@ -108,8 +108,12 @@ async def test_a_heartbeat_built_before_a_start_and_received_after_it_keeps_the_
         def body(seeding: list[bytes]) -> dict:
             return beat_body("site1", site.url, ["127.0.0.2:6881"], [H], seeding=seeding, built=site.stamp())
 
-        assert await heartbeat(client, "site1", body([H])) == 200  # its old seed of H, idled out since
-        late = body([])  # built now, delivered after the start below
+        assert await heartbeat(client, "site1", body([H])) == 200  # its old seed of H...
+        # ...idles out: its 'stopped' announce, then the heartbeat that no longer lists H, built now and
+        # delivered after the start below.
+        await announce(client, query(H, b"-LT2110-site1seed000", port=6881, left=0, event="stopped", ip="127.0.0.2"))
+        assert await seeds() == 0
+        late = body([])
         first = await announce(client, query(H, port=7001))
         assert site.posts == [H.hex()] and first[b"complete"] == 1 and await seeds() == 1
         assert await heartbeat(client, "site1", late) == 200
