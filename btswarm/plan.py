@@ -257,14 +257,20 @@ def services(fed: Layout, bin_dir: Path) -> list[Service]:
         # No config file of ours: redis-server takes its settings on the command line. With replicas,
         # the master refuses writes while fewer than half of them are in sync (docs/reliability.md).
         replicas = len(fed.redis_replica_ports)
-        out.append(Service("redis", tuple(redisserver.argv(fed.state / "redis", fed.host, fed.redis_port,
-                                                           min_replicas=replicas // 2)),
-                           fed.store_url, fed.state / "redis"))
+
+        def node(directory: Path, port: int, replica_of: tuple[str, int] | None = None) -> tuple[str, ...]:
+            argv = redisserver.argv(directory, fed.host, port, replica_of=replica_of, min_replicas=replicas // 2)
+            if not fed.sentinel_ports:
+                return tuple(argv)
+            # Started again (empty), it asks the sentinels its role first (btswarm/redisnode.py).
+            return (str(bin_dir / "python"), "-m", "btswarm.redisnode", *(f"--sentinel={a}" for a in fed.sentinels),
+                    f"--master={redisserver.MASTER}", f"--me={fed.host}:{port}", "--", *argv)
+
+        out.append(Service("redis", node(fed.state / "redis", fed.redis_port), fed.store_url, fed.state / "redis"))
         for k, port in enumerate(fed.redis_replica_ports):
             directory = fed.state / f"redis-replica{k + 1}"
-            out.append(Service(f"redis-replica{k + 1}", tuple(redisserver.argv(
-                directory, fed.host, port, replica_of=(fed.host, fed.redis_port), min_replicas=replicas // 2)),
-                f"redis://{fed.host}:{port}/0", directory))
+            out.append(Service(f"redis-replica{k + 1}", node(directory, port, (fed.host, fed.redis_port)),
+                               f"redis://{fed.host}:{port}/0", directory))
         for k, port in enumerate(fed.sentinel_ports):
             out.append(Service(f"sentinel{k + 1}", tuple(redisserver.sentinel_argv(fed.sentinel_config(k))),
                                f"redis://{fed.host}:{port}/0", fed.sentinel_config(k)))
