@@ -99,8 +99,9 @@ def fetch_and_fault(fed, tmp_path, fault, record_property, label: str) -> tuple[
 
 def one_state(fed, old: int) -> None:
     """The old master is a replica of the one master the sentinels name, and holds what is written there."""
-    new = master_port(fed)
+    new, t0 = master_port(fed), time.monotonic()
     wait_for(lambda: role(old) == "slave", timeout=30, interval=0.2, what="the old master to become a replica")
+    print(f"the old master on {old} is a replica {time.monotonic() - t0:.1f} s after it was back")
     wait_for(lambda: b"master_link_status:up" in redis(old, "INFO", "replication"), timeout=20, interval=0.2,
              what="the old master to sync from the new one")
     assert b"master_port:%d" % new in redis(old, "INFO", "replication")
