@@ -16,28 +16,20 @@ import hiredis
 import pytest
 
 from btswarm.trees import compare_trees
-from tests.faults.conftest import bt_get_popen, get_json, service_pid, start_throttled
+from tests.faults.conftest import bt_get_popen, get_json, service_pid
 from tests.faults.test_tracker import seed_requests
-from tests.faults.test_trackers import finish, uploaded
+from tests.faults.test_trackers import finish, two_trackers, uploaded
 from tests.support import wait_for
 
 pytestmark = pytest.mark.slow
 
-RATE = 2_000_000  # bytes/s per site: the 16 MiB sample takes ~4 s
-INTERVAL = 4
 SERVED_WITHIN = 15.0
 
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("failover")
     # idle_ttl 60 s: the first fetch's seeds still run for the later ones, so any start POST is a second one.
-    fed = start_throttled(tmp, RATE, "--sites", "2", "--sample-files", "8", "--sample-size", "16M",
-                          "--idle-ttl", "60s", "--heartbeat", "1s", "--redis", "--redis-replicas", "1",
-                          "--trackers", "2",
-                          env={"BTSWARM_TRACKER_INTERVAL": str(INTERVAL), "BTSWARM_TRACKER_MIN_INTERVAL": "2",
-                               "BTSWARM_TRACKER_REDIS_TIMEOUT": "0.5"})
-    fed.hash = fed.info_hash(fed.dataset)
+    fed = two_trackers(tmp_path_factory.mktemp("failover"), "60s", "--redis-replicas", "1")
     config = tomllib.loads((fed.state / "config" / "tracker.toml").read_text())["tracker"]
     fed.sentinels = [int(a.rpartition(":")[2]) for a in config["redis_sentinels"]]
     yield fed

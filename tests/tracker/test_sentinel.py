@@ -5,7 +5,6 @@ master continued rejoins as a replica of the new one."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import signal
@@ -85,8 +84,7 @@ class Group:
 
     def __init__(self, root) -> None:
         self.master = RedisServer(root / "master")
-        self.replica = RedisServer(root / "replica", extra=("--replicaof", "127.0.0.1", "0"))
-        self.replica.extra = ("--replicaof", "127.0.0.1", str(self.master.port))
+        self.replica = RedisServer(root / "replica", extra=("--replicaof", "127.0.0.1", str(self.master.port)))
         self.sentinels = [Sentinel(root / f"sentinel{i}", ("127.0.0.1", self.master.port), down_after_ms=1000,
                                    failover_timeout_ms=3000) for i in range(3)]
 
