@@ -150,3 +150,31 @@ async def test_a_hung_master_the_tracker_follows_the_failover_and_keeps_the_swar
 def app_prefix(app) -> str:
     from tracker.app import ANNOUNCER
     return app.server.app[ANNOUNCER].store.prefix.decode()
+
+
+async def test_a_connection_idle_over_the_hang_writes_to_the_new_master_not_the_old_one(tmp_path):
+    """The old master, continued, calls itself master for ~10 s more: a client whose connection to it sent
+    nothing during the hang would write there (lost at its resync) if +switch-master did not drop it."""
+    with Group(tmp_path) as group:
+        client = RedisClient("redis://127.0.0.1:1/0", sentinels=[("127.0.0.1", s.port) for s in group.sentinels],
+                             master="btswarm", timeout=0.5)
+        try:
+            await client.call("PING")
+            assert client.address == f"127.0.0.1:{group.master.port}"
+            async def subscribed() -> bool:
+                lists = [await command(s.port, "CLIENT", "LIST") for s in group.sentinels]
+                return any(b"cmd=subscribe" in text for text in lists)
+            await until(subscribed, 5, what="the client's +switch-master subscription at a sentinel")
+            os.kill(group.master.proc.pid, signal.SIGSTOP)
+
+            async def failed_over() -> bool:
+                return await role(group.replica.port) == b"master"
+            await until(failed_over, 15, interval=0.2, what="the replica to be promoted")
+            os.kill(group.master.proc.pid, signal.SIGCONT)
+            assert await role(group.master.port) == b"master"  # not demoted yet
+            await until(lambda: not client.connected, 5, what="the failover to drop the connection")
+            await client.call("SET", "written-after-the-failover", "1")
+            assert client.address == f"127.0.0.1:{group.replica.port}"
+            assert await command(group.replica.port, "GET", "written-after-the-failover") == b"1"
+        finally:
+            await client.close()
