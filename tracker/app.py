@@ -28,7 +28,7 @@ from tracker.announcer import Announcer
 from tracker.config import TrackerConfig
 from tracker.metrics import TrackerMetrics
 from tracker.peerstore import LocalPeerStore, PeerStore, resolve
-from tracker.resp import RedisClient, StoreUnavailable
+from tracker.resp import RedisClient, StoreUnavailable, sentinel_addresses
 from tracker.seeding import SeedStarter
 from tracker.sites import SiteRegistry, parse_heartbeat
 from tracker.startstate import LocalStartState, StartState
@@ -49,7 +49,8 @@ def build_state(config: TrackerConfig, clock: Callable[[], float] = time.monoton
     if config.store == "redis":
         from tracker.redisstore import RedisPeerStore, RedisSiteRegistry, RedisStartState
 
-        client = RedisClient(config.redis_url, timeout=config.redis_timeout)
+        client = RedisClient(config.redis_url, timeout=config.redis_timeout, master=config.redis_master,
+                             sentinels=sentinel_addresses(config.redis_sentinels), ca_file=config.redis_ca_file)
         prefix = config.redis_prefix
         return (RedisPeerStore(client, ttl=ttl, prefix=prefix),
                 RedisSiteRegistry(client, prefix=prefix, heartbeat_interval=config.heartbeat_interval,

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from torrents.config import Seconds, load_section
 from torrents.devsecret import DEV_SECRET
 from torrents.errors import ConfigError
-from torrents.hostport import check_hostport
+from torrents.hostport import check_hostport, parse_hostport
 from torrents.sitekinds import check_kinds, check_sites, kind_of
 
 
@@ -40,7 +40,14 @@ class TrackerConfig:
     # "redis" (shared by every tracker process and host that uses the same
     # redis_url and redis_prefix; see docs/contracts.md for the key layout).
     store: str = "memory"
-    redis_url: str = "redis://127.0.0.1:6379/0"  # or unix:///path/redis.sock[?db=N]
+    # redis://[USER:PASSWORD@]HOST:PORT/DB, rediss://... (TLS, verified against the system's CAs and
+    # redis_ca_file), or unix:///path/redis.sock[?db=N]
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    # Redis Sentinel (docs/reliability.md): the sentinels to ask where the master named redis_master is;
+    # redis_url then gives only the scheme, the credentials and the database.
+    redis_sentinels: tuple[str, ...] = ()
+    redis_master: str = ""
+    redis_ca_file: str = ""
     redis_prefix: str = "bt:"
     redis_timeout: Seconds = Seconds(1.0)  # an announce waits no longer for Redis: then a failure reason
     processes: int = 1  # bt-tracker run --processes: several processes on one port (SO_REUSEPORT); needs redis
@@ -64,6 +71,10 @@ class TrackerConfig:
             raise ConfigError("store", f"must be \"memory\" or \"redis\", got {self.store!r}")
         if not 1 <= self.processes <= 64:
             raise ConfigError("processes", f"must be 1-64, got {self.processes!r}")
+        for entry in self.redis_sentinels:
+            parse_hostport(entry, "redis_sentinels")
+        if self.redis_sentinels and not self.redis_master:
+            raise ConfigError("redis_master", "needed with redis_sentinels: the name the sentinels monitor")
         if self.redis_timeout <= 0 or self.start_timeout <= 0:
             raise ConfigError("redis_timeout" if self.redis_timeout <= 0 else "start_timeout", "must be more than 0")
 
