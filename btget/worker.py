@@ -30,7 +30,7 @@ from typing import Any
 
 from torrents.servicekit import tls
 
-from btget import events
+from btget import events, sources
 
 log = logging.getLogger("btget.worker")
 
@@ -122,18 +122,10 @@ class Worker:
         self.spec = spec
         self.conn = conn
         self.stop = stop
-        self.hash_failures = 0
-        self.sources: dict[str, int] = {}  # peer endpoint → payload bytes from it (all connections)
-        self._last_conn: dict[str, int] = {}
-        self._seen: dict[str, int] = {}  # every peer seen connected (small transfers end between samples)
-        self._recent: dict[str, int] = {}  # peer → bytes it sent in the last sample that saw any
-        self.siblings: dict[str, int] = {}  # endpoint of a connection from another worker → its index
-        self.peer_hash_failures: dict[str, int] = {}  # endpoint → failed pieces it took part in
-        self.banned: list[str] = []  # endpoints libtorrent banned for sending corrupt pieces
+        # Bytes per source and what is known of each peer (btget/sources.py); web seeds (given and
+        # the torrent's url-list) by endpoint, so that one is never taken for a sibling worker.
+        self.ledger = sources.Ledger(spec.listen_ip, spec.peer_prefix, _endpoints(spec.web_seeds + spec.url_list))
         self.banned_ips: set[str] = set()
-        self._failures_at_connect: dict[str, int] = {}  # endpoint → hash failures counted when it connected
-        self._prefix = spec.peer_prefix.encode()
-        self._sibling_endpoints: set[str] = set()  # where the parent said the other workers listen
         self.phase = WorkerPhase.FETCHING
         self.parent_gone = False
         self.ppid = os.getppid()
@@ -148,10 +140,7 @@ class Worker:
         self.web_urls = set(spec.web_seeds)  # the web seeds in use now
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0
-        self.connect_attempts = 0  # connections to remote peers tried
-        self.connect_failures = 0  # connections to remote peers that failed (refused, timed out)
         self.bans_seen = False  # libtorrent banned some peer: maybe a web seed (see _banned_web_seeds)
-        self.peers_remote = 0  # remote peers connected at the last sample
         self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
         self.piece_length = 0
@@ -164,9 +153,6 @@ class Worker:
                  "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
                  **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {})}
         self.ses = ltsession.session(spec.listen_ip, 0, **extra)
-        # Web seeds (given and the torrent's url-list) by endpoint: a connection to one that ends
-        # between two samples is still named a web seed, not taken for a sibling worker.
-        self._web_seed_endpoints = _endpoints(spec.web_seeds + spec.url_list)
         marks = {"session": time.time()}
         self.handle = self.ses.add_torrent(self._params())
         marks["torrent_added"] = time.time()
@@ -202,8 +188,8 @@ class Worker:
                 if isinstance(command, events.Stop):
                     self.stop["signal"] = "stop"
                 elif isinstance(command, events.Connect):
+                    self.ledger.introduce(command.peers)
                     for peer in command.peers:
-                        self._sibling_endpoints.add(f"{peer[0]}:{peer[1]}")
                         self.handle.connect_peer(peer)
                 elif isinstance(command, events.WebSeeds):
                     self._set_web_seeds(command)
@@ -294,24 +280,23 @@ class Worker:
             self._flushed()
         elif isinstance(a, (lt.peer_connect_alert, lt.peer_disconnected_alert)):
             ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
-            if ep:
-                key = f"{ep[0]}:{ep[1]}"
-                self._seen.setdefault(f"web seed {key}" if (ep[0], ep[1]) in self._web_seed_endpoints else key, 1)
-            remote = bool(ep) and (ep[0], ep[1]) not in self._web_seed_endpoints and self._remote(ep[0], key)
+            pid = a.pid.to_bytes() if getattr(a, "pid", None) is not None else b""
             if isinstance(a, lt.peer_connect_alert):
                 self.connected = True  # an attempt (libtorrent posts it before the connection is made)
-                self.connect_attempts += remote
                 if ep:
-                    self._failures_at_connect.setdefault(f"{ep[0]}:{ep[1]}", self.hash_failures)
+                    self.ledger.connected(ep[0], ep[1], pid)
                 self.connected_at = self.connected_at or time.time()
-            elif self.phase is WorkerPhase.FETCHING:
-                if a.op == lt.operation_t.connect and remote:
-                    self.connect_failures += 1  # refused, or timed out (a firewall that drops)
-                # A site that cannot read its replica drops its seed at once, between two
-                # status updates: look now, not at the next one.
-                self._seeds_gone(self.handle.status(0).num_seeds)
+            else:
+                fetching = self.phase is WorkerPhase.FETCHING
+                if ep:  # connect_failed: refused, or timed out (a firewall that drops)
+                    self.ledger.disconnected(ep[0], ep[1], pid,
+                                             connect_failed=fetching and a.op == lt.operation_t.connect)
+                if fetching:
+                    # A site that cannot read its replica drops its seed at once, between two
+                    # status updates: look now, not at the next one.
+                    self._seeds_gone(self.handle.status(0).num_seeds)
         elif isinstance(a, lt.hash_failed_alert):
-            self.hash_failures += 1
+            self.ledger.hash_failed()
         elif isinstance(a, lt.peer_ban_alert):
             self._banned(a.endpoint)
             if self.web_urls:
@@ -397,19 +382,11 @@ class Worker:
         in too many). It bans the endpoint; the same peer connecting from another port would be a new
         peer to it (several connections per address are allowed, for loopback and NAT), so the address
         is shut out for the rest of the run: unless it is our own, which our sibling workers share."""
-        key = f"{endpoint[0]}:{endpoint[1]}"
-        if (endpoint[0], endpoint[1]) in self._web_seed_endpoints:
-            key = f"web seed {key}"  # named as the sources name it
-        if key not in self.banned:
-            self.banned.append(key)
-            # Banned between two samples, its count unseen: it took part in at least one of the
-            # failures since it connected (the failing piece's alert comes before the ban's).
-            since = self.hash_failures - self._failures_at_connect.get(key, 0)
-            self.peer_hash_failures[key] = max(self.peer_hash_failures.get(key, 0), since, 1)
+        self.ledger.ban(endpoint[0], endpoint[1])
         # A web seed's address is left open: libtorrent dropped the web seed, and the site's peer wire
         # there checks every piece before sending it (seed mode).
         if (endpoint[0] != self.spec.listen_ip and endpoint[0] not in self.banned_ips
-                and (endpoint[0], endpoint[1]) not in self._web_seed_endpoints):
+                and (endpoint[0], endpoint[1]) not in self.ledger.web_seeds):
             self.banned_ips.add(endpoint[0])
             self._set_ip_filter()
 
@@ -421,7 +398,7 @@ class Worker:
         for url in sorted(wanted - self.web_urls):
             self.handle.add_url_seed(url)
         self.web_urls = wanted
-        self._web_seed_endpoints |= _endpoints(command.urls)
+        self.ledger.web_seeds |= _endpoints(command.urls)
         self.probe = command.probe
         self.next_probe = time.monotonic() + PROBE_EVERY
 
@@ -435,13 +412,6 @@ class Worker:
         for url in sorted(gone):
             self.send(events.WebSeedBanned(self.spec.index, url))
         self.web_urls -= gone
-
-    def _remote(self, ip: str, key: str) -> bool:
-        """A BitTorrent peer that is neither a web seed nor a sibling worker: one known by its peer id (this
-        run's prefix) or by the endpoint the parent introduced; without a prefix, any on our own address."""
-        if key.startswith("web seed ") or key in self.siblings or key in self._sibling_endpoints:
-            return False
-        return bool(self._prefix) or ip != self.spec.listen_ip
 
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:
@@ -474,90 +444,37 @@ class Worker:
             peers = self.handle.get_peer_info()
         except RuntimeError:
             return
-        recent: dict[str, int] = {}
-        busy = self.lt.peer_info.connecting | self.lt.peer_info.handshake
-        remote = 0
-        bad: set[str] = set()
-        for p in peers:
-            key = f"{p.ip[0]}:{p.ip[1]}"
-            if p.connection_type in self._web_seed_types:
-                # An HTTP server (BEP 19), not a peer: named so that one on the
-                # workers' own address is not taken for a sibling worker.
-                key = f"web seed {key}"
-                if p.num_hashfails >= WEB_SEED_HASHFAILS:
-                    bad |= {u for u in self.web_urls if (p.ip[0], p.ip[1]) in _endpoints((u,))}
-            if self._prefix and key not in self.siblings:
-                pid = p.pid.to_bytes()
-                index = pid[len(self._prefix):len(self._prefix) + 2]
-                if pid.startswith(self._prefix) and index.isdigit():
-                    self.siblings[key] = int(index)
-            if not p.flags & busy and self._remote(p.ip[0], key):
-                remote += 1
-            if p.num_hashfails:  # libtorrent's count for this endpoint, kept across its connections
-                self.peer_hash_failures[key] = max(p.num_hashfails, self.peer_hash_failures.get(key, 0))
-            total = p.total_download
-            # Seeds weigh more than leechers when nothing was ever seen moving.
-            self._seen[key] = 1000 if p.flags & self.lt.peer_info.seed else 1
-            last = self._last_conn.get(key, 0)
-            # A smaller count than last time is a new connection from the same
-            # endpoint: its bytes add to what the old one brought.
-            delta = total - last if total >= last else total
-            if delta:
-                self.sources[key] = self.sources.get(key, 0) + delta
-                recent[key] = delta
-            self._last_conn[key] = total
-        if recent:
-            self._recent = recent
-        self.peers_remote = remote
+        info = self.lt.peer_info
+        busy = info.connecting | info.handshake
+        connections = [sources.Connection(p.ip[0], p.ip[1], p.total_download, p.pid.to_bytes(),
+                                          web_seed=p.connection_type in self._web_seed_types,
+                                          seed=bool(p.flags & info.seed), busy=bool(p.flags & busy),
+                                          hashfails=p.num_hashfails) for p in peers]
+        self.ledger.sample(connections)
+        bad = {(c.ip, c.port) for c in connections if c.web_seed and c.hashfails >= WEB_SEED_HASHFAILS}
         if bad:
-            self._banned_web_seeds(bad)
+            self._banned_web_seeds({u for u in self.web_urls if _endpoints((u,)) & bad})
 
     def _attribute_rest(self) -> None:
-        """Share the bytes that arrived after the last sample among the peers of that sample.
-
-        A seed hangs up the instant we complete, taking its byte count with
-        it; the rest is shared as the last sample that saw bytes moving was,
-        so `sources` adds up to what was downloaded.
-        """
-        total = self.status.total_payload_download if self.status else 0
-        rest = total - sum(self.sources.values())
-        failures = self.peer_hash_failures
-        for key in self.banned:
-            if rest > 0 and key not in self.sources:
-                # Banned between two samples (it sent its bad pieces in a few milliseconds):
-                # it sent at least the pieces that failed.
-                self.sources[key] = min(rest, failures.get(key, 0) * self.piece_length)
-                rest -= self.sources[key]
-        if rest <= 0:
-            return
-        weights = self._recent or self.sources or self._seen or {"unattributed": 1}
-        whole = sum(weights.values())
-        for key, w in weights.items():
-            self.sources[key] = self.sources.get(key, 0) + rest * w // whole
+        self.ledger.attribute_rest(self.status.total_payload_download if self.status else 0, self.piece_length)
 
     def progress(self, phase: events.Phase = events.Phase.RUNNING, files: bool = False) -> events.Progress:
         st = self.status
         done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity) if files else None
         if st is None:
-            return events.Progress(self.spec.index, phase, hash_failures=self.hash_failures,
-                                   sources=dict(self.sources), connected=self.connected, connected_at=self.connected_at,
+            return events.Progress(self.spec.index, phase, hash_failures=self.ledger.hash_failures,
+                                   sources=dict(self.ledger.sources), connected=self.connected, connected_at=self.connected_at,
                                    files={i: done[i] for i in self.spec.wanted} if done is not None else None,
-                                   **self._peers_named())
+                                   **self.ledger.named())
         return events.Progress(
             worker=self.spec.index, phase=phase, done=st.total_wanted_done, wanted=st.total_wanted,
             rate=st.download_payload_rate, up_rate=st.upload_payload_rate, peers=st.num_peers, seeds=st.num_seeds,
             downloaded=st.total_payload_download, uploaded=st.total_payload_upload,
-            redundant=st.total_redundant_bytes, hash_failures=self.hash_failures, sources=dict(self.sources),
+            redundant=st.total_redundant_bytes, hash_failures=self.ledger.hash_failures,
+            sources=dict(self.ledger.sources),
             state=str(st.state).rsplit(".", 1)[-1], flushed=self.phase is WorkerPhase.SEEDING,
             first_byte_at=self.first_byte_at, connected=self.connected, connected_at=self.connected_at,
-            files={i: done[i] for i in self.spec.wanted} if done is not None else None, **self._peers_named())
-
-    def _peers_named(self) -> dict[str, Any]:
-        return {"siblings": dict(self.siblings), "peer_hash_failures": dict(self.peer_hash_failures),
-                "banned": tuple(self.banned),
-                "peer_bytes": sum(n for k, n in self.sources.items() if self._remote(k.rsplit(":", 1)[0], k)),
-                "peers_remote": self.peers_remote, "connect_attempts": self.connect_attempts,
-                "connect_failures": self.connect_failures}
+            files={i: done[i] for i in self.spec.wanted} if done is not None else None, **self.ledger.named())
 
     def send(self, event: events.WorkerEvent) -> None:
         if self.parent_gone:
