@@ -164,3 +164,16 @@ def test_sources_without_an_end_are_what_was_sampled():
     ledger = Ledger(ME, PREFIX)
     ledger.connected(*SEED)
     assert ledger.sources == {}
+
+
+def test_the_module_is_pure():
+    """Standard library only: the accounting is tested without libtorrent (and runs without it)."""
+    import ast
+    import sys
+
+    from btget import sources
+
+    tree = ast.parse(open(sources.__file__).read())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert {name.split(".")[0] for name in names} <= set(sys.stdlib_module_names) | {"__future__"}, names
