@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from btget import plan
+from btget.worker import write_resume
 from tests.btget.conftest import make_dataset, start_seed
 from tests.btget.getsupport import bt_get_json, same_bytes
 from tests.support import verified_bytes
@@ -26,21 +27,49 @@ def big_dataset(tmp_path_factory):
     return make_dataset(tmp_path_factory.mktemp("big-dataset"), 12, 60 * MiB)
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 40 MiB tmpfs in tmp_path, unmounted whatever happens."""
+def tmpfs(where, size: str):
+    """A tmpfs of `size` at `where` (a new directory), unmounted whatever happens; skipped without root."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m,mode=0755", "tmpfs", str(mnt)],
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
                              capture_output=True, text=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
     try:
-        yield mnt
+        yield where
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 40 MiB tmpfs in tmp_path."""
+    yield from tmpfs(tmp_path / "disk", "40m")
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB tmpfs holding an old resume state (8 KiB) and a file that takes the rest."""
+    for mnt in tmpfs(tmp_path / "full", "1m"):
+        (mnt / "x.resume").write_bytes(b"old" * 2730)
+        try:
+            with open(mnt / "filler", "wb", buffering=0) as f:
+                while True:
+                    f.write(bytes(4096))
+        except OSError:
+            pass  # full
+        yield mnt
+
+
+@pytest.mark.parametrize("size, kept", [(8000, True), (100, True), (64 * 1024, False)])
+def test_resume_state_on_a_full_disk_is_written_over_the_old_or_not_at_all(full_disk, size, kept):
+    """The new state in the old one's blocks; one that does not fit leaves none (never the stale one,
+    never half of one: the next run then hashes the files). No temporary file either way."""
+    path = full_disk / "x.resume"
+    write_resume(str(path), b"n" * size)
+    assert (path.read_bytes() == b"n" * size) if kept else not path.exists()
+    assert leftovers(full_disk) == []
 
 
 def shared_pieces(meta, workers: int) -> int:
