@@ -82,6 +82,11 @@ class WorkerSpec:
         return os.path.join(self.state_dir, f"{self.key}{RESUME_SUFFIX}")
 
     @property
+    def stale_path(self) -> str:
+        """Where a state that may claim what is not on disk waits to be written over (write_resume's room)."""
+        return f"{self.resume_path}.stale"
+
+    @property
     def part_dir(self) -> str:
         return os.path.join(self.state_dir, self.key)
 
@@ -335,7 +340,9 @@ class Worker:
             code = a.error.value()
             if not self.write_failed:
                 self.write_failed = True
-                _remove(self.spec.resume_path)  # it may claim pieces that are not on disk (see _recheck)
+                # The saved state may claim pieces that are not on disk (see _recheck): out of the way,
+                # where a rerun never reads it, its blocks kept for the state saved after the check.
+                _replace(self.spec.resume_path, self.spec.stale_path)
             kind = "disk_full" if code in (errno.ENOSPC, errno.EDQUOT) else "file"
             problem = "disk full (free some space, then run bt-get again: it resumes)" if kind == "disk_full" \
                 else f"{a.error.message()} ({a.operation})"
@@ -448,7 +455,7 @@ class Worker:
     def _write_resume(self, data: bytes) -> None:
         if self.write_failed and not self.rechecked:
             return  # a state asked for before the failure: it may claim what did not reach the disk
-        write_resume(self.spec.resume_path, data)
+        write_resume(self.spec.resume_path, data, room=self.spec.stale_path if self.write_failed else None)
 
     def shutdown(self) -> None:
         if self.write_failed:
@@ -459,6 +466,7 @@ class Worker:
             if self.ses.wait_for_alert(200) is not None:
                 for alert in self.ses.pop_alerts():
                     self.on_alert(alert)
+        _remove(self.spec.stale_path)  # unused: the check was cut short, or a new state was written
         self.status = self.handle.status()
         if self.phase is WorkerPhase.FETCHING:
             self._count_sources()
@@ -593,16 +601,17 @@ def torrent_params(lt: Any, spec: WorkerSpec) -> Any:
     return atp
 
 
-def write_resume(path: str, data: bytes) -> None:
+def write_resume(path: str, data: bytes, room: str | None = None) -> None:
     """Resume state, written to a temporary name and renamed: a kill at any instant
     leaves either the old state or the new one, never half of one.
 
-    On a full disk the new state is written over the old one in place instead, in
-    the blocks the old one holds: a state saved before the disk filled would make
-    the rerun fetch again all that arrived since (issue 28: 51.3-54.7 MiB fetched
-    again where 39.3 MiB were intact). A kill in the middle of that leaves a state
-    libtorrent cannot read: the rerun then hashes what is on disk (slower, not
-    wrong); a state that does not fit is removed, with the same effect.
+    On a full disk the new state is written in place instead, in the blocks the
+    old one holds (`path`, else `room`, renamed to `path` then): a state saved before
+    the disk filled would make the rerun fetch again all that arrived since (issue
+    28: 51.3-54.7 MiB fetched again where 39.3 MiB were intact). A kill in the middle
+    of that leaves a state libtorrent cannot read: the rerun then hashes what is on
+    disk (slower, not wrong); a state that does not fit is removed, with the same
+    effect.
     """
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
@@ -614,18 +623,29 @@ def write_resume(path: str, data: bytes) -> None:
         return
     except OSError as exc:
         _remove(tmp)
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not os.path.isfile(path):
+        target = next((p for p in (path, room) if p and os.path.isfile(p)), None)
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or target is None:
             log.warning("%s: cannot save resume state (%s)", path, exc.strerror)
             return
     try:
-        with open(path, "r+b") as f:
+        with open(target, "r+b") as f:
             f.write(data)
             f.truncate()
             f.flush()
             os.fsync(f.fileno())
+        _replace(target, path)
     except OSError as exc:
-        _remove(path)  # half of a state: none is better (libtorrent then checks the files)
+        _remove(target)  # half of a state: none is better (libtorrent then checks the files)
         log.warning("%s: cannot save resume state (%s): the next run checks the files on disk", path, exc.strerror)
+
+
+def _replace(src: str, dst: str) -> None:
+    try:
+        os.replace(src, dst)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("%s: cannot rename to %s (%s)", src, dst, exc.strerror)
 
 
 def _remove(path: str) -> None:

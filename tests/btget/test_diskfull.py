@@ -62,13 +62,19 @@ def full_disk(tmp_path):
         yield mnt
 
 
+@pytest.mark.parametrize("moved", [False, True])
 @pytest.mark.parametrize("size, kept", [(8000, True), (100, True), (64 * 1024, False)])
-def test_resume_state_on_a_full_disk_is_written_over_the_old_or_not_at_all(full_disk, size, kept):
-    """The new state in the old one's blocks; one that does not fit leaves none (never the stale one,
-    never half of one: the next run then hashes the files). No temporary file either way."""
+def test_resume_state_on_a_full_disk_is_written_over_the_old_or_not_at_all(full_disk, size, kept, moved):
+    """The new state in the old one's blocks (where it is, or where the worker moved it out of the way
+    when a write failed); one that does not fit leaves none (never the stale one, never half of one:
+    the next run then hashes the files). No temporary file either way."""
     path = full_disk / "x.resume"
-    write_resume(str(path), b"n" * size)
+    room = full_disk / "x.resume.stale"
+    if moved:
+        path.rename(room)
+    write_resume(str(path), b"n" * size, room=str(room))
     assert (path.read_bytes() == b"n" * size) if kept else not path.exists()
+    assert not room.exists()
     assert leftovers(full_disk) == []
 
 
@@ -87,7 +93,7 @@ def shared_pieces(meta, workers: int) -> int:
 
 
 def leftovers(root) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if ".tmp" in p.name)
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if ".tmp" in p.name or ".stale" in p.name)
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
