@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from torrents.errors import BtswarmError
 
-from btget import ratecap, webseeds
+from btget import ratecap, sources, webseeds
 from btget.errors import Incomplete, TrackersRefuse, TransferError
 from btget.events import (Event, Listening, Phase, Progress, TrackerReply, Verified, WebSeedBanned, WorkerFailed,
                           WorkerGone)
@@ -301,7 +301,7 @@ def _rates(state: RunState, now: float) -> list[Action]:
 
 def _capped_bytes(p: Progress) -> int:
     """What a worker took through the cap: from remote peers and web seeds, not from its siblings."""
-    return p.peer_bytes + sum(n for key, n in p.sources.items() if key.startswith("web seed "))
+    return p.peer_bytes + sum(n for key, n in p.sources.items() if key.startswith(sources.WEB_SEED))
 
 
 def _trackers_refuse(state: RunState) -> list[Action]:
