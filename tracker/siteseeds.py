@@ -1,0 +1,80 @@
+"""Which seeds make a swarm's seeds enough: the sites' own. Pure.
+
+Any peer may announce `left=0`. Counted as a seed, one that lies (a
+corrupt copy whose resume data claims every piece) or an honest T3 seeding
+on from behind a NAT that nobody can reach kept every site from being
+asked: the leechers banned the one or never reached the other, then waited
+out bt-get's 30 s stall limit (issue 26: exit 7, 0 of 6 files).
+
+What would show that a peer serves is its word or a leecher's: its
+`uploaded` and `left`, a `completed` event, a leecher's `downloaded`
+growing while it was the only seed. A liar says whatever it likes, and may
+run the leechers that vouch for it, so none of these decides. What a peer
+cannot forge is a site's signed heartbeat, and the address a TCP
+connection comes from. So only sites count toward the seeds a swarm with
+leechers wants: a site seeds H when its last heartbeat says so, or when a
+seed of H in the swarm is at a peer endpoint its heartbeat declares (a
+start landed, the heartbeat saying so is on its way). A site that is down,
+or whose seed of H is stuck, does not count.
+
+Every other seed is still handed out, as an extra peer: an honest one
+spares the sites' uplinks (the T3s take pieces from it), a dishonest one
+costs a leecher one bad piece before it is banned. And whenever a site
+seeds H, every leecher's answer carries one of its seeds (`site_seed`),
+however many other seeds crowd the swarm, so a leecher that banned or
+could not reach the others finds it in its next answer.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Iterable, Sequence
+
+from tracker.sites import SiteRegistry
+
+Endpoint = tuple[str, int]
+
+
+def seeding_sites(registry: SiteRegistry, info_hash: bytes, seeds: Iterable[Endpoint] = ()) -> frozenset[str]:
+    """The sites whose seeds of H count: up, not stuck on H, and seeding it by their heartbeat or with one
+    of `seeds` (the swarm's, when read) at an endpoint they declared."""
+    names = set(registry.seeders.get(info_hash, ()))
+    site_at = registry.site_at
+    for ep in seeds:
+        name = site_at.get(ep)
+        if name is not None:
+            names.add(name)
+    out = set()
+    for name in names:
+        site = registry.get(name)
+        if site is not None and registry.is_up(site) and info_hash not in site.stuck:
+            out.add(name)
+    return frozenset(out)
+
+
+def site_seed(registry: SiteRegistry, sites: Iterable[str], requester: Endpoint,
+              rng: random.Random) -> Endpoint | None:
+    """One peer endpoint of the sites in `sites` (chosen at random, so leechers spread over them), not the
+    requester's own; None when they have none."""
+    endpoints = [ep for name in sorted(sites) for ep in registry.endpoints.get(name, ()) if ep != requester]
+    return endpoints[rng.randrange(len(endpoints))] if len(endpoints) > 1 else endpoints[0] if endpoints else None
+
+
+def with_peer(peers: bytes, peer: bytes, numwant: int) -> bytes:
+    """Compact `peers` (BEP 23 or BEP 7, all of `peer`'s width) with `peer` among them: as they are if it is
+    there, else first, the last one dropped if that makes more than `numwant`."""
+    width = len(peer)
+    at = peers.find(peer)
+    while at >= 0 and at % width:  # a match across two entries is not the peer
+        at = peers.find(peer, at + 1)
+    if at >= 0 or numwant <= 0:
+        return peers
+    return peer + peers[:max(0, numwant - 1) * width]
+
+
+def in_listed(listed: Sequence[tuple[str, int, bytes]], peer: tuple[str, int, bytes],
+              numwant: int) -> list[tuple[str, int, bytes]]:
+    """The same for a non-compact answer's (ip, port, peer id) entries."""
+    if numwant <= 0 or any(ip == peer[0] and port == peer[1] for ip, port, _ in listed):
+        return list(listed)
+    return [peer, *listed[:max(0, numwant - 1)]]
