@@ -31,6 +31,7 @@ from typing import Any
 from torrents.servicekit import tls
 
 from btget import events
+from btget.reannounce import Reannounce
 
 log = logging.getLogger("btget.worker")
 
@@ -38,7 +39,6 @@ RESUME_SUFFIX = ".resume"
 STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and send nothing (btget/stall.py)
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
-REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
 PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
 # A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent
 # bans one at once only when it alone sent the piece, and a web seed that goes on sending bad
@@ -144,7 +144,7 @@ class Worker:
         self.had_seeds = False
         self.connected = False  # some peer connected at some point (sent to the parent)
         self.connected_at: float | None = None  # time.time() of the first peer connection
-        self.next_reannounce = 0.0  # monotonic: the earliest a lost seed may cost another announce
+        self.reannounce = Reannounce()  # when losing every seed asks the tracker again
         self.web_urls = set(spec.web_seeds)  # the web seeds in use now
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0
@@ -307,6 +307,8 @@ class Worker:
             elif self.phase is WorkerPhase.FETCHING:
                 if a.op == lt.operation_t.connect and remote:
                     self.connect_failures += 1  # refused, or timed out (a firewall that drops)
+                if remote:
+                    self.reannounce.lost()
                 # A site that cannot read its replica drops its seed at once, between two
                 # status updates: look now, not at the next one.
                 self._seeds_gone(self.handle.status(0).num_seeds)
@@ -358,14 +360,12 @@ class Worker:
             self.send(self.progress(events.Phase.FINISHED, files=True))
 
     def _seeds_gone(self, seeds: int) -> None:
-        """Every seed left before we finished (a site that cannot read its replica stops
-        seeding it): ask the tracker at once, which starts a seed at another site, rather
-        than wait out the announce interval. At most every REANNOUNCE_AFTER seconds."""
-        now = time.monotonic()
-        if (seeds == 0 and (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
-                and now >= self.next_reannounce):
+        """No seed connected while fetching: every one left (a site that cannot read its replica stops
+        seeding it), was banned, or could not be reached. Ask the tracker now (btget/reannounce.py), whose
+        answer carries a site's seed or starts one, rather than wait out the announce interval."""
+        seedless = (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
+        if self.reannounce.due(time.monotonic(), seeds, seedless):
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
-            self.next_reannounce = now + REANNOUNCE_AFTER
         self.had_seeds = seeds > 0
 
     def _shut_out_stalled(self, now: float) -> None:
@@ -398,6 +398,7 @@ class Worker:
         peer to it (several connections per address are allowed, for loopback and NAT), so the address
         is shut out for the rest of the run: unless it is our own, which our sibling workers share."""
         key = f"{endpoint[0]}:{endpoint[1]}"
+        self.reannounce.lost()
         if (endpoint[0], endpoint[1]) in self._web_seed_endpoints:
             key = f"web seed {key}"  # named as the sources name it
         if key not in self.banned:
