@@ -274,10 +274,7 @@ class Announcer:
     def holding_sites(self, info_hash: bytes) -> list[str]:
         """Sites that hold H now: up, and listing it in their last heartbeat (the repository lists
         their web seeds, and only theirs)."""
-        registry = self.sites
-        # Not a site whose seed of H is stuck: its web seed reads the same hanging storage.
-        return sorted(n for n in registry.holders.get(info_hash, ())
-                      if (s := registry.get(n)) is not None and registry.is_up(s) and info_hash not in s.stuck)
+        return siteseeds.holding_sites(self.sites, info_hash)
 
     async def seeding_sites(self, info_hash: bytes) -> list[str]:
         """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm (tracker/siteseeds.py)."""

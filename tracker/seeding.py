@@ -137,8 +137,10 @@ class SeedStarter:
 
     def short(self, info_hash: bytes, counts: SwarmCounts, sites_seeding: int) -> bool:
         """Whether H's swarm may want a start: fewer sites seeding it than seeds wanted (no other seed
-        counts: tracker/siteseeds.py), or a start of ours in flight."""
-        return sites_seeding < self.wanted(counts) or info_hash in self._inflight
+        counts: tracker/siteseeds.py) and than sites hold it, or a start of ours in flight."""
+        if info_hash in self._inflight:
+            return True
+        return sites_seeding < self.wanted(counts) and sites_seeding < len(siteseeds.holding_sites(self.sites, info_hash))
 
     async def ensure(self, info_hash: bytes, counts: SwarmCounts) -> bool:
         """Start seeds for H if fewer sites seed it than wanted; wait <= start_wait. True if a site's seed
@@ -148,8 +150,8 @@ class SeedStarter:
             return False
         wanted = self.wanted(counts)
         before = len(siteseeds.seeding_sites(self.sites, info_hash))
-        if before >= wanted and info_hash not in self._inflight:
-            return False
+        if not self.short(info_hash, counts, before):
+            return False  # enough, or every site that could seeds H already
         deadline = self.clock() + self.config.start_wait
         tried: set[str] = set()
         waiting: set[asyncio.Task[Started | None]] = set()

@@ -52,6 +52,13 @@ def seeding_sites(registry: SiteRegistry, info_hash: bytes, seeds: Iterable[Endp
     return frozenset(out)
 
 
+def holding_sites(registry: SiteRegistry, info_hash: bytes) -> list[str]:
+    """The sites that could seed H now: up, listing it in their last heartbeat, their seed of it not stuck
+    (nor their web seed: it reads the same hanging storage)."""
+    return sorted(n for n in registry.holders.get(info_hash, ())
+                  if (s := registry.get(n)) is not None and registry.is_up(s) and info_hash not in s.stuck)
+
+
 def site_seed(registry: SiteRegistry, sites: Iterable[str], requester: Endpoint,
               rng: random.Random) -> Endpoint | None:
     """One peer endpoint of the sites in `sites` (chosen at random, so leechers spread over them), not the
