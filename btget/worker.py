@@ -71,6 +71,7 @@ class WorkerSpec:
     # This run's peer-id prefix (download.sibling_prefix); the worker's peer id is it plus its index.
     # A connection whose peer id starts with it is a sibling worker, whatever its address.
     peer_prefix: str = ""
+    rates: tuple[int, int] = (0, 0)  # its part of the run's caps, (download, upload) bytes/s; 0: none
 
     @property
     def peer_fingerprint(self) -> str:
@@ -167,6 +168,8 @@ class Worker:
         # Web seeds (given and the torrent's url-list) by endpoint: a connection to one that ends
         # between two samples is still named a web seed, not taken for a sibling worker.
         self._web_seed_endpoints = _endpoints(spec.web_seeds + spec.url_list)
+        if any(spec.rates):
+            self._set_rates(spec.rates)
         marks = {"session": time.time()}
         self.handle = self.ses.add_torrent(self._params())
         marks["torrent_added"] = time.time()
@@ -207,6 +210,8 @@ class Worker:
                         self.handle.connect_peer(peer)
                 elif isinstance(command, events.WebSeeds):
                     self._set_web_seeds(command)
+                elif isinstance(command, events.Rates):
+                    self._set_rates((command.download, command.upload))
             if self.first_byte_at is None and self.phase is WorkerPhase.FETCHING:
                 # Polled here, not taken from a state_update_alert: those come
                 # every report_interval (0.5 s), too coarse for a first byte that
@@ -413,6 +418,18 @@ class Worker:
                 and (endpoint[0], endpoint[1]) not in self._web_seed_endpoints):
             self.banned_ips.add(endpoint[0])
             self._set_ip_filter()
+
+    def _set_rates(self, rates: tuple[int, int]) -> None:
+        """A cap is for the campus link: every peer counts against it but the sibling workers,
+        which listen on our own address (ltsession.limit_everyone)."""
+        from torrents.servicekit import ltsession
+
+        # The payload is capped, not libtorrent's estimate of it with IP overhead (which took
+        # 0.87-0.90 of a 50 or 100 Mbit/s cap on shaped links): what the user asked for is what
+        # --json and the display then show.
+        self.ses.apply_settings({"download_rate_limit": rates[0], "upload_rate_limit": rates[1],
+                                 "rate_limit_ip_overhead": False})
+        ltsession.limit_everyone(self.ses, exempt=(self.spec.listen_ip,))
 
     def _set_web_seeds(self, command: events.WebSeeds) -> None:
         """Use exactly the web seeds the parent named (adding and removing url seeds on the handle)."""

@@ -316,7 +316,7 @@ def make_torrent(path: str, out: str | None, piece_size: str | None, tracker: st
             farm_dir, _ = farm.apply(lay, tmp)
             built = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links if not link.symlink],
                          dataclasses.replace(params, adler32=checksums.wants_adler32(ds)),
-                         {link.lfn: link.target for link in lay.links if link.symlink})
+                         {link.lfn: link.text for link in lay.links if link.symlink})
         bad = checksums.mismatches(ds, built.sums)
         if bad:
             raise DatasetError(ds.name, "; ".join(str(p) for p in bad))

@@ -18,7 +18,7 @@ import aiohttp
 
 from torrents import urls
 from torrents.servicekit import tls
-from torrents.servicekit.web import client_error, signed_request
+from torrents.servicekit.web import PeerClock, client_error, signed_request
 
 from btserver.metrics import Metrics
 
@@ -43,10 +43,11 @@ def publish_body(site: str, torrent: bytes, record: dict, kind: str = "T2") -> d
 
 
 async def publish_once(http: aiohttp.ClientSession, repo: str, site: str, secret: str, torrent: bytes,
-                       record: dict, timeout: float = 30.0, kind: str = "T2") -> tuple[int, object]:
+                       record: dict, timeout: float = 30.0, kind: str = "T2",
+                       clock: PeerClock | None = None) -> tuple[int, object]:
     url = f"{repo.rstrip('/')}{urls.dataset_api(record['name'])}"
     return await signed_request(http, "PUT", url, site=site, secret=secret,
-                                payload=publish_body(site, torrent, record, kind), timeout=timeout)
+                                payload=publish_body(site, torrent, record, kind), timeout=timeout, clock=clock)
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,15 @@ class Answer:
 
 
 async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str, torrent: bytes, record: dict,
-                  *, retry: Retry = Retry(), metrics: Metrics | None = None, kind: str = "T2") -> Answer:
-    """PUT until the repository answers 200/201, or refuses for good, or attempts run out."""
+                  *, retry: Retry = Retry(), metrics: Metrics | None = None, kind: str = "T2",
+                  clock: PeerClock | None = None) -> Answer:
+    """PUT until the repository answers 200/201, or refuses for good, or attempts run out.
+    `clock`: this host's clock against the repository's (a refusal for it is said there, once)."""
     name = record["name"]
     answer: object = None
     for attempt in range(retry.attempts):
         try:
-            status, answer = await publish_once(http, repo, site, secret, torrent, record, kind=kind)
+            status, answer = await publish_once(http, repo, site, secret, torrent, record, kind=kind, clock=clock)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             status, answer = 0, f"{repo}: {client_error(exc, tls.hint('server'))}"
         if metrics:
@@ -91,7 +94,7 @@ async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str
             else:
                 log.info("publish %s (%s): %s by %s", name, record["info_hash"], done.result or status, repo)
             return done
-        if status == 401 and attempt == 0:
+        if status == 401 and attempt == 0 and not (clock and clock.refused):
             # Not an outage: this site's secret is not the one the repository holds (retried all the
             # same, for a repository whose site_secrets are being corrected).
             log.warning("publish %s: %s refused our signature (%s): is this site's secret the one the repository "

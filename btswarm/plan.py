@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from btswarm.ready import Ready, RseInfo, RucioInfo, SiteInfo, T3Info
 from btswarm.redisserver import argv as redis_argv
 from btswarm.shaping import Link
+from torrents.errors import BtswarmError
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class Layout:
     rucio: RucioPlan | None = None  # the sites read their datasets from this Rucio, not from `data`
     # A T3 for `bt-get --share` (config/t3.toml; its bt-server is started by the first share, not by up).
     t3: Site | None = None
+    web_seed_urls: dict[str, tuple[str, ...]] = field(default_factory=dict)  # site → its doors (--web-seed-url)
 
     def data_of(self, index: int) -> Path:
         return self.site_data[index] if self.site_data else self.data
@@ -172,6 +175,24 @@ def toml(sections: dict[str, dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def web_seed_urls(values: Sequence[str], names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """`--web-seed-url [SITE=]TEMPLATE`, repeatable → each site's door templates (without SITE=: every
+    site's). bt-server checks the templates themselves when it starts (docs/webseeds.md)."""
+    out: dict[str, list[str]] = {name: [] for name in names}
+    for value in values:
+        head, sep, template = value.partition("=")
+        if not sep or "://" in head:
+            head, template = "", value
+        if head and head not in out:
+            raise BtswarmError("--web-seed-url", f"{value!r}: no site {head!r} (the sites are "
+                                                 f"{', '.join(names)})")
+        if not template.startswith(("http://", "https://")):
+            raise BtswarmError("--web-seed-url", f"{value!r}: not an http:// or https:// URL")
+        for name in [head] if head else names:
+            out[name].append(template)
+    return {name: tuple(urls) for name, urls in out.items() if urls}
+
+
 def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
     """Config sections per service label ('tracker', 'repo', 'site1', ...)."""
     secrets = {s.name: s.secret for s in (*fed.sites, *([fed.t3] if fed.t3 else []))}
@@ -210,6 +231,7 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
             "heartbeat_interval": fed.heartbeat_interval,
             "idle_ttl": fed.idle_ttl,
             **({"web_listen": f"{s.ip}:{s.web_port}"} if s.web_port else {}),
+            **({"web_seed_urls": list(fed.web_seed_urls[s.name])} if fed.web_seed_urls.get(s.name) else {}),
             **trackers,
         }}
         if fed.rucio is not None:

@@ -50,6 +50,7 @@ class UpOptions:
     rucio_dir: Path | None = None  # default STATE/rucio; one already running there is used
     rucio_scope: str = "demo"
     rucio_refresh: float = 30.0
+    web_seed_urls: tuple[str, ...] = ()  # --web-seed-url [SITE=]TEMPLATE: the sites' own doors
 
     def link_plan(self) -> tuple[shaping.Link, ...]:
         sites = [(plan.site_name(i), plan.site_ip(i)) for i in range(self.sites)]
@@ -91,7 +92,8 @@ def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> pla
     t3 = plan.Site(plan.T3_NAME, plan.T3_IP, *t3_ports, secrets.token_hex(16))
     return plan.Layout(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
                            idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data,
-                           more_tracker_ports=more, redis_port=redis_port, redis_url=opts.redis_url, t3=t3)
+                           more_tracker_ports=more, redis_port=redis_port, redis_url=opts.redis_url, t3=t3,
+                           web_seed_urls=plan.web_seed_urls(opts.web_seed_urls, [s.name for s in sites]))
 
 
 def prepare(opts: UpOptions, report: Callable[[str], None],

@@ -10,7 +10,8 @@
 # own daemons; the packages' own services are not used); openssl (the TLS tests make their own CA)
 # and systemd for systemd-analyze, which checks deploy/systemd/ (it needs no systemd running: in a
 # container without it as PID 1 the package installs and `systemd-analyze verify` works); tmux, the
-# real terminal of bt-get's display test. Installs only what is missing.
+# real terminal of bt-get's display test; faketime, the wrong clock of one site (tests/faults/test_clock.py).
+# Installs only what is missing.
 set -euo pipefail
 
 declare -A need=(
@@ -20,7 +21,7 @@ declare -A need=(
   [qbittorrent-nox]=qbittorrent-nox [rtorrent]=rtorrent [ctorrent]=ctorrent
   [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-wlm [sacct]=slurm-wlm [munged]=munge
   [redis-server]=redis-server
-  [openssl]=openssl [systemd-analyze]=systemd [tmux]=tmux
+  [openssl]=openssl [systemd-analyze]=systemd [tmux]=tmux [faketime]=faketime
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -13,6 +13,7 @@ from btswarm.ready import RseInfo, SiteInfo
 from btrepo.config import RepoConfig
 from btserver.config import ServerConfig
 from torrents.config import load_section
+from torrents.errors import BtswarmError
 from tracker.config import TrackerConfig
 
 
@@ -118,3 +119,29 @@ def test_two_trackers_share_our_redis_and_every_site_knows_both(tmp_path):
     joined = dataclasses.replace(fed, redis_port=0, redis_url="redis://127.0.0.1:6400/3")
     assert [s.label for s in plan.services(joined, Path("/bin"))][0] == "tracker"
     assert plan.configs(joined)["tracker2"]["tracker"]["redis_url"] == "redis://127.0.0.1:6400/3"
+
+
+def test_web_seed_urls_from_the_command_line_reach_each_sites_config(tmp_path):
+    door = "http://127.0.0.1:1094/store/{dataset}/{lfn}"
+    own = "https://door2.example:2880/atlas/{dataset}/{lfn}"
+    names = ["site1", "site2", "site3"]
+    urls = plan.web_seed_urls([door, f"site2={own}"], names)
+    assert urls == {"site1": (door,), "site2": (door, own), "site3": (door,)}
+    fed = dataclasses.replace(layout(tmp_path), web_seed_urls=plan.web_seed_urls([f"site3={own}"], names))
+    for label, sections in plan.configs(fed).items():
+        if label.startswith("site"):
+            path = tmp_path / f"{label}.toml"
+            path.write_text(plan.toml(sections))
+            server = load_section("server", ServerConfig, path, environ={})
+            assert server.web_seed_urls == ((own,) if label == "site3" else ()), label
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("site9=http://h/{dataset}/{lfn}", "--web-seed-url: 'site9=http://h/{dataset}/{lfn}': no site 'site9' "
+                                       "(the sites are site1, site2)"),
+    ("ftp://h/{dataset}/{lfn}", "--web-seed-url: 'ftp://h/{dataset}/{lfn}': not an http:// or https:// URL"),
+])
+def test_a_bad_web_seed_url_is_refused_before_anything_starts(value, problem):
+    with pytest.raises(BtswarmError) as info:
+        plan.web_seed_urls([value], ["site1", "site2"])
+    assert str(info.value) == problem
