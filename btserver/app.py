@@ -92,10 +92,11 @@ class Daemon:
             self.changed.set()
 
     def heartbeat_body(self) -> dict:
+        built = heartbeat.stamp()  # before the seeds are read: a start stamped later is not in this body
         return heartbeat.heartbeat_body(self.config.site, self.control_url, [self.seeder.endpoint],
                                         self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds,
                                         kind=self.config.kind, web_busy=self.web.load.busy() if self.web else (),
-                                        stuck=self.seeder.stuck_hashes())
+                                        stuck=self.seeder.stuck_hashes(), built=built)
 
     def web_seeds(self) -> list[str]:
         """The BEP 19 base URLs this site offers for its datasets (published with each)."""
@@ -168,7 +169,9 @@ async def start_seed(request: web.Request) -> web.Response:
     d.metrics.start_latency.observe(elapsed)
     d.metrics.seed_requests.labels(result="200").inc()
     log.info("seed %s: answered in %.1f ms", info_hash, elapsed * 1000)
-    return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [d.seeder.endpoint]})
+    # Stamped once the seed is in seeding(): every heartbeat built after this stamp lists it.
+    return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [d.seeder.endpoint],
+                              "started": heartbeat.stamp()})
 
 
 async def stop_seed(request: web.Request) -> web.Response:

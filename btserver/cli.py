@@ -224,7 +224,8 @@ def publish(name: str | None, config_path: str | None, verbose: int, attempts: i
             state = "" if answer.state in ("", "current") else f" ({answer.state}: {answer.problem})"
             click.echo(f"{p.info_hash}  {answer.result or 'published'}{state}  {p.name}")
         else:
-            click.echo(f"{p.info_hash}  FAILED  {p.name}: {answer.problem}")
+            # A refusal for this site's role (btrepo/rights.py) is no outage: said as such.
+            click.echo(f"{p.info_hash}  {'REFUSED' if answer.forbidden else 'FAILED'}  {p.name}: {answer.problem}")
     return int(ExitStatus.OK if all(a.ok for a in results) else ExitStatus.ERROR)
 
 

@@ -13,11 +13,9 @@ from torrents.devsecret import DEV_SECRET
 from torrents.did import parse_pattern
 from torrents.errors import BtswarmError, ConfigError
 from torrents.hostport import check_hostport, parse_hostport
+from torrents.sitekinds import SITE_KINDS
 
 from btserver import weburls
-
-
-SITE_KINDS = ("T2", "T3")
 
 
 @dataclass(frozen=True)

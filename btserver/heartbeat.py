@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Callable, Mapping, Sequence
 
 import aiohttp
@@ -22,15 +23,27 @@ log = logging.getLogger("btswarm.server.heartbeat")
 
 MIN_GAP = 0.2
 MIN_INTERVAL = 0.5
+_last_stamp = 0
+
+
+def stamp() -> int:
+    """Now on this site's clock, in µs since the epoch, strictly increasing in this process: a heartbeat's
+    `built` and a seed start's `started`. The tracker compares only this site's stamps with each other: a
+    heartbeat built before a start says nothing about that start's seed (docs/contracts.md)."""
+    global _last_stamp
+    _last_stamp = max(_last_stamp + 1, time.time_ns() // 1000)
+    return _last_stamp
 
 
 def heartbeat_body(site: str, control_url: str, peers: list[str], can_seed: list[str], seeding: list[str],
-                   capacity: int, kind: str = "T2", web_busy: Sequence[str] = (), stuck: Sequence[str] = ()) -> dict:
+                   capacity: int, kind: str = "T2", web_busy: Sequence[str] = (), stuck: Sequence[str] = (),
+                   built: int | None = None) -> dict:
     """`web_busy`: datasets the web seed served lately; they count in the load as seeds do. `stuck`: seeds
-    whose storage hangs (btserver/stuck.py), which the tracker neither hands out nor counts."""
+    whose storage hangs (btserver/stuck.py), which the tracker neither hands out nor counts. `built`: the
+    stamp() taken before `seeding` was read."""
     return {"site": site, "kind": kind, "control_url": control_url, "peers": peers, "can_seed": sorted(can_seed),
             "seeding": sorted(seeding), "stuck": sorted(stuck), "load": len(set(seeding) | set(web_busy)),
-            "capacity": capacity}
+            "capacity": capacity, **({"built": built} if built is not None else {})}
 
 
 async def beat_all(http: aiohttp.ClientSession, trackers: Sequence[str], site: str, secret: str,
@@ -93,6 +106,8 @@ async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, sec
             elif status == 401:
                 log.warning("heartbeat: tracker %s refused our signature (%s): is this site's secret the one the "
                             "tracker holds for %s in [tracker] site_secrets?", tracker, _said(answer), site)
+            elif status == 403 and not failing:  # signed right, but not the kind the tracker's configuration says
+                log.warning("heartbeat: tracker %s refused this site: %s", tracker, _said(answer))
             elif not failing:
                 log.info("heartbeat: tracker %s not answering (%s); will keep trying", tracker,
                          f"HTTP {status}: {_said(answer)}" if status else answer)

@@ -1,8 +1,9 @@
 """Publish each prepared dataset to the repository: signed PUT, retried with backoff.
 
 Runs as background tasks: a repository that is down delays publishing,
-never seeding. Retries are bounded (attempts and a capped backoff); 400
-and 409 are answers, not outages, and are not retried. The repository's
+never seeding. Retries are bounded (attempts and a capped backoff); 400,
+403 (this site's role does not allow it: btrepo/rights.py) and 409 are
+answers, not outages, and are not retried. The repository's
 answer says where this replica stands against the version it serves
 (a conflict or a partial replica is published, and said so).
 """
@@ -24,7 +25,7 @@ from btserver.metrics import Metrics
 
 log = logging.getLogger("btswarm.server.publisher")
 
-PERMANENT = (400, 409)
+PERMANENT = (400, 403, 409)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,11 @@ class Answer:
     result: str = ""  # created, new_version, conflict, partial, site_added, unchanged
     state: str = ""  # where this replica stands against the version the repository serves
     problem: str = ""  # a sentence when it disagrees, or why publishing failed
+    status: int = 0  # the repository's HTTP status when it refused (403: this site's role does not allow it)
+
+    @property
+    def forbidden(self) -> bool:
+        return self.status == 403
 
     @classmethod
     def of(cls, status: int, doc: object) -> "Answer":
@@ -65,7 +71,7 @@ class Answer:
             return cls(True, str(doc.get("result", "")), str(doc.get("state", "current")),
                        str(doc.get("problem") or ""))
         reason = doc.get("error") if isinstance(doc, dict) else doc
-        return cls(False, problem=f"HTTP {status}: {reason}" if status else str(reason))
+        return cls(False, problem=f"HTTP {status}: {reason}" if status else str(reason), status=status)
 
     def to_json(self) -> dict:
         return {"published": self.ok, "result": self.result, "state": self.state, "problem": self.problem or None}
@@ -100,8 +106,9 @@ async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str
             log.warning("publish %s: %s refused our signature (%s): is this site's secret the one the repository "
                         "holds for %s in [repo] site_secrets?", name, repo, Answer.of(status, answer).problem, site)
         if status in PERMANENT:
-            log.error("publish %s: refused by %s with %d: %s", name, repo, status, answer)
-            return Answer.of(status, answer)
+            refused = Answer.of(status, answer)
+            log.error("publish %s: %s refused it: %s", name, repo, refused.problem)
+            return refused
         # First failure at INFO, the rest at DEBUG: a repository that is
         # down is normal at start-up and must not flood the log.
         level = logging.INFO if attempt == 0 else logging.DEBUG

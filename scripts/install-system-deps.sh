@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages used by the tests and benchmarks: Chromium (browser tests),
-# transmission-show (a second .torrent reader), redis-server (the tracker's shared
-# store), and the third-party baselines
+# transmission-show (a second .torrent reader), redis-server (the tracker's shared store and, run with
+# --sentinel, its sentinels: Debian's redis-sentinel package is that binary plus a service we do not want),
+# and the third-party baselines
 # (mktorrent, opentracker, aria2c, nginx, wrk); iproute2 (ip, tc) for the shaped
 # federation, nftables for its firewall (peer ports blocked, web seeds open: tests/e2e/test_webseeds.py),
 # bindfs and fuse3 for bench_wan's frozen-storage site; the third-party BitTorrent

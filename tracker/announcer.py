@@ -24,6 +24,7 @@ from torrents.hostport import parse_hostport
 from tracker import protocol, siteseeds
 from tracker.churn import ChurnGuard
 from tracker.config import TrackerConfig
+from tracker.fallback import Fallback
 from tracker.metrics import SAMPLE_EVERY, TrackerMetrics
 from tracker.peerstore import PeerStore, SwarmView, resolve
 from tracker.protocol import AnnounceError
@@ -55,6 +56,7 @@ class Announcer:
         self._jitter = protocol.interval_jitter(config.interval)
         self._sampled = 0  # announces since the last one timed
         self.churn = ChurnGuard()
+        self.fallback = Fallback(protocol.peer_ttl(config.interval), sites)
 
     def set_published(self, hashes: Iterable[bytes]) -> None:
         self.published = frozenset(hashes)
@@ -105,7 +107,7 @@ class Announcer:
                                        numwant=0 if ann.event == "stopped" else ann.numwant, site=site,
                                        listed=not ann.compact)
         except StoreUnavailable:
-            return self._store_down()
+            return self._store_down(ann, site)
         if isinstance(view, SwarmView):
             return self._decide(ann, site, view)
         if isinstance(view, asyncio.Future):
@@ -122,7 +124,7 @@ class Announcer:
             try:
                 result = self._decide(ann, site, f.result())
             except StoreUnavailable:
-                answer.set_result(self._store_down())
+                answer.set_result(self._store_down(ann, site))
                 return
             except BaseException as exc:  # noqa: BLE001 - settles the answer; the caller logs it
                 answer.set_exception(exc)
@@ -143,7 +145,7 @@ class Announcer:
             answer = self._decide(ann, site, await pending)
             return answer if isinstance(answer, bytes) else await answer
         except StoreUnavailable:
-            return self._store_down()
+            return self._store_down(ann, site)
 
     def _decide(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes | Coroutine[Any, Any, bytes]:
         self.metrics.announce_ok.inc()
@@ -165,7 +167,7 @@ class Announcer:
                                                         site=site, listed=not ann.compact))
             seeding = await self.starter.seeding_sites(ann.info_hash)
         except StoreUnavailable:
-            return self._store_down()
+            return self._store_down(ann, site)
         # No site seeds H yet: come back soon, a start may be landing (another seed may be a liar).
         return self._answer(ann, self._with_site_seed(ann, view, seeding), retry=not seeding)
 
@@ -205,9 +207,13 @@ class Announcer:
         return protocol.compact_answer(interval, min_interval, view.complete, view.incomplete,
                                        view.peers4, view.peers6)
 
-    def _store_down(self) -> bytes:
+    def _store_down(self, ann: protocol.Announce | None = None, site: str | None = None) -> bytes:
+        """The store is unavailable: an announce is answered from this process's memory (tracker/fallback.py),
+        asked back soon; a scrape gets the failure reason."""
         self.metrics.announce_store_down.inc()
-        return self._failure_store
+        if ann is None:
+            return self._failure_store
+        return self._answer(ann, self.fallback.announce(ann, site), retry=True)
 
     def scrape(self, raw_query: str | bytes) -> bytes | Coroutine[Any, Any, bytes]:
         try:
@@ -259,17 +265,24 @@ class Announcer:
         before = self.sites.get(site.name)
         await resolve(self.sites.beat(site))
         endpoints = [parse_hostport(e) for e in site.peers]
+        # A heartbeat may arrive after a seed start it was built before (it went out just before the
+        # site answered the start): it says nothing about that seed, so the store keeps a seed whose
+        # start the site stamped after site.built (2 runs in 10 of two trackers' 200 first announces
+        # lost the new seed that way, and asked the site again).
         for info_hash in site.stuck:
             for host, port in endpoints:
-                await resolve(self.store.remove(info_hash, host, port))
-        if before is None:
-            return
-        for info_hash in before.seeding - site.seeding:
+                await resolve(self.store.remove(info_hash, host, port, site.name, built=site.built))
+        for info_hash in (before.seeding - site.seeding) if before is not None else ():
             for host, port in endpoints:
-                await resolve(self.store.remove(info_hash, host, port))
-        for info_hash in (before.stuck - site.stuck) & site.seeding:
+                await resolve(self.store.remove(info_hash, host, port, site.name, built=site.built))
+        # Every seed the site lists (and not stuck) is in the swarm again from this beat: one whose site said it
+        # recovered, and one whose entry expired while its announces could not reach the store (a Redis
+        # failover: a seed that lost one announce expires 0.5 intervals later, and each new leecher then
+        # asked its site for a seed it runs). A start is then never asked of a site for a seed it runs.
+        for info_hash in site.seeding - site.stuck:
             for ep in endpoints:
-                await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep), site.name))
+                await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep), site.name,
+                                                  started=site.built))
 
     def holding_sites(self, info_hash: bytes) -> list[str]:
         """Sites that hold H now: up, and listing it in their last heartbeat (the repository lists

@@ -99,6 +99,12 @@ def parse_endpoints(data: object) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def parse_started(data: object) -> int | None:
+    """`started` of a start answer: when the site started the seed, on its own clock; None if absent or malformed."""
+    value = data.get("started") if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def site_peer_id(site: str, endpoint: tuple[str, int]) -> bytes:
     """A stable 20-byte id for a seed the tracker added on a site's word (its own announce replaces it)."""
     return hashlib.sha1(f"{site}\0{endpoint[0]}:{endpoint[1]}".encode()).digest()
@@ -249,9 +255,10 @@ class SeedStarter:
                 endpoints = parse_endpoints(data)
                 if endpoints:
                     outcome = "started"
+                    started = parse_started(data)
                     for ep in endpoints:
                         await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep),
-                                                          site.name))
+                                                          site.name, started=started))
                     log.info("%s: seed started at %s: %s", hex_hash, site.name, endpoints)
                     return Started(site.name, endpoints)
                 log.warning("%s: %s answered 200 without peers", hex_hash, site.name)

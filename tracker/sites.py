@@ -44,6 +44,9 @@ class Site:
     last_seen: float  # wall clock, shown to users
     seen_mono: float = field(default=0.0, repr=False)  # monotonic, for up/down
     stuck: frozenset[bytes] = frozenset()  # its seeds whose storage hangs: not handed out, not counted
+    # When the site built this heartbeat, on the site's own clock (docs/contracts.md); None from a site that
+    # does not say: its heartbeat then says nothing about seeds started after that (see Announcer.site_beat).
+    built: int | None = None
 
     @property
     def peer_endpoints(self) -> frozenset[tuple[str, int]]:
@@ -92,6 +95,9 @@ def parse_heartbeat(site: str, body: Any, *, now: float, mono: float) -> Site:
     peers = body.get("peers", [])
     if not isinstance(peers, list) or len(peers) > 64:
         raise HeartbeatError(f"{site}: peers", "expected a list of at most 64 ip:port")
+    built = body.get("built")
+    if built is not None and (not isinstance(built, int) or isinstance(built, bool) or built < 0):
+        raise HeartbeatError(f"{site}: built", "expected a whole number ≥ 0")
     numbers = {}
     for key in ("load", "capacity"):
         value = body.get(key, 0)
@@ -102,7 +108,7 @@ def parse_heartbeat(site: str, body: Any, *, now: float, mono: float) -> Site:
                 peers=tuple(_endpoint(p, site) for p in peers),
                 can_seed=_hashes(body, "can_seed", site), seeding=_hashes(body, "seeding", site),
                 load=numbers["load"], capacity=numbers["capacity"], last_seen=now, seen_mono=mono,
-                stuck=_hashes(body, "stuck", site))
+                stuck=_hashes(body, "stuck", site), built=built)
 
 
 class SiteRegistry:

@@ -23,7 +23,7 @@ from yarl import URL
 from torrents import auth, clockskew
 from torrents.servicekit import sdnotify, tls
 from torrents.errors import (AuthError, BencodeError, BtswarmError, ConfigError, Conflict, DatasetError,
-                             MetainfoError, NotFound)
+                             Forbidden, MetainfoError, NotFound)
 
 log = logging.getLogger("btswarm.web")
 
@@ -32,7 +32,7 @@ MAX_URL = 8 * 1024  # what a service answers; longer is a styled 414, not the pa
 _PARSER_LINE_LIMIT = 64 * 1024  # what aiohttp reads before giving up with its own plain-text answer
 REGISTRY_KEY = web.AppKey("metrics_registry", CollectorRegistry)
 
-_STATUS = {NotFound: 404, AuthError: 401, MetainfoError: 400, DatasetError: 400, BencodeError: 400,
+_STATUS = {NotFound: 404, AuthError: 401, Forbidden: 403, MetainfoError: 400, DatasetError: 400, BencodeError: 400,
            ConfigError: 400, Conflict: 409}
 
 
