@@ -153,8 +153,8 @@ class Announcer:
         if ann.event == "stopped" or ann.seed or h not in self.sites.holders:
             return self._answer(ann, view)
         # Only the sites' seeds count (tracker/siteseeds.py): a peer that says left=0 never keeps them away.
-        seeding = siteseeds.seeding_sites(self.sites, h)
-        if self.starter.short(h, view.counts, len(seeding)):
+        seeding = siteseeds.said_seeding(self.sites, h)
+        if self.starter.short(h, view.counts, siteseeds.at_once(len(seeding), view.complete)):
             if self.churn.may_start(h, ann.ip, ann.port, ann.downloaded):
                 return self._answer_after_seeds(ann, site, view)
             self.metrics.starts_withheld.inc()
@@ -291,4 +291,4 @@ class Announcer:
 
     async def seeding_sites(self, info_hash: bytes) -> list[str]:
         """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm (tracker/siteseeds.py)."""
-        return sorted(await self.starter.seeding_sites(info_hash))
+        return sorted(siteseeds.said_seeding(self.sites, info_hash) | await self.starter.seeding_sites(info_hash))

@@ -155,9 +155,10 @@ class SeedStarter:
         if not holders:
             return False
         wanted = self.wanted(counts)
-        before = len(siteseeds.seeding_sites(self.sites, info_hash))
-        if not self.short(info_hash, counts, before):
+        if not self.short(info_hash, counts, siteseeds.at_once(len(siteseeds.said_seeding(self.sites, info_hash)),
+                                                               counts.complete)):
             return False  # enough, or every site that could seeds H already
+        before: int | None = None
         deadline = self.clock() + self.config.start_wait
         tried: set[str] = set()
         waiting: set[asyncio.Task[Started | None]] = set()
@@ -171,6 +172,8 @@ class SeedStarter:
             # a loaded host let another tracker see neither and ask the site a second time).
             remote = await resolve(self.state.claimed(info_hash, holders))
             seeding = await self.seeding_sites(info_hash)
+            if before is None:
+                before = len(seeding)
             gained |= len(seeding) > before
             mine = self._inflight.get(info_hash, {})
             remote -= set(mine)
@@ -205,7 +208,7 @@ class SeedStarter:
         return gained
 
     async def seeding_sites(self, info_hash: bytes) -> frozenset[str]:
-        """The sites seeding H (tracker/siteseeds.py): by their heartbeat, or with a seed in H's swarm."""
+        """The sites with a seed in H's swarm (tracker/siteseeds.py)."""
         seeds = await resolve(self.store.seeds(info_hash))
         return siteseeds.seeding_sites(self.sites, info_hash, ((s.ip, s.port) for s in seeds))
 

@@ -12,10 +12,11 @@ growing while it was the only seed. A liar says whatever it likes, and may
 run the leechers that vouch for it, so none of these decides. What a peer
 cannot forge is a site's signed heartbeat, and the address a TCP
 connection comes from. So only sites count toward the seeds a swarm with
-leechers wants: a site seeds H when its last heartbeat says so, or when a
-seed of H in the swarm is at a peer endpoint its heartbeat declares (a
-start landed, the heartbeat saying so is on its way). A site that is down,
-or whose seed of H is stuck, does not count.
+leechers wants: a seed of H in the swarm at a peer endpoint that a site's
+heartbeat declares. A site that is down, or whose seed of H is stuck, does
+not count. An announce first counts, without reading the swarm's seeds,
+the sites whose heartbeat says they seed H, no more than the swarm has
+seeds (`at_once`); when that is short, the start path reads the swarm.
 
 Every other seed is still handed out, as an extra peer: an honest one
 spares the sites' uplinks (the T3s take pieces from it), a dishonest one
@@ -35,15 +36,28 @@ from tracker.sites import SiteRegistry
 Endpoint = tuple[str, int]
 
 
-def seeding_sites(registry: SiteRegistry, info_hash: bytes, seeds: Iterable[Endpoint] = ()) -> frozenset[str]:
-    """The sites whose seeds of H count: up, not stuck on H, and seeding it by their heartbeat or with one
-    of `seeds` (the swarm's, when read) at an endpoint they declared."""
-    names = set(registry.seeders.get(info_hash, ()))
+def seeding_sites(registry: SiteRegistry, info_hash: bytes, seeds: Iterable[Endpoint]) -> frozenset[str]:
+    """The sites whose seeds of H count: up, not stuck on H, with one of `seeds` (the swarm's) at a peer
+    endpoint they declared. The swarm decides, not the heartbeat: a seed that idled out says `stopped`
+    before its site's next heartbeat says so."""
     site_at = registry.site_at
-    for ep in seeds:
-        name = site_at.get(ep)
-        if name is not None:
-            names.add(name)
+    return _usable(registry, info_hash, {name for ep in seeds if (name := site_at.get(ep)) is not None})
+
+
+def said_seeding(registry: SiteRegistry, info_hash: bytes) -> frozenset[str]:
+    """The sites whose last heartbeat says they seed H (up, not stuck on H): what an announce reads at once,
+    without the swarm's seeds."""
+    return _usable(registry, info_hash, registry.seeders.get(info_hash, ()))
+
+
+def at_once(said: int, complete: int) -> int:
+    """The sites' seeds an announce counts before it reads the swarm's seeds: those the heartbeats say, but
+    no more than the swarm holds seeds. Fewer (a site's seed left, or liars crowd the swarm): the start path
+    reads the swarm (`seeding_sites`) and decides."""
+    return min(said, complete)
+
+
+def _usable(registry: SiteRegistry, info_hash: bytes, names: Iterable[str]) -> frozenset[str]:
     out = set()
     for name in names:
         site = registry.get(name)

@@ -23,14 +23,22 @@ def site(name: str, peers: tuple[str, ...], *, seeding: frozenset = frozenset(),
     return Site(name, f"http://{name}", peers, can, seeding, 0, 10, 0.0, seen_mono=seen, stuck=stuck)
 
 
-def test_a_site_seeds_by_its_heartbeat_or_by_a_seed_at_an_endpoint_it_declares():
+def test_a_site_seeds_with_a_seed_in_the_swarm_at_an_endpoint_it_declares():
     reg, _ = registry()
     reg.beat(site("a", ("127.0.0.2:6881",), seeding=frozenset({H})))
     reg.beat(site("b", ("127.0.0.3:6881",)))
-    assert siteseeds.seeding_sites(reg, H) == {"a"}
     # b's start landed (its seed is in the swarm), its heartbeat saying so not yet in
-    assert siteseeds.seeding_sites(reg, H, [("127.0.0.3", 6881)]) == {"a", "b"}
+    assert siteseeds.seeding_sites(reg, H, [("127.0.0.3", 6881)]) == {"b"}
     assert siteseeds.seeding_sites(reg, OTHER, [("127.0.0.3", 6881)]) == {"b"}
+    # a's heartbeat says it seeds H, its seed left the swarm ('stopped' comes before the next heartbeat)
+    assert siteseeds.seeding_sites(reg, H, []) == set()
+    assert siteseeds.said_seeding(reg, H) == {"a"}
+
+
+def test_at_once_an_announce_counts_the_heartbeats_no_more_than_the_swarm_has_seeds():
+    assert siteseeds.at_once(said=1, complete=5) == 1  # liars do not add to it
+    assert siteseeds.at_once(said=2, complete=1) == 1  # a site's seed left: the start path reads the swarm
+    assert siteseeds.at_once(said=0, complete=3) == 0
 
 
 def test_a_seed_that_is_no_sites_never_counts():
@@ -45,8 +53,9 @@ def test_a_site_that_is_down_or_stuck_does_not_count():
     reg.beat(site("a", ("127.0.0.2:6881",), seeding=frozenset({H}), stuck=frozenset({H})))
     reg.beat(site("b", ("127.0.0.3:6881",), seeding=frozenset({H}), seen=60.0))
     assert siteseeds.seeding_sites(reg, H, [("127.0.0.2", 6881), ("127.0.0.3", 6881)]) == set()
+    assert siteseeds.said_seeding(reg, H) == set()
     clock[0] = 85.0  # b's last beat is recent again: up
-    assert siteseeds.seeding_sites(reg, H) == {"b"}
+    assert siteseeds.seeding_sites(reg, H, [("127.0.0.3", 6881)]) == siteseeds.said_seeding(reg, H) == {"b"}
 
 
 def test_the_site_seed_handed_out_is_one_of_theirs_never_the_requester():
