@@ -130,8 +130,13 @@ def policy_of(job: Job) -> Policy:
                   seed_time=job.seed_time, seed_ratio=job.seed_ratio,
                   max_rate=job.max_rate, max_upload_rate=job.max_upload_rate,
                   verify=any(f.lfn in job.checksums for f in job.selected), web=job.web,
-                  # Given peers or web seeds may serve it whatever the trackers say.
-                  trackers=tuple(job.meta.trackers()) if not (job.peers or job.web.sources) else ())
+                  trackers=() if job.peers or given_web_seeds(job) else tuple(job.meta.trackers()))
+
+
+def given_web_seeds(job: Job) -> tuple[webseeds.Source, ...]:
+    """The web seeds the user named (--web-seed), not the torrent's url-list (the sites', which serve only
+    what the federation published)."""
+    return tuple(s for s in job.web.sources if s.url not in job.meta.url_list)
 
 
 def sibling_prefix() -> str:

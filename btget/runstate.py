@@ -34,7 +34,9 @@ class Policy:
     seed_time: float = 0.0
     seed_ratio: float = 0.0
     verify: bool = False  # the record has checksums for the selected files
-    trackers: tuple[str, ...] = ()  # the torrent's (when every one says no for good, the run ends)
+    # the torrent's (when every one says no for good and no byte came, the run ends); none when the user named
+    # sources of their own (--peer, --web-seed), which may serve it whatever the trackers say
+    trackers: tuple[str, ...] = ()
     web: webseeds.Rule = webseeds.Rule()  # when to use the sites' web seeds
     max_rate: int = 0  # bytes/s for the whole run, all workers together (0: none)
     max_upload_rate: int = 0
@@ -305,10 +307,14 @@ def _capped_bytes(p: Progress) -> int:
 
 
 def _trackers_refuse(state: RunState) -> list[Action]:
-    """Every tracker of the torrent said no for good, to every worker, and no peer ever came:
-    nothing will start this swarm; say the trackers' words now rather than wait out the timeouts."""
+    """Every tracker of the torrent said no for good, to every worker, and no peer or web seed has sent a
+    byte: nothing will start this swarm; say the trackers' words now rather than wait out the timeouts.
+
+    A connection is not a source: the sites' web seeds answer 404 for a torrent they never made (a forged
+    one, or a version nobody published), and sibling workers have nothing to trade. Counted as sources,
+    they made such a run wait 30 s and blame the sites (exit 7), or never end with --no-web-seeds."""
     p = state.policy
-    if not p.trackers or state.seeded or state.best_done > 0:
+    if not p.trackers or state.best_done > 0 or state.total("downloaded") > 0:
         return []
     views = state.workers.values()
     if not all(url in v.refused for v in views for url in p.trackers):

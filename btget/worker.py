@@ -31,6 +31,7 @@ from typing import Any
 from torrents.servicekit import tls
 
 from btget import events, sources
+from btget.reannounce import Reannounce
 
 log = logging.getLogger("btget.worker")
 
@@ -38,7 +39,6 @@ RESUME_SUFFIX = ".resume"
 STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and send nothing (btget/stall.py)
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
-REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
 PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
 # A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent
 # bans one at once only when it alone sent the piece, and a web seed that goes on sending bad
@@ -142,7 +142,7 @@ class Worker:
         self.had_seeds = False
         self.connected = False  # some peer connected at some point (sent to the parent)
         self.connected_at: float | None = None  # time.time() of the first peer connection
-        self.next_reannounce = 0.0  # monotonic: the earliest a lost seed may cost another announce
+        self.reannounce = Reannounce()  # when losing every seed asks the tracker again
         self.web_urls = set(spec.web_seeds)  # the web seeds in use now
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0
@@ -307,6 +307,9 @@ class Worker:
                     self.ledger.disconnected(ep[0], ep[1], pid,
                                              connect_failed=fetching and a.op == lt.operation_t.connect)
                 if fetching:
+                    if ep and (ep[0], ep[1]) not in self.ledger.web_seeds and \
+                            self.ledger.remote(ep[0], self.ledger.key(ep[0], ep[1])):
+                        self.reannounce.lost()
                     # A site that cannot read its replica drops its seed at once, between two
                     # status updates: look now, not at the next one.
                     self._seeds_gone(self.handle.status(0).num_seeds)
@@ -363,14 +366,12 @@ class Worker:
             self.send(self.progress(events.Phase.FINISHED, files=True))
 
     def _seeds_gone(self, seeds: int) -> None:
-        """Every seed left before we finished (a site that cannot read its replica stops
-        seeding it): ask the tracker at once, which starts a seed at another site, rather
-        than wait out the announce interval. At most every REANNOUNCE_AFTER seconds."""
-        now = time.monotonic()
-        if (seeds == 0 and (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
-                and now >= self.next_reannounce):
+        """No seed connected while fetching: every one left (a site that cannot read its replica stops
+        seeding it), was banned, or could not be reached. Ask the tracker now (btget/reannounce.py), whose
+        answer carries a site's seed or starts one, rather than wait out the announce interval."""
+        seedless = (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
+        if self.reannounce.due(time.monotonic(), seeds, seedless):
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
-            self.next_reannounce = now + REANNOUNCE_AFTER
         self.had_seeds = seeds > 0
 
     def _shut_out_stalled(self, now: float) -> None:
@@ -402,6 +403,7 @@ class Worker:
         in too many). It bans the endpoint; the same peer connecting from another port would be a new
         peer to it (several connections per address are allowed, for loopback and NAT), so the address
         is shut out for the rest of the run: unless it is our own, which our sibling workers share."""
+        self.reannounce.lost()
         self.ledger.ban(endpoint[0], endpoint[1])
         # A web seed's address is left open: libtorrent dropped the web seed, and the site's peer wire
         # there checks every piece before sending it (seed mode).

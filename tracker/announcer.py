@@ -21,7 +21,7 @@ import time
 from typing import Any, Awaitable, Coroutine, Iterable
 
 from torrents.hostport import parse_hostport
-from tracker import protocol
+from tracker import protocol, siteseeds
 from tracker.churn import ChurnGuard
 from tracker.config import TrackerConfig
 from tracker.fallback import Fallback
@@ -149,22 +149,47 @@ class Announcer:
 
     def _decide(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes | Coroutine[Any, Any, bytes]:
         self.metrics.announce_ok.inc()
-        if (ann.event != "stopped" and not ann.seed and ann.info_hash in self.sites.holders
-                and self.starter.short(ann.info_hash, view.counts)):
-            if self.churn.may_start(ann.info_hash, ann.ip, ann.port, ann.downloaded):
+        h = ann.info_hash
+        if ann.event == "stopped" or ann.seed or h not in self.sites.holders:
+            return self._answer(ann, view)
+        # Only the sites' seeds count (tracker/siteseeds.py): a peer that says left=0 never keeps them away.
+        seeding = siteseeds.said_seeding(self.sites, h)
+        if self.starter.short(h, view.counts, siteseeds.at_once(len(seeding), view.complete)):
+            if self.churn.may_start(h, ann.ip, ann.port, ann.downloaded):
                 return self._answer_after_seeds(ann, site, view)
             self.metrics.starts_withheld.inc()
-        return self._answer(ann, view)
+        return self._answer(ann, self._with_site_seed(ann, view, seeding))
 
     async def _answer_after_seeds(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes:
         try:
             if await self.starter.ensure(ann.info_hash, view.counts):
                 view = await resolve(self.store.handout(ann.info_hash, ann.ip, ann.port, numwant=ann.numwant,
                                                         site=site, listed=not ann.compact))
+            seeding = await self.starter.seeding_sites(ann.info_hash)
         except StoreUnavailable:
             return self._store_down(ann, site)
-        retry = view.complete == 0  # still no seed: come back soon, a start may be landing
-        return self._answer(ann, view, retry=retry)
+        # No site seeds H yet: come back soon, a start may be landing (another seed may be a liar).
+        return self._answer(ann, self._with_site_seed(ann, view, seeding), retry=not seeding)
+
+    def _with_site_seed(self, ann: protocol.Announce, view: SwarmView, seeding: Iterable[str]) -> SwarmView:
+        """`view` with a seed of one of the sites `seeding` among its peers (tracker/siteseeds.py): the swarm's
+        other seeds may be liars or unreachable, however many they are."""
+        if not seeding or ann.numwant <= 0:
+            return view
+        ep = siteseeds.site_seed(self.sites, seeding, (ann.ip, ann.port), self.rng)
+        if ep is None:
+            return view
+        numwant = min(ann.numwant, protocol.MAX_NUMWANT)
+        if not ann.compact:
+            name = self.sites.site_at.get(ep, "")
+            return view._replace(listed=siteseeds.in_listed(view.listed or [], (*ep, site_peer_id(name, ep)), numwant))
+        try:
+            packed, ipv6 = protocol.compact_endpoint(*ep)
+        except (OSError, ValueError):
+            return view
+        if ipv6:
+            return view._replace(peers6=siteseeds.with_peer(view.peers6, packed, numwant - len(view.peers4) // 6))
+        return view._replace(peers4=siteseeds.with_peer(view.peers4, packed, numwant - len(view.peers6) // 18))
 
     def _answer(self, ann: protocol.Announce, view: SwarmView, *, retry: bool = False) -> bytes:
         config = self.config
@@ -262,16 +287,8 @@ class Announcer:
     def holding_sites(self, info_hash: bytes) -> list[str]:
         """Sites that hold H now: up, and listing it in their last heartbeat (the repository lists
         their web seeds, and only theirs)."""
-        registry = self.sites
-        # Not a site whose seed of H is stuck: its web seed reads the same hanging storage.
-        return sorted(n for n in registry.holders.get(info_hash, ())
-                      if (s := registry.get(n)) is not None and registry.is_up(s) and info_hash not in s.stuck)
+        return siteseeds.holding_sites(self.sites, info_hash)
 
     async def seeding_sites(self, info_hash: bytes) -> list[str]:
-        """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm."""
-        names = {s.name for s in self.sites.all() if info_hash in s.seeding}
-        for s in await resolve(self.store.seeds(info_hash)):
-            name = s.site or self.sites.site_of(s.ip)
-            if name:
-                names.add(name)
-        return sorted(names)
+        """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm (tracker/siteseeds.py)."""
+        return sorted(siteseeds.said_seeding(self.sites, info_hash) | await self.starter.seeding_sites(info_hash))

@@ -119,6 +119,9 @@ class SiteRegistry:
         self._sites: dict[str, Site] = {}
         self.holders: dict[bytes, tuple[str, ...]] = {}
         self.stuck: dict[bytes, frozenset[tuple[str, int]]] = {}  # info-hash → endpoints of stuck seeds
+        self.seeders: dict[bytes, tuple[str, ...]] = {}  # info-hash → sites whose last heartbeat says they seed it
+        self.site_at: dict[tuple[str, int], str] = {}  # a peer endpoint a site's heartbeat declares → that site
+        self.endpoints: dict[str, tuple[tuple[str, int], ...]] = {}  # site → the peer endpoints it declares
         self._networks = [(site, ipaddress.ip_network(net, strict=False))
                           for site, nets in (networks or {}).items() for net in nets]
         self._ip_site: dict[str, str] = {}
@@ -143,17 +146,26 @@ class SiteRegistry:
 
     def _reindex(self) -> None:
         holders: dict[bytes, list[str]] = {}
+        seeders: dict[bytes, list[str]] = {}
         ip_site: dict[str, str] = {}
+        site_at: dict[tuple[str, int], str] = {}
         stuck: dict[bytes, frozenset[tuple[str, int]]] = {}
         for s in self._sites.values():
             for h in s.can_seed | s.seeding:
                 holders.setdefault(h, []).append(s.name)
+            for h in s.seeding:
+                seeders.setdefault(h, []).append(s.name)
             for ip in s.peer_ips:
                 ip_site.setdefault(ip, s.name)
+            for ep in s.peer_endpoints:
+                site_at.setdefault(ep, s.name)
             for h in s.stuck:
                 stuck[h] = stuck.get(h, frozenset()) | s.peer_endpoints
         self.holders = {h: tuple(names) for h, names in holders.items()}
+        self.seeders = {h: tuple(names) for h, names in seeders.items()}
         self._ip_site = ip_site
+        self.site_at = site_at
+        self.endpoints = {s.name: tuple(sorted(s.peer_endpoints)) for s in self._sites.values()}
         self.stuck = stuck
 
     def get(self, name: str) -> Site | None:

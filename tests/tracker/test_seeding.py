@@ -218,3 +218,45 @@ def test_handout_prefers_own_site_then_seeds():
     chosen = handout.select(store.peers(H), ("127.0.0.7", 9), 8, site_of=site_of, requester_site="home",
                             rng=random.Random(3))
     assert [p.ip for p in chosen] == ["127.0.0.7"] * 4 + ["127.0.0.6"] * 3 + ["127.0.0.5"]
+
+
+# --- a seed that is not a site's never keeps the sites away (issue 26) -------------------------
+
+SITE1_SEED = bytes([127, 0, 0, 2]) + (6881).to_bytes(2, "big")
+
+
+def _compact(answer: dict) -> set[bytes]:
+    return {answer[b"peers"][i:i + 6] for i in range(0, len(answer[b"peers"]), 6)}
+
+
+async def test_a_peer_that_says_it_is_a_seed_does_not_keep_the_site_from_being_asked(make_client):
+    client = await make_client(TrackerConfig(site_secrets=SECRETS, start_wait=3.0, trust_ip=True))
+    async with StandInSite("site1", "127.0.0.2", delay=0) as site:
+        await publish(client, site)
+        # A liar (or an unreachable T3) announces left=0 before any leecher: a seed of the swarm, not a site's.
+        claim = await announce(client, query(H, b"-LI0001-000000000001", port=9001, left=0, ip="127.0.0.88"))
+        assert claim[b"complete"] == 1 and site.posts == []
+        answer = await announce(client, query(H, port=7001))
+        assert site.posts == [H.hex()]
+        assert SITE1_SEED in _compact(answer)
+        async with client.session.get(client.make_url(f"/api/swarms/{H.hex()}")) as resp:
+            swarm = await resp.json()
+        assert (swarm["seeds"], swarm["sites"]) == (2, ["site1"])
+
+
+async def test_every_leecher_gets_a_site_seed_however_many_other_seeds_crowd_the_swarm(make_client):
+    client = await make_client(TrackerConfig(site_secrets=SECRETS, start_wait=3.0, trust_ip=True))
+    async with StandInSite("site1", "127.0.0.2", delay=0) as site:
+        await publish(client, site)
+        for i in range(60):  # more than any numwant: a sample of the seeds would miss the site's
+            await announce(client, query(H, b"-LI0001-%012d" % i, port=9000 + i, left=0, ip="127.0.0.88"))
+        await announce(client, query(H, port=7001))
+        assert site.posts == [H.hex()]
+        for i in range(20):
+            answer = await announce(client, query(H, b"-TT0001-%012d" % i, port=7100 + i, numwant=5))
+            peers = _compact(answer)
+            assert len(peers) == 5 and SITE1_SEED in peers, i
+            listed = await announce(client, query(H, b"-TT0002-%012d" % i, port=7200 + i, numwant=5, compact=0))
+            assert len(listed[b"peers"]) == 5
+            assert any((p[b"ip"], p[b"port"]) == (b"127.0.0.2", 6881) for p in listed[b"peers"]), i
+        assert site.posts == [H.hex()]  # the site was asked once: its seed counts
