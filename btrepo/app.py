@@ -15,6 +15,7 @@ from torrents.servicekit import web as tweb
 from btrepo.config import RepoConfig
 from btrepo import keys
 from btrepo.api import MAX_PUBLISH_BODY
+from btrepo.cache import CatalogCache
 from btrepo.db import Database
 from btrepo.metrics import Metrics
 from btrepo.routes import setup_routes
@@ -48,6 +49,7 @@ def create_app(config: RepoConfig, *, db: Database | None = None,
                 None, functools.partial(Database, path, kinds=kinds))
         else:
             app[keys.DB] = db
+        app[keys.CACHE] = CatalogCache(app[keys.DB].generation)
         metrics.datasets.set(await app[keys.DB].count())
         yield
         if owned:

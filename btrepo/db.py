@@ -368,6 +368,8 @@ class Database:
         # Migrate on the writer thread so its connection is the one that made the schema.
         self._writer.submit(lambda: _in_transaction(self._conns.get(),
                                                     lambda conn: _migrate_and_decide(conn, kinds or {}))).result()
+        # Only ever asked for PRAGMA data_version (generation), so every commit is another's.
+        self._watch = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
@@ -385,6 +387,15 @@ class Database:
         self._readers.shutdown(wait=True)
         for conn in self._conns.all:
             conn.close()
+        self._watch.close()
+
+    def generation(self) -> int:
+        """A number that changes whenever a commit (from any connection or process) changed the catalog.
+
+        Called on the event loop, once per cached request (btrepo.cache): in WAL mode it reads the
+        shared wal-index header and never waits for a writer (~5 µs; 20 µs on a loaded machine).
+        """
+        return self._watch.execute("PRAGMA data_version").fetchone()[0]
 
     # -- writes -----------------------------------------------------------
 

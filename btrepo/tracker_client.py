@@ -4,6 +4,10 @@ The tracker is another process that may be down, slow or not yet started;
 a dataset page must still render. So every failure (refused, timeout,
 5xx, a body that is not a swarm) is None, shown as "unknown", never a 500.
 A 404 is an answer: the tracker knows no swarm for that info-hash yet.
+
+Questions about one swarm asked while one is on its way share its answer
+(never an older one): a batch start's 1,000 requests for a record and a
+.torrent need a few tracker round trips, not 2,000.
 """
 
 from __future__ import annotations
@@ -66,10 +70,20 @@ class TrackerClient:
         self.ca = ca  # an https tracker is verified against the system's CAs and this bundle
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        self._asking: dict[str, asyncio.Future[Swarm | None]] = {}
 
     async def swarm(self, info_hash: str) -> Swarm | None:
         if not self.base_url:
             return None
+        asking = self._asking.get(info_hash)
+        if asking is None:
+            asking = asyncio.ensure_future(self._ask(info_hash))
+            self._asking[info_hash] = asking
+            asking.add_done_callback(lambda _: self._asking.pop(info_hash, None))
+        # Shielded: one caller going away (its client hung up) must not cancel the others' answer.
+        return await asyncio.shield(asking)
+
+    async def _ask(self, info_hash: str) -> Swarm | None:
         if self._session is None:
             self._session = client_session(self.ca, timeout=self.timeout)
         url = f"{self.base_url}/api/swarms/{info_hash}"
