@@ -133,7 +133,7 @@ def demo(state, output, sites, sample_size, workers, keep):
 
 
 BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "scale", "flood",
-           "rucio", "tree", "cost", "webseed", "ratecap"]
+           "rucio", "tree", "cost", "webseed", "ratecap", "repo"]
 
 
 @cli.command()

@@ -22,8 +22,10 @@ for --duration seconds each (default 5, --quick 3):
 
 The contenders take turns, the order rotated per run; the median of
 --runs runs (default 3) is reported, with the ratio of each to nginx's
-requests/s within each run. Status errors (any answer but 2xx/3xx) are
-counted and make the benchmark fail. Targets: record and .torrent
+requests/s within each run, and CPU µs per request (the repository's and
+the tracker's, which answers its swarm questions; nginx's own). An answer
+other than 2xx/3xx, or any error for the record and the .torrents (a
+timeout is one: wrk waits 2 s), makes the benchmark fail. Targets: record and .torrent
 >= 3,000 requests/s with p99 <= 50 ms at 100 connections.
 On a shared machine compare the ratios, not the absolute figures.
 """
@@ -186,7 +188,7 @@ def run(work: Path, duration: float, runs: int, connections: int, files: int) ->
     # Within a run, back to back: steadier on a shared machine than a ratio of two medians.
     ratios = {name: [r["requests_per_s"] / b["requests_per_s"] for r, b in zip(rs, detail[NGINX])]
               for name, rs in detail.items() if name != NGINX}
-    errors = {name: sum(r[k] for r in rs for k in ("connect_errors", "read_errors", "status_errors", "timeouts"))
+    errors = {name: {k: sum(r[k] for r in rs) for k in ("connect_errors", "read_errors", "status_errors", "timeouts")}
               for name, rs in detail.items()}
     return {"what": f"bt-repo under wrk, {connections} keep-alive connections, a {files}-file dataset",
             "duration_s": duration, "runs": runs, "connections": connections, "files": files,
@@ -214,13 +216,14 @@ def main() -> int:
           f"{doc['files']}-file dataset ({doc['torrent_bytes']} B .torrent)")
     print(bl.table(["contender", "req/s", "µs CPU/req", "p50 ms", "p99 ms", "x nginx", "errors"],
                    [[k, v["requests_per_s"], v["cpu_us_per_request"], v["p50_ms"], v["p99_ms"],
-                     doc["median_ratio_to_nginx"].get(k, 1.0), doc["errors"][k]] for k, v in med.items()]))
+                     doc["median_ratio_to_nginx"].get(k, 1.0), sum(doc["errors"][k].values())] for k, v in med.items()]))
     for name in TARGETED:
         ok = med[name]["requests_per_s"] >= TARGET_RPS and med[name]["p99_ms"] <= TARGET_P99_MS
         print(f"{name}: {med[name]['requests_per_s']:.0f} req/s, p99 {med[name]['p99_ms']:.1f} ms "
               f"(target >= {TARGET_RPS:.0f} req/s, p99 <= {TARGET_P99_MS:.0f} ms): {'met' if ok else 'NOT met'}")
-    if any(doc["errors"].values()):
-        print(f"repo: errors under load: {doc['errors']}", file=sys.stderr)
+    failed = {k: e for k, e in doc["errors"].items() if e["status_errors"] or (k in TARGETED and any(e.values()))}
+    if failed:
+        print(f"repo: errors under load: {failed}", file=sys.stderr)
         return 1
     return 0
 
