@@ -19,6 +19,7 @@ from btrepo.cache import CatalogCache
 from btrepo.db import Database
 from btrepo.metrics import Metrics
 from btrepo.routes import setup_routes
+from btrepo.swarmlog import sampler
 from btrepo.tracker_client import SwarmSource, TrackerClient
 from btrepo.views import page_errors
 
@@ -62,5 +63,5 @@ def create_app(config: RepoConfig, *, db: Database | None = None,
         if tracker_client is None:
             await client.close()  # type: ignore[attr-defined]
 
-    app.cleanup_ctx.extend([database, tracker])
+    app.cleanup_ctx.extend([database, tracker, sampler])
     return app

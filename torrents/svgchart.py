@@ -45,6 +45,7 @@ class Chart:
     y_step: Callable[[float], float] | None = None  # top of the axis → tick step; default 1-2-5
     marks: tuple[Mark, ...] = ()
     subtitle: str = ""
+    x_range: tuple[float, float] | None = None  # the x axis's ends; default the data's
     width: int = 720
     height: int = 360
 
@@ -113,7 +114,7 @@ def render(chart: Chart) -> str:
     pw, ph = w - left - right, chart.height - top - bottom
     layers = _stack(chart.series) if chart.stacked else [[(x, 0.0, y) for x, y in s.points] for s in chart.series]
     all_x = [x for layer in layers for x, _, _ in layer] + [m.x for m in chart.marks]
-    x0, x1 = (min(all_x), max(all_x)) if all_x else (0.0, 1.0)
+    x0, x1 = chart.x_range or ((min(all_x), max(all_x)) if all_x else (0.0, 1.0))
     if x1 <= x0:
         x1 = x0 + 1.0
     y_top = max([t for layer in layers for _, _, t in layer] or [0.0])

@@ -122,7 +122,7 @@ def catalog_before(path: Path, marker: str) -> sqlite3.Connection:
 
 
 def tracker_app(swarms: Mapping[str, dict]) -> web.Application:
-    """A tracker stand-in serving GET /api/swarms/{hex} as docs/contracts.md fixes it."""
+    """A tracker stand-in serving GET /api/swarms/{hex} and GET /api/swarms as docs/contracts.md fixes them."""
 
     async def swarm(request: web.Request) -> web.Response:
         h = request.match_info["hex"]
@@ -130,8 +130,12 @@ def tracker_app(swarms: Mapping[str, dict]) -> web.Application:
             return web.json_response({"error": f"{h}: no such swarm"}, status=404)
         return web.json_response({"info_hash": h, **swarms[h]})
 
+    async def listed(request: web.Request) -> web.Response:
+        return web.json_response({"swarms": [{"info_hash": h, **doc} for h, doc in swarms.items()]})
+
     app = web.Application()
     app.router.add_get("/api/swarms/{hex}", swarm)
+    app.router.add_get("/api/swarms", listed)
     return app
 
 
