@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -204,9 +203,7 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=100)
     ap.add_argument("--files", type=int, default=200)
     args = ap.parse_args()
-    for tool in ("wrk", "nginx"):
-        if not shutil.which(tool):
-            raise SystemExit(f"bench: {tool}: not installed (bash scripts/install-system-deps.sh)")
+    bl.require("wrk", "nginx")
     duration = args.duration or (3.0 if args.quick else 5.0)
     with bl.workdir("repo", args.keep) as work:
         doc = run(work, duration, args.runs or 3, args.connections, args.files)

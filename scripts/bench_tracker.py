@@ -29,7 +29,6 @@ On a shared machine compare the ratios, not the absolute figures.
 from __future__ import annotations
 
 import random
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -181,9 +180,7 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=None, help="seconds per wrk run (default 5, --quick 3)")
     ap.add_argument("--connections", type=int, default=16)
     args = ap.parse_args()
-    for tool in ("wrk", "opentracker"):
-        if not shutil.which(tool):
-            raise SystemExit(f"bench: {tool}: not installed (apt-get install {tool})")
+    bl.require("wrk", "opentracker")
     duration = args.duration or (3.0 if args.quick else 5.0)
     with bl.workdir("tracker", args.keep) as work:
         doc = run(work, duration, args.runs or 3, args.connections)

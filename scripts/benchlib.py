@@ -155,6 +155,13 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def require(*tools: str) -> None:
+    """End the benchmark with one line when a program it runs is not installed."""
+    for tool in tools:
+        if not shutil.which(tool):
+            raise SystemExit(f"bench: {tool}: not installed (bash scripts/install-system-deps.sh)")
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 

@@ -19,8 +19,9 @@ import pytest
 from btrepo.app import DB_FILE
 from btrepo.db import Database
 from tests.browser.test_repo_browser import SHOTS, browser  # noqa: F401  (the Chromium fixture)
-from tests.repo.repo_support import SAMPLE, SECRETS, ThreadedServer, publish_body, publish_sync, sized_torrent, tracker_app
-from tests.support import Proc, command, free_port, http_ok, wait_for
+from tests.repo.repo_support import (SAMPLE, ThreadedServer, publish_body, publish_sync, repo_process, sized_torrent,
+                                     tracker_app)
+from tests.support import command
 
 pytestmark = pytest.mark.browser
 
@@ -71,53 +72,41 @@ def test_the_plot_is_drawn_whole_in_chromium(browser, tmp_path):  # noqa: F811
 
 def test_the_dataset_page_draws_the_swarm_of_the_last_day(browser, tmp_path):  # noqa: F811
     swarms: dict = {}
-    with ThreadedServer(tracker_app(swarms)) as tracker:
-        cfg = tmp_path / "btswarm.toml"
-        secrets = ", ".join(f'{k} = "{v}"' for k, v in SECRETS.items())
-        cfg.write_text(f'[repo]\ntracker = "{tracker.url}"\nsite_secrets = {{ {secrets} }}\n')
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        proc = Proc([command("bt-repo"), "run", "--config", str(cfg), "--listen", f"127.0.0.1:{port}",
-                     "--state", str(tmp_path / "state")], tmp_path / "bt-repo.log")
-        try:
-            wait_for(lambda: http_ok(f"{url}/healthz"), timeout=20, what="bt-repo /healthz")
-            torrent, meta, record = sized_torrent(SAMPLE, {f"AOD.{i:05d}.pool.root.1": 2 << 30 for i in range(20)})
-            assert publish_sync(url, SAMPLE, publish_body(torrent, meta, record))[0] == 201
-            swarms[meta.info_hash] = {"seeds": 2, "leechers": 3, "completed": 140, "sites": ["site1"],
-                                      "holders": ["site1"]}
-            # A day of samples every 10 min, written as the sampler writes them, from beside the running
-            # repository (its own connection to the catalog, as `bt-repo choose` does): a batch in the
-            # afternoon, quiet before and after.
-            now = time.time()
+    with ThreadedServer(tracker_app(swarms)) as tracker, repo_process(tmp_path, tracker.url) as url:
+        torrent, meta, record = sized_torrent(SAMPLE, {f"AOD.{i:05d}.pool.root.1": 2 << 30 for i in range(20)})
+        assert publish_sync(url, SAMPLE, publish_body(torrent, meta, record))[0] == 201
+        swarms[meta.info_hash] = {"seeds": 2, "leechers": 3, "completed": 140, "sites": ["site1"],
+                                  "holders": ["site1"]}
+        # A day of samples every 10 min, written as the sampler writes them, from beside the running
+        # repository (its own connection to the catalog, as `bt-repo choose` does): a batch start
+        # seven hours ago, quiet before and after.
+        now = time.time()
 
-            async def write_day() -> None:
-                outside = Database(tmp_path / "state" / DB_FILE)
-                try:
-                    for k in range(144):
-                        at = now - (143 - k) * 600
-                        batch = math.exp(-((k - 100) / 9) ** 2)
-                        row = (meta.info_hash, 1 + round(2 * batch), round(60 * batch), k)
-                        await outside.record_swarms(at, [row], now - 86400)
-                finally:
-                    outside.close()
-
-            # In a thread of its own: Playwright's sync API holds this thread's event loop.
-            with ThreadPoolExecutor(1) as pool:
-                pool.submit(asyncio.run, write_day()).result(timeout=60)
-            page = browser.new_page()
+        async def write_day() -> None:
+            outside = Database(tmp_path / "state" / DB_FILE)
             try:
-                for width, shot in ((1280, "repo-swarm-history.png"), (375, "repo-swarm-history-375.png")):
-                    page.set_viewport_size({"width": width, "height": 900})
-                    page.goto(f"{url}/datasets/{SAMPLE}")
-                    figure = page.locator("#swarm-history")
-                    assert figure.locator("polyline.series").count() == 2
-                    box = figure.locator("svg").bounding_box()
-                    assert box and box["width"] > 300 and box["x"] + box["width"] <= width
-                    assert page.evaluate("document.documentElement.scrollWidth") <= width
-                    assert figure.locator("text.legend").all_text_contents()[0] == "seeds  now 1, most 3"
-                    figure.screenshot(path=str(SHOTS / shot))
+                for k in range(144):
+                    at = now - (143 - k) * 600
+                    batch = math.exp(-((k - 100) / 9) ** 2)
+                    row = (meta.info_hash, 1 + round(2 * batch), round(60 * batch), k)
+                    await outside.record_swarms(at, [row], now - 86400)
             finally:
-                page.close()
+                outside.close()
+
+        # In a thread of its own: Playwright's sync API holds this thread's event loop.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, write_day()).result(timeout=60)
+        page = browser.new_page()
+        try:
+            for width, shot in ((1280, "repo-swarm-history.png"), (375, "repo-swarm-history-375.png")):
+                page.set_viewport_size({"width": width, "height": 900})
+                page.goto(f"{url}/datasets/{SAMPLE}")
+                figure = page.locator("#swarm-history")
+                assert figure.locator("polyline.series").count() == 2
+                box = figure.locator("svg").bounding_box()
+                assert box and box["width"] > 300 and box["x"] + box["width"] <= width
+                assert page.evaluate("document.documentElement.scrollWidth") <= width
+                assert figure.locator("text.legend").all_text_contents()[0] == "seeds  now 1, most 3"
+                figure.screenshot(path=str(SHOTS / shot))
         finally:
-            code = proc.stop()
-        assert code == 0, proc.log()
+            page.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -16,12 +17,13 @@ import urllib.parse
 import urllib.request
 import zlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import aiohttp
 from aiohttp import web
 
 from btrepo import db as repo_db
+from tests.support import Proc, command, free_port, http_ok, wait_for
 from torrents import auth, bencoding, metainfo
 from torrents.servicekit import web as tweb
 from torrents.build import build_dataset, build_torrent
@@ -188,3 +190,22 @@ def sized_torrent(name: str, files: Mapping[str, int], *,
     data = metainfo.dump(metainfo.info_dict(name, ordered, plen, pieces), announce)
     record = [{"lfn": lfn, "size": size, "adler32": f"{zlib.adler32(lfn.encode()):08x}"} for lfn, size in ordered]
     return data, metainfo.parse(data), record
+
+
+@contextlib.contextmanager
+def repo_process(tmp: Path, tracker_url: str) -> Iterator[str]:
+    """A real `bt-repo run` (state and log under `tmp`, SECRETS, the tracker at `tracker_url`), answering
+    /healthz; yields its base URL; stopped at the end, which must exit 0."""
+    cfg = tmp / "btswarm.toml"
+    secrets = ", ".join(f'{k} = "{v}"' for k, v in SECRETS.items())
+    cfg.write_text(f'[repo]\ntracker = "{tracker_url}"\nsite_secrets = {{ {secrets} }}\n')
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = Proc([command("bt-repo"), "run", "--config", str(cfg), "--listen", f"127.0.0.1:{port}",
+                 "--state", str(tmp / "state")], tmp / "bt-repo.log")
+    try:
+        wait_for(lambda: http_ok(f"{url}/healthz"), timeout=20, what="bt-repo /healthz")
+        yield url
+    finally:
+        code = proc.stop()
+    assert code == 0, proc.log()

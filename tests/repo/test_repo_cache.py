@@ -20,8 +20,7 @@ from btrepo.cache import CatalogCache
 from btrepo.config import RepoConfig
 from btrepo.db import Database
 from tests.repo.repo_support import (SAMPLE, SECRETS, ThreadedServer, make_torrent, publish, publish_body,
-                                     publish_sync, sized_torrent, tracker_app)
-from tests.support import Proc, command, free_port, http_ok, wait_for
+                                     publish_sync, repo_process, sized_torrent, tracker_app)
 from torrents import metainfo
 
 FILES = {"a.root": 40_000, "b.root": 25_000}
@@ -153,26 +152,12 @@ BATCH = 1000
 def running_repo(tmp_path):
     """A `bt-repo run` with a 200-file dataset published by site1 (with a web seed) and held by it."""
     swarms: dict = {}
-    with ThreadedServer(tracker_app(swarms)) as tracker:
-        cfg = tmp_path / "btswarm.toml"
-        secrets = ", ".join(f'{k} = "{v}"' for k, v in SECRETS.items())
-        cfg.write_text(f'[repo]\ntracker = "{tracker.url}"\nsite_secrets = {{ {secrets} }}\n')
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        proc = Proc([command("bt-repo"), "run", "--config", str(cfg), "--listen", f"127.0.0.1:{port}",
-                     "--state", str(tmp_path / "state")], tmp_path / "bt-repo.log")
-        try:
-            wait_for(lambda: http_ok(f"{url}/healthz"), timeout=20, what="bt-repo /healthz")
-            torrent, meta, record = sized_torrent(SAMPLE, {f"AOD/file{i:05d}.pool.root.1": 64 << 20
-                                                           for i in range(200)})
-            status, answer = publish_sync(url, SAMPLE, publish_body(torrent, meta, record, web_seeds=[SEED1]))
-            assert status == 201, answer
-            swarms[meta.info_hash] = {"seeds": 1, "leechers": 0, "completed": 0, "sites": ["site1"],
-                                      "holders": ["site1"]}
-            yield url, metainfo.with_url_list(torrent, [SEED1])
-        finally:
-            code = proc.stop()
-        assert code == 0, proc.log()
+    with ThreadedServer(tracker_app(swarms)) as tracker, repo_process(tmp_path, tracker.url) as url:
+        torrent, meta, record = sized_torrent(SAMPLE, {f"AOD/file{i:05d}.pool.root.1": 64 << 20 for i in range(200)})
+        status, answer = publish_sync(url, SAMPLE, publish_body(torrent, meta, record, web_seeds=[SEED1]))
+        assert status == 201, answer
+        swarms[meta.info_hash] = {"seeds": 1, "leechers": 0, "completed": 0, "sites": ["site1"], "holders": ["site1"]}
+        yield url, metainfo.with_url_list(torrent, [SEED1])
 
 
 async def test_a_batch_start_of_1000_concurrent_requests_is_answered_whole(running_repo):
