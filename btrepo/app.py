@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -26,6 +25,12 @@ from btrepo.views import page_errors
 DB_FILE = "repo.sqlite3"
 
 
+def open_catalog(config: RepoConfig) -> Database:
+    """The catalog under config.state, its schema migrated and the configured site kinds applied."""
+    kinds = {site: config.kind_of(site) for site in config.site_secrets}
+    return Database(Path(config.state) / DB_FILE, kinds=kinds)
+
+
 def create_app(config: RepoConfig, *, db: Database | None = None,
                tracker_client: SwarmSource | None = None) -> web.Application:
     """Build the repository app. A `db` or `tracker_client` passed in stays the caller's to close;
@@ -43,11 +48,8 @@ def create_app(config: RepoConfig, *, db: Database | None = None,
     async def database(app: web.Application) -> AsyncIterator[None]:
         owned = db is None
         if owned:
-            path = Path(config.state) / DB_FILE
             # Opening migrates the schema: file work, so not on the loop.
-            kinds = {site: config.kind_of(site) for site in config.site_secrets}
-            app[keys.DB] = await asyncio.get_running_loop().run_in_executor(
-                None, functools.partial(Database, path, kinds=kinds))
+            app[keys.DB] = await asyncio.get_running_loop().run_in_executor(None, open_catalog, config)
         else:
             app[keys.DB] = db
         app[keys.CACHE] = CatalogCache(app[keys.DB].generation)

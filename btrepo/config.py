@@ -19,6 +19,8 @@ class RepoConfig:
     state: str = field(default_factory=lambda: default_state_dir("repo"))
     tracker: str = "http://127.0.0.1:6969"  # for live swarm state
     public_url: str = ""  # as users reach it; default http(s)://<listen>
+    # bt-repo run --processes: several processes on one port (SO_REUSEPORT), all reading the one catalog
+    processes: int = 1
     # How often the tracker's swarms are sampled for the dataset page's last day (btrepo/swarmlog.py); 0: never.
     swarm_sample_interval: Seconds = Seconds(300.0)
     # site → its secret, the same as that site's [server] secret; DEV_SECRET is allowed on loopback only
@@ -39,6 +41,8 @@ class RepoConfig:
     def __post_init__(self) -> None:
         check_hostport(self, "listen")
         check_kinds("site_kinds", self.site_kinds)
+        if not 1 <= self.processes <= 64:
+            raise ConfigError("processes", f"must be 1 to 64, got {self.processes}")
 
     def kind_of(self, site: str) -> str:
         return kind_of(site, self.site_kinds)

@@ -13,7 +13,8 @@ from torrents.errors import BtswarmError, ConfigError
 from torrents.hostport import parse_hostport
 from torrents.servicekit import tls
 from tracker import config as tracker_config
-from tracker import fastpath, prefork
+from torrents.servicekit import prefork
+from tracker import fastpath
 from tracker.app import create_app
 
 log = logging.getLogger("btswarm.tracker")

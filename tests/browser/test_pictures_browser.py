@@ -72,7 +72,7 @@ def test_the_plot_is_drawn_whole_in_chromium(browser, tmp_path):  # noqa: F811
 
 def test_the_dataset_page_draws_the_swarm_of_the_last_day(browser, tmp_path):  # noqa: F811
     swarms: dict = {}
-    with ThreadedServer(tracker_app(swarms)) as tracker, repo_process(tmp_path, tracker.url) as url:
+    with ThreadedServer(tracker_app(swarms)) as tracker, repo_process(tmp_path, tracker.url) as (url, _):
         torrent, meta, record = sized_torrent(SAMPLE, {f"AOD.{i:05d}.pool.root.1": 2 << 30 for i in range(20)})
         assert publish_sync(url, SAMPLE, publish_body(torrent, meta, record))[0] == 201
         swarms[meta.info_hash] = {"seeds": 2, "leechers": 3, "completed": 140, "sites": ["site1"],

@@ -38,7 +38,7 @@ def repo(tmp_path_factory):
     """A running `bt-repo run` with published datasets; yields (base URL, newest sample Metainfo)."""
     tmp = tmp_path_factory.mktemp("repo-browser")
     swarms: dict = {}
-    with ThreadedServer(tracker_app(swarms)) as tracker, repo_process(tmp, tracker.url) as url:
+    with ThreadedServer(tracker_app(swarms)) as tracker, repo_process(tmp, tracker.url) as (url, _):
         files = sample_files()
         old = sized_torrent(SAMPLE, dict(list(files.items())[:27]))
         new = sized_torrent(SAMPLE, files)

@@ -193,19 +193,19 @@ def sized_torrent(name: str, files: Mapping[str, int], *,
 
 
 @contextlib.contextmanager
-def repo_process(tmp: Path, tracker_url: str) -> Iterator[str]:
-    """A real `bt-repo run` (state and log under `tmp`, SECRETS, the tracker at `tracker_url`), answering
-    /healthz; yields its base URL; stopped at the end, which must exit 0."""
+def repo_process(tmp: Path, tracker_url: str, *args: str) -> Iterator[tuple[str, Proc]]:
+    """A real `bt-repo run [ARGS]` (state and log under `tmp`, SECRETS, the tracker at `tracker_url`),
+    answering /healthz; yields its base URL and process; stopped at the end, which must exit 0."""
     cfg = tmp / "btswarm.toml"
     secrets = ", ".join(f'{k} = "{v}"' for k, v in SECRETS.items())
     cfg.write_text(f'[repo]\ntracker = "{tracker_url}"\nsite_secrets = {{ {secrets} }}\n')
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = Proc([command("bt-repo"), "run", "--config", str(cfg), "--listen", f"127.0.0.1:{port}",
-                 "--state", str(tmp / "state")], tmp / "bt-repo.log")
+                 "--state", str(tmp / "state"), *args], tmp / "bt-repo.log")
     try:
         wait_for(lambda: http_ok(f"{url}/healthz"), timeout=20, what="bt-repo /healthz")
-        yield url
+        yield url, proc
     finally:
         code = proc.stop()
     assert code == 0, proc.log()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.request
 
 import aiohttp
 import pytest
@@ -21,7 +22,9 @@ from btrepo.config import RepoConfig
 from btrepo.db import Database
 from tests.repo.repo_support import (SAMPLE, SECRETS, ThreadedServer, make_torrent, publish, publish_body,
                                      publish_sync, repo_process, sized_torrent, tracker_app)
+from tests.support import wait_for
 from torrents import metainfo
+from torrents.procs import children
 
 FILES = {"a.root": 40_000, "b.root": 25_000}
 MORE = {**FILES, "c.root": 30_000}
@@ -152,7 +155,7 @@ BATCH = 1000
 def running_repo(tmp_path):
     """A `bt-repo run` with a 200-file dataset published by site1 (with a web seed) and held by it."""
     swarms: dict = {}
-    with ThreadedServer(tracker_app(swarms)) as tracker, repo_process(tmp_path, tracker.url) as url:
+    with ThreadedServer(tracker_app(swarms)) as tracker, repo_process(tmp_path, tracker.url) as (url, _):
         torrent, meta, record = sized_torrent(SAMPLE, {f"AOD/file{i:05d}.pool.root.1": 64 << 20 for i in range(200)})
         status, answer = publish_sync(url, SAMPLE, publish_body(torrent, meta, record, web_seeds=[SEED1]))
         assert status == 201, answer
@@ -181,3 +184,22 @@ async def test_a_batch_start_of_1000_concurrent_requests_is_answered_whole(runni
     assert doc["name"] == SAMPLE and doc["file_count"] == 200 and len(doc["files"]) == 200
     assert doc["web_seeds"] == [{"site": "site1", "url": SEED1}]
     assert doc["swarm"] == {"seeds": 1, "leechers": 0, "completed": 0, "sites": ["site1"]}  # none "unknown"
+
+
+def test_several_processes_on_one_port_each_serve_a_publish_at_once(tmp_path):
+    """`bt-repo run --processes 2`: a publish answered by one process is what every process serves next
+    (each keeps its own cache; the catalog's generation is the file's, shared)."""
+    swarms: dict = {}
+    with ThreadedServer(tracker_app(swarms)) as tracker, \
+            repo_process(tmp_path, tracker.url, "--processes", "2") as (url, proc):
+        wait_for(lambda: len(children(proc.pid)) == 2, timeout=20, what="two bt-repo processes")
+        for k, files in enumerate((FILES, MORE)):
+            torrent, meta, record = make_torrent(tmp_path / str(k), SAMPLE, files)
+            status, answer = publish_sync(url, SAMPLE, publish_body(torrent, meta, record, new_version=bool(k)))
+            assert status == 201 and answer["served"] == meta.info_hash, answer
+            # A new connection each: the kernel spreads them over both processes.
+            for _ in range(40):
+                with urllib.request.urlopen(f"{url}/api/datasets/{SAMPLE}", timeout=10) as resp:
+                    assert json.load(resp)["info_hash"] == meta.info_hash
+                with urllib.request.urlopen(f"{url}/datasets/{SAMPLE}.torrent", timeout=10) as resp:
+                    assert metainfo.parse(resp.read()).info_hash == meta.info_hash

@@ -1,9 +1,9 @@
-"""`bt-tracker run --processes N`: N copies of the tracker on one port, the kernel spreading connections.
+"""`--processes N` (bt-tracker, bt-repo): N copies of a service on one port, the kernel spreading connections.
 
 Each child binds the same address with SO_REUSEPORT, so the kernel hands
 every new connection to one of them; the state they must agree on lives
-in Redis, which is why more than one process needs `store = "redis"`.
-The parent only forks, waits and forwards: a child that dies is started
+outside them: the tracker's in Redis (so more than one process needs
+`store = "redis"`), the repository's in its SQLite catalog. The parent only forks, waits and forwards: a child that dies is started
 again (at most MAX_RESTARTS in RESTART_WINDOW seconds), SIGTERM or SIGINT
 stops every child and then the parent. A killed child loses only the
 connections it had open; clients retry, and the others serve them.
@@ -20,7 +20,7 @@ import signal
 import time
 from typing import Callable
 
-log = logging.getLogger("btswarm.tracker.prefork")
+log = logging.getLogger("btswarm.prefork")
 
 MAX_RESTARTS = 5
 RESTART_WINDOW = 60.0
