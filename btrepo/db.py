@@ -381,8 +381,10 @@ class Database:
         # Migrate on the writer thread so its connection is the one that made the schema.
         self._writer.submit(lambda: _in_transaction(self._conns.get(),
                                                     lambda conn: _migrate_and_decide(conn, kinds or {}))).result()
-        # Only ever asked for PRAGMA data_version (generation), so every commit is another's.
-        self._watch = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        # Only ever asked for PRAGMA data_version (generation), so every commit is another's. No busy
+        # wait (timeout 0): it is asked on the event loop, and a busy catalog is an unknown generation.
+        self._watch = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
+        self._unknown = 0
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
@@ -406,9 +408,15 @@ class Database:
         """A number that changes whenever a commit (from any connection or process) changed the catalog.
 
         Called on the event loop, once per cached request (btrepo.cache): in WAL mode it reads the
-        shared wal-index header and never waits for a writer (~5 µs; 20 µs on a loaded machine).
+        shared wal-index header without waiting for a writer (20-35 µs on the loaded 2-core machine of
+        docs/benchmarks.md). When SQLite answers busy instead (a recovery, a change of journal mode), a
+        number never returned before: nothing kept is used until the catalog can say again.
         """
-        return self._watch.execute("PRAGMA data_version").fetchone()[0]
+        try:
+            return self._watch.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.OperationalError:
+            self._unknown -= 1
+            return self._unknown
 
     # -- writes -----------------------------------------------------------
 

@@ -17,6 +17,9 @@ for --duration seconds each (default 5, --quick 3):
   torrent ws0  GET /datasets/NAME.torrent?web_seeds=0
   page         GET /datasets/NAME               (the HTML page)
   search       GET /api/datasets?q=WORD
+  record x2, torrent x2
+               the same from `bt-repo run --processes 2` on the same
+               catalog (a second repository, one port, two processes)
   nginx        the same .torrent bytes as a static file from an nginx of
                our own (one worker): the baseline, in the same run
 
@@ -61,7 +64,8 @@ PATHS = {
     "search": "/api/datasets?q=IDCosmic",
 }
 NGINX = "nginx"
-TARGETED = ("record", "torrent", "torrent ws0")
+TWO = {"record x2": PATHS["record"], "torrent x2": PATHS["torrent"]}  # from bt-repo run --processes 2
+TARGETED = ("record", "torrent", "torrent ws0", *TWO)
 
 
 def lua(path: str) -> str:
@@ -155,8 +159,9 @@ def run(work: Path, duration: float, runs: int, connections: int, files: int) ->
     with bl.Procs() as procs:
         tracker, tracker_pid = start(procs, work, "tracker", [str(bl.BIN / "bt-tracker"), "run", "--open"])
         (work / "repo.toml").write_text(f'[repo]\ntracker = "{tracker}"\n')
-        repo, repo_pid = start(procs, work, "repo", [str(bl.BIN / "bt-repo"), "run", "--state", str(work / "repo"),
-                                           "--config", str(work / "repo.toml")])
+        repo_cmd = [str(bl.BIN / "bt-repo"), "run", "--state", str(work / "repo"), "--config", str(work / "repo.toml")]
+        repo, repo_pid = start(procs, work, "repo", repo_cmd)
+        repo2, repo2_pid = start(procs, work, "repo2", repo_cmd + ["--processes", "2"])
         meta = publish(repo, tracker, NAME, files, 64 << 20, [WEB_SEED])
         for i in range(49):
             publish(repo, tracker, f"mc23_13p6TeV.{700000 + i}.Sh_2214_Zee.deriv.DAOD_PHYS.e8514_p{6000 + i}",
@@ -168,11 +173,12 @@ def run(work: Path, duration: float, runs: int, connections: int, files: int) ->
             root = bl.fresh_dir(work / "www")
             (root / "dataset.torrent").write_bytes(torrent)
             with bl.nginx(work, root) as srv:
-                bases = {**{name: repo for name in PATHS}, NGINX: srv.url("")}
+                bases = {**{name: repo for name in PATHS}, **{name: repo2 for name in TWO}, NGINX: srv.url("")}
                 # The repository's CPU with the tracker's (it answers the swarm questions), nginx's own.
-                pids = {**{name: [repo_pid, tracker_pid] for name in PATHS}, NGINX: [srv.pid]}
+                pids = {**{name: [repo_pid, tracker_pid] for name in PATHS},
+                        **{name: [repo2_pid, tracker_pid] for name in TWO}, NGINX: [srv.pid]}
                 scripts = {}
-                for name, path in {**PATHS, NGINX: "/dataset.torrent"}.items():
+                for name, path in {**PATHS, **TWO, NGINX: "/dataset.torrent"}.items():
                     scripts[name] = work / f"{name.replace(' ', '-')}.lua"
                     scripts[name].write_text(lua(path))
                 detail: dict[str, list[dict]] = {name: [] for name in bases}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import urllib.request
 
 import aiohttp
@@ -203,3 +204,25 @@ def test_several_processes_on_one_port_each_serve_a_publish_at_once(tmp_path):
                     assert json.load(resp)["info_hash"] == meta.info_hash
                 with urllib.request.urlopen(f"{url}/datasets/{SAMPLE}.torrent", timeout=10) as resp:
                     assert metainfo.parse(resp.read()).info_hash == meta.info_hash
+
+
+def test_a_busy_catalog_is_an_unknown_generation_never_a_kept_value(tmp_path):
+    db = Database(tmp_path / DB_FILE)
+    try:
+        before = db.generation()
+        real = db._watch
+
+        class Busy:
+            """SQLite's answer while another connection recovers the WAL: a fault no test can cause
+            at will beside a live connection (each holds the file shared)."""
+
+            def execute(self, _sql: str) -> None:
+                raise sqlite3.OperationalError("database is locked")
+
+        db._watch = Busy()  # type: ignore[assignment]
+        first, second = db.generation(), db.generation()
+        assert len({before, first, second}) == 3  # each unknown one differs: nothing kept is used
+        db._watch = real
+        assert db.generation() == before
+    finally:
+        db.close()
