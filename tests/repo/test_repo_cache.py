@@ -81,8 +81,9 @@ async def test_a_publish_is_served_by_the_next_request(repo, tmp_path):
 async def test_a_choice_made_on_the_catalog_file_from_outside_is_served_by_the_next_request(repo, tmp_path):
     client, _ = repo
     old, new = make_torrent(tmp_path / "old", SAMPLE, FILES), make_torrent(tmp_path / "new", SAMPLE, MORE)
+    await put(client, *old)
     await put(client, *old, site="site2")
-    await put(client, *new, new_version=True)
+    await put(client, *new, new_version=True)  # site1 moves on; site2 still holds the old version
     assert (await served(client))[1].info_hash == new[1].info_hash
     # As `bt-repo choose` does: its own connection to the file, while the repository runs.
     outside = Database(tmp_path / "state" / DB_FILE)
