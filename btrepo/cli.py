@@ -85,12 +85,8 @@ def run(config_path: str | None, listen: str | None, state: str | None, tls_cert
     def serve(index: int) -> int:
         # One process samples the tracker's swarms for the pages; all read them.
         own = config if index == 0 else dataclasses.replace(config, swarm_sample_interval=0)
-        try:
-            tweb.run(create_app(own), host, port, name=f"bt-repo[{index}]", ssl_context=ssl_context, reuse_port=True)
-        except OSError as exc:
-            click.echo(f"bt-repo: error: {config.listen}: cannot listen ({exc.strerror or exc})", err=True)
-            return prefork.EXIT_BIND
-        return 0
+        return prefork.listening(lambda: tweb.run(create_app(own), host, port, name=f"bt-repo[{index}]",
+                                                  ssl_context=ssl_context, reuse_port=True), "bt-repo", config.listen)
 
     if prefork.run(config.processes, serve, name="bt-repo") != 0:
         raise BtswarmError("bt-repo", f"{config.processes} processes: stopped after a failure (see above)")

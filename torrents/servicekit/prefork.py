@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import time
 from typing import Callable
 
@@ -25,6 +26,17 @@ log = logging.getLogger("btswarm.prefork")
 MAX_RESTARTS = 5
 RESTART_WINDOW = 60.0
 EXIT_BIND = 3  # a child that could not bind: nothing to restart
+
+
+def listening(serve: Callable[[], None], name: str, listen: str) -> int:
+    """A child's exit code for `serve()` (one process of `name` on `listen`): 0 once it returns,
+    EXIT_BIND, said on stderr, when it cannot listen."""
+    try:
+        serve()
+    except OSError as exc:
+        print(f"{name}: error: {listen}: cannot listen ({exc.strerror or exc})", file=sys.stderr)
+        return EXIT_BIND
+    return 0
 
 
 def run(n: int, serve: Callable[[int], int], *, name: str) -> int:
