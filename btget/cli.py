@@ -307,10 +307,7 @@ def get(opts: Options) -> int:
     outcome = download.run(job, display)
     error = outcome.error
     status = status_for(error) if error is not None else ExitStatus.OK
-    raw_sources: dict[str, int] = {}
-    for w in outcome.workers:
-        for ep, n in (w.last.sources if w.last else {}).items():
-            raw_sources[ep] = raw_sources.get(ep, 0) + n
+    raw_sources = outcome.source_samples[-1][1] if outcome.source_samples else {}
     web_sites = {w.endpoint: w.site for w in job.web.sources if w.site}
     failures, banned = report.bad_sources(outcome.workers, sites, outcome.endpoints, web_sites)
     doc = report.document(meta, str(job.root), {f.index for f in selected}, outcome.files,
@@ -318,6 +315,7 @@ def get(opts: Options) -> int:
                           report.name_sources(raw_sources, sites, outcome.endpoints, web_sites),
                           outcome.seconds, status, hash_failures_by_source=failures, banned=banned,
                           web_switches=outcome.web_switches)
+    doc["sources_over_time"] = report.sources_over_time(outcome.source_samples, sites, outcome.endpoints, web_sites)
     shared = share(opts, directory / meta.name, meta.info_hash, doc) if opts.share and error is None else None
     doc["timeline"] = timeline.marks()
     if opts.json_output:

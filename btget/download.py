@@ -28,6 +28,7 @@ from torrents.metainfo import Metainfo
 from btget import links, plan, ratecap, timeline, verify, webseeds
 from btget.report import WorkerReport
 from btget.errors import Blocked, Interrupted, TransferError, VerifyFailed
+from btget.sourcelog import SourceLog
 from btget.events import Connect, Event, Listening, Progress, Rates, Stop, Tick, Verified, WebSeeds, WorkerGone
 from btget.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, SetRates, SetWebSeeds, Show,
                             StartVerify, observe, step)
@@ -85,6 +86,8 @@ class Outcome:
     verify_results: dict[str, bool]  # LFN → adler32 matched
     endpoints: dict[str, int]  # "ip:port" of each worker, and of connections from one → worker number
     web_switches: list[dict] = field(default_factory=list)  # when the web seeds were switched on or off, and why
+    # (seconds from the start, endpoint → payload bytes from it so far), btget.sourcelog
+    source_samples: list[tuple[float, dict[str, int]]] = field(default_factory=list)
 
 
 class Display(Protocol):
@@ -170,6 +173,7 @@ def run(job: Job, display: Display) -> Outcome:
     ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     procs: dict[int, WorkerProcess] = {}
     state = RunState.start(policy_of(job), time.monotonic())
+    sources = SourceLog()
     interrupted = False
     verifier: concurrent.futures.Future | None = None
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify")
@@ -211,6 +215,8 @@ def run(job: Job, display: Display) -> Outcome:
                 _mark(event)
                 for action in step(state, event, time.monotonic()):
                     verifier = _carry_out(action, job, procs, display, executor, verifier)
+            if state.completed_at is None:
+                sources.sample(time.monotonic() - state.started, raw_sources(state))
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -232,7 +238,17 @@ def run(job: Job, display: Display) -> Outcome:
                    files=state.files, verify_results=results,
                    endpoints=endpoints,
                    web_switches=[{"after_s": round(t - state.started, 3), "to": "web seeds" if on else "peers",
-                                  "why": why} for t, on, why in (state.web.switches if state.web else [])])
+                                  "why": why} for t, on, why in (state.web.switches if state.web else [])],
+                   source_samples=sources.finish(end - state.started, raw_sources(state)))
+
+
+def raw_sources(state: RunState) -> dict[str, int]:
+    """Payload bytes per peer endpoint so far, summed over the workers' latest Progress."""
+    out: dict[str, int] = {}
+    for w in state.workers.values():
+        for ep, n in (w.last.sources if w.last else {}).items():
+            out[ep] = out.get(ep, 0) + n
+    return out
 
 
 def _mark(event: Event) -> None:

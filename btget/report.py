@@ -67,6 +67,12 @@ def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapp
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def sources_over_time(samples: Sequence[tuple[float, Mapping[str, int]]], sites: Mapping[str, str],
+                      workers: Mapping[str, int], web_sites: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """btget.sourcelog's samples → `[{"t": seconds from the start, "sources": {name: bytes so far}}]`."""
+    return [{"t": round(t, 3), "sources": name_sources(raw, sites, workers, web_sites)} for t, raw in samples]
+
+
 def bad_sources(workers: Sequence[WorkerReport], sites: Mapping[str, str], endpoints: Mapping[str, int],
                 web_sites: Mapping[str, str] | None = None) -> tuple[dict[str, int], list[str]]:
     """Hash failures per source and the sources banned for corrupt pieces, over every worker."""

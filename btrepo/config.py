@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from torrents.config import default_state_dir, load_section
+from torrents.config import Seconds, default_state_dir, load_section
 from torrents.devsecret import DEV_SECRET
 from torrents.errors import ConfigError
 from torrents.hostport import check_hostport
@@ -19,6 +19,10 @@ class RepoConfig:
     state: str = field(default_factory=lambda: default_state_dir("repo"))
     tracker: str = "http://127.0.0.1:6969"  # for live swarm state
     public_url: str = ""  # as users reach it; default http(s)://<listen>
+    # bt-repo run --processes: several processes on one port (SO_REUSEPORT), all reading the one catalog
+    processes: int = 1
+    # How often the tracker's swarms are sampled for the dataset page's last day (btrepo/swarmlog.py); 0: never.
+    swarm_sample_interval: Seconds = Seconds(300.0)
     # site → its secret, the same as that site's [server] secret; DEV_SECRET is allowed on loopback only
     site_secrets: Mapping[str, str] = field(default_factory=lambda: {"site1": DEV_SECRET})
     # site → "T2" (a storage site, the default) or "T3" (a Tier-3 sharing what it fetched): what it may publish
@@ -37,6 +41,8 @@ class RepoConfig:
     def __post_init__(self) -> None:
         check_hostport(self, "listen")
         check_kinds("site_kinds", self.site_kinds)
+        if not 1 <= self.processes <= 64:
+            raise ConfigError("processes", f"must be 1 to 64, got {self.processes}")
 
     def kind_of(self, site: str) -> str:
         return kind_of(site, self.site_kinds)

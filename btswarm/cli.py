@@ -1,7 +1,8 @@
-"""The `btswarm` command: `up`, `demo`, `bench`."""
+"""The `btswarm` command: `up`, `demo`, `bench`, `plot`."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -133,7 +134,7 @@ def demo(state, output, sites, sample_size, workers, keep):
 
 
 BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "scale", "flood",
-           "rucio", "tree", "cost", "webseed", "ratecap"]
+           "rucio", "tree", "cost", "webseed", "ratecap", "repo"]
 
 
 @cli.command()
@@ -162,3 +163,21 @@ def bench(quick, only, out):
         subprocess.call([sys.executable, str(plot), "--out", str(out)])
     if failed:
         raise BtswarmError("bench", f"failed: {', '.join(failed)}")
+
+
+@cli.command()
+@click.argument("result", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Where the SVG goes (default: RESULT with .svg for .json).")
+def plot(result: Path, output: Path | None) -> None:
+    """Draw a `bt-get --json` RESULT: bytes received from each source over time, as SVG."""
+    from btswarm import plot as plot_mod
+
+    try:
+        doc = json.loads(result.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BtswarmError(result, f"not JSON ({exc})") from None
+    svg = plot_mod.render(doc, str(result))
+    output = output or result.with_suffix(".svg")
+    output.write_text(svg, encoding="utf-8")
+    click.echo(str(output))

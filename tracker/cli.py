@@ -13,7 +13,8 @@ from torrents.errors import BtswarmError, ConfigError
 from torrents.hostport import parse_hostport
 from torrents.servicekit import tls
 from tracker import config as tracker_config
-from tracker import fastpath, prefork
+from torrents.servicekit import prefork
+from tracker import fastpath
 from tracker.app import create_app
 
 log = logging.getLogger("btswarm.tracker")
@@ -78,13 +79,9 @@ def run(config_path: str | None, listen: str | None, open_: bool | None, interva
     create_app(config)  # a bad configuration fails here, once, not in every child
 
     def serve(index: int) -> int:
-        try:
-            fastpath.run(create_app(config), host, port, name=f"bt-tracker[{index}]", reuse_port=True,
-                         ssl_context=ssl_context)
-        except OSError as exc:
-            click.echo(f"bt-tracker: error: {config.listen}: cannot listen ({exc.strerror or exc})", err=True)
-            return prefork.EXIT_BIND
-        return 0
+        return prefork.listening(lambda: fastpath.run(create_app(config), host, port, name=f"bt-tracker[{index}]",
+                                                      reuse_port=True, ssl_context=ssl_context),
+                                 "bt-tracker", config.listen)
 
     if prefork.run(config.processes, serve, name="bt-tracker") != 0:
         raise BtswarmError("bt-tracker", f"{config.processes} processes: stopped after a failure (see above)")

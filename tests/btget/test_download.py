@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 KEYS = {"dataset", "info_hash", "directory", "files", "bytes_total", "bytes_done", "bytes_downloaded", "bytes_redundant", "seconds", "rate",
         "first_byte_at", "sources", "hash_failures", "hash_failures_by_source", "banned", "web_seed_switches",
-        "workers", "exit_status", "exit_code", "timeline"}
+        "workers", "exit_status", "exit_code", "sources_over_time", "timeline"}
 PARENT_STEPS = ["imported", "configured", "resolved", "parsed", "workers_started"]  # bt-get's own, in order
 WORKER_STEPS = ["session", "torrent_added", "connected", "first_byte"]  # the worker's (another process)
 

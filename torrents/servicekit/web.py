@@ -190,23 +190,26 @@ def client_error(exc: BaseException, hint: str) -> str:
     return tls.certificate_problem(exc, hint) or (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
 
-def run(app: web.Application, host: str, port: int, *, name: str, ssl_context: ssl.SSLContext | None = None) -> None:
+def run(app: web.Application, host: str, port: int, *, name: str, ssl_context: ssl.SSLContext | None = None,
+        reuse_port: bool = False) -> None:
     """Serve (with TLS when `ssl_context`) until SIGINT/SIGTERM; the cleanup contexts run on the way out.
 
     Once the socket listens, systemd hears READY=1 (torrents.servicekit.sdnotify), and not before:
     a unit ordered after this one starts when the service really answers.
     """
-    asyncio.run(_serve(app, host, port, name, ssl_context))
+    asyncio.run(_serve(app, host, port, name, ssl_context, reuse_port))
 
 
-async def _serve(app: web.Application, host: str, port: int, name: str, ssl_context: ssl.SSLContext | None) -> None:
+async def _serve(app: web.Application, host: str, port: int, name: str, ssl_context: ssl.SSLContext | None,
+                 reuse_port: bool) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     runner = web.AppRunner(app, access_log=None, handle_signals=False, max_line_size=_PARSER_LINE_LIMIT,
                            max_field_size=_PARSER_LINE_LIMIT)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+        # reuse_port: beside other processes on the same port (torrents.servicekit.prefork).
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_port=reuse_port or None)
         await site.start()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
