@@ -47,13 +47,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
 
 import benchlib as bl
 
-from btswarm import frozenfs, shaping
+from btswarm import federation as fedlib, frozenfs, shaping
+from torrents import urls
 
 SCENARIOS = ("single", "swarm", "batch", "hetero", "smallfiles", "hung", "arrival")
 TARGETS = {
@@ -94,9 +96,11 @@ def curl_cmd(srv: bl.Nginx, name: str, lfns: list[str], out: Path, ip: str, conf
     return [cmd[0], "--interface", ip, *cmd[1:]]
 
 
-def aria2c_cmd(torrent: Path, out: Path, ip: str) -> list[str]:
+def aria2c_cmd(torrent: Path, out: Path, ip: str, seed: bool = False) -> list[str]:
+    """aria2c as a BitTorrent client; `seed`: it seeds on (until stopped by PID) once complete."""
+    seeding = ["--seed-time=60", "--seed-ratio=0.0"] if seed else ["--seed-time=0"]
     return ["aria2c", "-q", "--enable-dht=false", "--enable-dht6=false", "--bt-enable-lpd=false",
-            "--enable-peer-exchange=false", "--seed-time=0", "--file-allocation=none", "--check-integrity=false",
+            "--enable-peer-exchange=false", *seeding, "--file-allocation=none", "--check-integrity=false",
             "--disable-ipv6=true", f"--interface={ip}", f"--listen-port={bl.free_port(ip)}",
             "--summary-interval=0", "--console-log-level=warn", f"--dir={out}", str(torrent)]
 
@@ -168,8 +172,8 @@ def _completion_times(logs: list[Path], procs: list[subprocess.Popen], t0: float
     return [done[k] for k in range(len(logs))]
 
 
-def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]], seed: bool, sizes: list[int]
-                ) -> dict:
+def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]], seed: bool, sizes: list[int],
+                timeline: bool = False) -> dict:
     """len(extra) bt-gets at once (client k: client_ip(k) with extra[k]); times to completion; T2 egress."""
     name = ds["name"]
     n = len(extra)
@@ -179,8 +183,9 @@ def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]]
     for p in logs:
         p.write_text("")
     seeding = ["--seed-time", SEED_TIME] if seed else []
-    with bl.Procs() as procs:
-        t0 = time.monotonic()
+    tl = Timeline(fed, outs) if timeline else contextlib.nullcontext()
+    with bl.Procs() as procs, tl:
+        t0, wall0 = time.monotonic(), time.time()
         clients = [procs.start(bl.bt_get_cmd(fed, name, outs[k], bl.client_ip(k), "-v", *seeding, *extra[k]), logs[k],
                                stdout=open(work / f"client{k}.json", "wb")) for k in range(n)]
         times = _completion_times(logs, clients, t0, 900, seed)
@@ -188,14 +193,118 @@ def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]]
     if any(codes):
         raise SystemExit(f"bt-get clients exited {codes}; see {work}/client*.log")
     from_sites = 0
+    each_sources, starts = [], []
     for k in range(n):
         check_complete(f"client {k}", outs[k] / name, sizes[k])
         bl.fresh_dir(outs[k])
-        sources = json.loads((work / f"client{k}.json").read_text()).get("sources", {})
+        doc = json.loads((work / f"client{k}.json").read_text())
+        sources = doc.get("sources", {})
+        each_sources.append(sources)
+        marks = {**doc.get("timeline", {}), "first_byte": doc.get("first_byte_at")}
+        starts.append({m: round(at - wall0, 3) for m, at in marks.items() if isinstance(at, (int, float))})
         from_sites += sum(v for src, v in sources.items() if src.startswith("site"))
     uploaded = bl.settled_uploaded_total(fed) - before
-    return {"seconds": max(times), "each_s": times, "egress_x": uploaded / ds["bytes"],
-            "from_sites_x": from_sites / ds["bytes"]}
+    out = {"seconds": max(times), "each_s": times, "egress_x": uploaded / ds["bytes"],
+           "from_sites_x": from_sites / ds["bytes"], "sources": each_sources, "starts": starts,
+           "first_byte_s": bl.median([m.get("first_byte", float("nan")) for m in starts])}
+    if timeline:
+        out["timeline"] = tl.doc()
+    return out
+
+
+class Timeline:
+    """Who waited on whom: every `interval` s, each site's and client's uplink bytes (the htb class counters)
+    and each client's bytes on disk (allocated blocks: the files are written sparse), in a thread."""
+
+    def __init__(self, fed: bl.Federation, outs: list[Path], interval: float = 0.25) -> None:
+        self.fed, self.outs, self.interval = fed, outs, interval
+        self.sites = {s.name: site_ip(s) for s in fed.sites}
+        self.clients = [bl.client_ip(k) for k in range(len(outs))]
+        self.samples: list[tuple[float, dict[str, int], list[int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Timeline":
+        self.t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t = time.monotonic() - self.t0
+            sent = self.fed.link_bytes()
+            got = [_allocated(o) for o in self.outs]
+            self.samples.append((t, sent, got))
+            self._stop.wait(self.interval)
+
+    def doc(self) -> dict:
+        """Cumulative bytes from the start: t, sites' uplinks by name, clients' uplinks and bytes on disk."""
+        if not self.samples:
+            return {}
+        base = self.samples[0][1]
+        return {"t": [round(t, 3) for t, _, _ in self.samples],
+                "site_sent": {n: [s.get(ip, 0) - base.get(ip, 0) for _, s, _ in self.samples]
+                              for n, ip in self.sites.items()},
+                "client_sent": [[s.get(ip, 0) - base.get(ip, 0) for _, s, _ in self.samples] for ip in self.clients],
+                "client_got": [[g[k] for _, _, g in self.samples] for k in range(len(self.outs))]}
+
+
+def _allocated(directory: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(directory):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(root, f)).st_blocks * 512
+    return total
+
+
+def site_ip(site) -> str:
+    return site.control_url.split("//")[1].rsplit(":", 1)[0]
+
+
+def aria2c_many(fed: bl.Federation, work: Path, ds: dict, n: int, torrent: Path, timeline: bool = False) -> dict:
+    """n aria2c BitTorrent clients at once (client_ip(k)), the same .torrent without web seeds, each seeding on
+    until the last is done: times to completion (aria2c's on-bt-download-complete hook), T2 egress."""
+    name = ds["name"]
+    before = bl.settled_uploaded_total(fed)
+    outs = [bl.fresh_dir(work / f"aria{k}") for k in range(n)]
+    marks = [work / f"aria{k}.done" for k in range(n)]
+    hooks = []
+    for k in range(n):
+        marks[k].unlink(missing_ok=True)
+        hook = work / f"aria{k}.hook"
+        hook.write_text(f"#!/bin/sh\ntouch {marks[k]}\n")
+        hook.chmod(0o755)
+        hooks.append(hook)
+    tl = Timeline(fed, outs) if timeline else contextlib.nullcontext()
+    with bl.Procs() as procs, tl:
+        t0 = time.monotonic()
+        clients = [procs.start([*aria2c_cmd(torrent, outs[k], bl.client_ip(k), seed=True),
+                                f"--on-bt-download-complete={hooks[k]}"], work / f"aria{k}.log") for k in range(n)]
+        done: dict[int, float] = {}
+        deadline = t0 + 900
+        while len(done) < n:
+            for k in range(n):
+                if k not in done and marks[k].exists():
+                    done[k] = time.monotonic() - t0
+                elif k not in done and clients[k].poll() is not None:
+                    raise SystemExit(f"aria2c {k} exited {clients[k].returncode}; see {work}/aria{k}.log")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"aria2c: {n - len(done)} of {n} not complete after 900 s")
+            time.sleep(0.05)
+    for k in range(n):
+        check_complete(f"aria2c {k}", outs[k] / name, ds["bytes"])
+        bl.fresh_dir(outs[k])
+    uploaded = bl.settled_uploaded_total(fed) - before
+    times = [done[k] for k in range(n)]
+    out = {"seconds": max(times), "each_s": times, "egress_x": uploaded / ds["bytes"]}
+    if timeline:
+        out["timeline"] = tl.doc()
+    return out
 
 
 def curl_many(srv: bl.Nginx, work: Path, ds: dict, n: int) -> float:
@@ -222,18 +331,38 @@ def kumar_ross(size: int, n: int, site_rates: list[int], client_rate: int) -> fl
 
 
 def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, counts: list[int], rate: int,
-          client_rate: int, curl_upto: int) -> dict:
+          client_rate: int, curl_upto: int, aria2c_counts: list[int]) -> dict:
+    """N bt-gets at once, and N aria2c from the same seeds (the .torrent without web seeds) in the same runs;
+    the first run of the largest N <= 8 keeps its timeline (who waited on whom)."""
     seeds_everywhere(fed, fed.info_hash(ds["name"]))
+    torrent = work / f"{ds['name']}.noweb.torrent"
+    torrent.write_bytes(fedlib.get_bytes(f"{fed.repo}{urls.dataset_torrent(ds['name'])}?web_seeds=0"))
+    traced = max((n for n in counts if n <= 8), default=None)
     detail: dict[int, list[dict]] = {n: [] for n in counts}
+    aria: dict[int, list[dict]] = {n: [] for n in aria2c_counts}
+    timelines: dict[str, dict] = {}
     for run_no in range(runs):
         for n in counts:
-            r = bt_get_many(fed, work, ds, [["--workers", "1"]] * n, True, [ds["bytes"]] * n)
+            trace = run_no == 0 and n == traced
+            r = bt_get_many(fed, work, ds, [["--workers", "1"]] * n, True, [ds["bytes"]] * n, timeline=trace)
+            if trace:
+                timelines["bt-get"] = r.pop("timeline")
             detail[n].append(r)
             bl.log(f"swarm run {run_no + 1} {n:2d} bt-get: last done {r['seconds']:6.2f} s, "
-                   f"T2 egress {r['egress_x']:.2f}x")
+                   f"T2 egress {r['egress_x']:.2f}x, first byte {r['first_byte_s']:.1f} s, each "
+                   f"{' '.join(f'{t:.1f}' for t in sorted(r['each_s']))}")
+            if n in aria:
+                a = aria2c_many(fed, work, ds, n, torrent, timeline=trace)
+                if trace:
+                    timelines["aria2c"] = a.pop("timeline")
+                aria[n].append(a)
+                bl.log(f"swarm run {run_no + 1} {n:2d} aria2c: last done {a['seconds']:6.2f} s, "
+                       f"T2 egress {a['egress_x']:.2f}x, each {' '.join(f'{t:.1f}' for t in sorted(a['each_s']))}")
     curl: dict[int, dict] = {}
     for n in counts:
-        if n <= curl_upto or n == 1:
+        if curl_upto < 0:  # --no-curl
+            curl[n] = {"seconds": float("nan"), "measured": False}
+        elif n <= curl_upto or n == 1:
             curl[n] = {"seconds": curl_many(srv, work, ds, n), "measured": True}
         else:
             curl[n] = {"seconds": n * curl[1]["seconds"], "measured": False}
@@ -246,8 +375,13 @@ def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, co
                         "egress_x": bl.median([r["egress_x"] for r in detail[n]]),
                         "curl_s": curl[n]["seconds"], "curl_measured": curl[n]["measured"],
                         "vs_curl": curl[n]["seconds"] / t}
-    return {"clients": counts, "median": rows,
-            "runs_detail": {str(n): rs for n, rs in detail.items()}}
+        if aria.get(n):
+            a = bl.median([r["seconds"] for r in aria[n]])
+            rows[str(n)].update({"aria2c_s": a, "aria2c_egress_x": bl.median([r["egress_x"] for r in aria[n]]),
+                                 "vs_aria2c": a / t})
+    return {"clients": counts, "median": rows, "timeline_n": traced, "timelines": timelines,
+            "runs_detail": {str(n): rs for n, rs in detail.items()},
+            "aria2c_detail": {str(n): rs for n, rs in aria.items()}}
 
 
 def batch(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int) -> dict:
@@ -480,7 +614,8 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
             if "swarm" in only:
                 with noted(doc, "swarm"):
                     doc["swarm"] = swarm(fed, srv, work, big, runs, counts, rate, client_rate,
-                                         4 if args.quick else max(counts))
+                                         -1 if args.no_curl else 4 if args.quick else max(counts),
+                                         args.aria2c)
             if "batch" in only:
                 with noted(doc, "batch"):
                     doc["batch"] = batch(fed, work, big, runs, rate)
@@ -549,9 +684,11 @@ def report(doc: dict) -> None:
     if "swarm" in doc:
         m = doc["swarm"]["median"]
         print("swarm: N T3s at once")
-        print(bl.table(["N", "bt-get s", "KR bound s", "fraction", "T2 egress x", "curl s", "x curl"],
+        print(bl.table(["N", "bt-get s", "KR bound s", "fraction", "T2 egress x", "curl s", "x curl", "aria2c s",
+                        "aria2c egress x", "x aria2c"],
                        [[n, r["seconds"], r["bound_s"], r["fraction"], r["egress_x"],
-                         f"{r['curl_s']:.1f}{'' if r['curl_measured'] else '*'}", r["vs_curl"]]
+                         f"{r['curl_s']:.1f}{'' if r['curl_measured'] else '*'}", r["vs_curl"],
+                         r.get("aria2c_s", "-"), r.get("aria2c_egress_x", "-"), r.get("vs_aria2c", "-")]
                         for n, r in m.items()]))
         if "8" in m:
             print(line("8 T3s: fraction of the Kumar-Ross bound", m["8"]["fraction"], "", ">= 0.8"))
@@ -595,6 +732,8 @@ def main() -> int:
     ap.add_argument("--size", default=None, help="dataset size (default 200M, --quick 100M)")
     ap.add_argument("--small-files", type=int, default=None, help="files in the small-file dataset (20000; --quick 5000)")
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--aria2c", type=int, nargs="*", default=[8], help="N of the swarm also run with N aria2c")
+    ap.add_argument("--no-curl", action="store_true", help="swarm: no curl baseline (diagnosis runs)")
     ap.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     args = ap.parse_args()
     from btswarm import netns
