@@ -289,7 +289,8 @@ def get(opts: Options) -> int:
         listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout,
         blocked_after=cfg.blocked_after,
-        checksums=checksums(resolved.record), folder=folder, site_peers=tuple(sorted(sites)))
+        checksums=checksums(resolved.record), folder=folder,
+        site_peers=tuple(sorted(sites)) if cfg.site_share else ())
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
     display = make_display(opts.quiet, opts.json_output)

@@ -23,6 +23,8 @@ class GetConfig:
     stall_timeout: Seconds = Seconds(300.0)  # 0: no limit
     blocked_after: Seconds = Seconds(30.0)  # seeds connected, no byte arriving: name the stuck files (0: never)
     max_connections: int = 200
+    # In a busy swarm, let go of the sites unchoking us beyond our share of them (btget/siteshare.py).
+    site_share: bool = True
     # The sites' web seeds (btget/webseeds.py): "auto" when BitTorrent peers send nothing for
     # web_seed_after (or are blocked outright), "always" from the start, "off" never.
     web_seeds: str = "auto"

@@ -173,7 +173,7 @@ def _completion_times(logs: list[Path], procs: list[subprocess.Popen], t0: float
 
 
 def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]], seed: bool, sizes: list[int],
-                timeline: bool = False) -> dict:
+                timeline: bool = False, env: dict[str, str] | None = None) -> dict:
     """len(extra) bt-gets at once (client k: client_ip(k) with extra[k]); times to completion; T2 egress."""
     name = ds["name"]
     n = len(extra)
@@ -187,7 +187,8 @@ def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]]
     with bl.Procs() as procs, tl:
         t0, wall0 = time.monotonic(), time.time()
         clients = [procs.start(bl.bt_get_cmd(fed, name, outs[k], bl.client_ip(k), "-v", *seeding, *extra[k]), logs[k],
-                               stdout=open(work / f"client{k}.json", "wb")) for k in range(n)]
+                               stdout=open(work / f"client{k}.json", "wb"), env={**os.environ, **(env or {})})
+                   for k in range(n)]
         times = _completion_times(logs, clients, t0, 900, seed)
         codes = [procs.stop(c) for c in clients]
     if any(codes):
@@ -339,11 +340,20 @@ def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, co
     torrent.write_bytes(fedlib.get_bytes(f"{fed.repo}{urls.dataset_torrent(ds['name'])}?web_seeds=0"))
     traced = max((n for n in counts if n <= 8), default=None)
     detail: dict[int, list[dict]] = {n: [] for n in counts}
+    before: dict[int, list[dict]] = {n: [] for n in counts if n > 1}
     aria: dict[int, list[dict]] = {n: [] for n in aria2c_counts}
     timelines: dict[str, dict] = {}
     for run_no in range(runs):
         for n in counts:
             trace = run_no == 0 and n == traced
+            if n in before:  # the T3s as before btget/siteshare.py: each keeps every site that unchokes it
+                b = bt_get_many(fed, work, ds, [["--workers", "1"]] * n, True, [ds["bytes"]] * n, timeline=trace,
+                                env={"BTSWARM_GET_SITE_SHARE": "false"})
+                if trace:
+                    timelines["bt-get, every site"] = b.pop("timeline")
+                before[n].append(b)
+                bl.log(f"swarm run {run_no + 1} {n:2d} bt-get, every site: last done {b['seconds']:6.2f} s, "
+                       f"T2 egress {b['egress_x']:.2f}x, first byte {b['first_byte_s']:.1f} s")
             r = bt_get_many(fed, work, ds, [["--workers", "1"]] * n, True, [ds["bytes"]] * n, timeline=trace)
             if trace:
                 timelines["bt-get"] = r.pop("timeline")
@@ -375,13 +385,19 @@ def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, co
                         "egress_x": bl.median([r["egress_x"] for r in detail[n]]),
                         "curl_s": curl[n]["seconds"], "curl_measured": curl[n]["measured"],
                         "vs_curl": curl[n]["seconds"] / t}
+        if before.get(n):
+            b = bl.median([r["seconds"] for r in before[n]])
+            rows[str(n)].update({"every_site_s": b, "every_site_egress_x": bl.median([r["egress_x"] for r in before[n]]),
+                                 "vs_every_site": b / t})
+        rows[str(n)]["first_byte_s"] = bl.median([r["first_byte_s"] for r in detail[n]])
         if aria.get(n):
             a = bl.median([r["seconds"] for r in aria[n]])
             rows[str(n)].update({"aria2c_s": a, "aria2c_egress_x": bl.median([r["egress_x"] for r in aria[n]]),
                                  "vs_aria2c": a / t})
     return {"clients": counts, "median": rows, "timeline_n": traced, "timelines": timelines,
             "runs_detail": {str(n): rs for n, rs in detail.items()},
-            "aria2c_detail": {str(n): rs for n, rs in aria.items()}}
+            "aria2c_detail": {str(n): rs for n, rs in aria.items()},
+            "every_site_detail": {str(n): rs for n, rs in before.items()}}
 
 
 def batch(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int) -> dict:
@@ -684,12 +700,15 @@ def report(doc: dict) -> None:
     if "swarm" in doc:
         m = doc["swarm"]["median"]
         print("swarm: N T3s at once")
-        print(bl.table(["N", "bt-get s", "KR bound s", "fraction", "T2 egress x", "curl s", "x curl", "aria2c s",
-                        "aria2c egress x", "x aria2c"],
-                       [[n, r["seconds"], r["bound_s"], r["fraction"], r["egress_x"],
+        print(bl.table(["N", "bt-get s", "KR bound s", "fraction", "egress x", "1st byte s", "every site s",
+                        "egress x", "curl s", "x curl", "aria2c s", "egress x", "x aria2c"],
+                       [[n, r["seconds"], r["bound_s"], r["fraction"], r["egress_x"], r.get("first_byte_s", "-"),
+                         r.get("every_site_s", "-"), r.get("every_site_egress_x", "-"),
                          f"{r['curl_s']:.1f}{'' if r['curl_measured'] else '*'}", r["vs_curl"],
                          r.get("aria2c_s", "-"), r.get("aria2c_egress_x", "-"), r.get("vs_aria2c", "-")]
                         for n, r in m.items()]))
+        print("  (every site: the T3s keep every site that unchokes them, as before btget/siteshare.py; "
+              "aria2c: the same .torrent without web seeds, from the same seeds)")
         if "8" in m:
             print(line("8 T3s: fraction of the Kumar-Ross bound", m["8"]["fraction"], "", ">= 0.8"))
             print(line("8 T3s: T2 egress (x dataset)", m["8"]["egress_x"], "", "<= 1.5"))
