@@ -13,11 +13,13 @@ gets it.
 
 Its share is ceil(sites / T3s downloading): a lone T3 keeps every site, two
 T3s on three sites keep two each, eight keep one. T3s downloading are this
-one and the connected peers that are neither seeds nor sibling workers; a
-T3 that fetches only part of the dataset (`--shard`, `--files`) keeps every
-site, since the T3s around it may want other pieces and cannot pass on to
-it what it lacks (the shard rule). The sites kept are those that have sent
-most on this connection (a site shed mid-transfer costs its queued blocks).
+one and the connected peers that are neither seeds nor sibling workers. The
+sites kept are those that have sent most on this connection (a site shed
+mid-transfer costs its queued blocks).
+
+A T3 that fetches only part of the dataset (`--shard`, `--files`) keeps every
+site: the T3s around it may want other pieces and cannot pass on to it
+what it lacks (the shard rule).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-SHED_FOR = 5.0  # s a site let go is not connected again (then the choice is made anew)
+SHED_FOR = 10.0  # s a site let go is not connected again (then the worker re-announces and chooses anew)
 
 
 @dataclass(frozen=True)

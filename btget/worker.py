@@ -377,9 +377,11 @@ class Worker:
         from btget.stall import PeerSample
 
         changed = bool(self.stall.expire(now))
-        for ip in [ip for ip, until in self.shed.items() if until <= now]:
-            del self.shed[ip]
+        if [ip for ip, until in self.shed.items() if until <= now]:
+            self.shed = {ip: until for ip, until in self.shed.items() if until > now}
             changed = True
+            if self.phase is WorkerPhase.FETCHING:  # the IP filter dropped the sites shed: ask for them again
+                self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
         if self.phase is WorkerPhase.FETCHING:
             try:
                 peers = self.handle.get_peer_info()
