@@ -79,3 +79,34 @@ def test_keep_peers_drops_only_other_sites_seeds():
     v6 = {("::1", 7000): "site2"}
     six = ipaddress.ip_address("::1").packed + (7000).to_bytes(2, "big")
     assert schedule.keep_peers(six, v6, frozenset({"site1"}), width=18) == b""
+
+
+# --- wired into the announcer ([tracker] schedule = true) ---------------------------------------------
+async def test_the_announcer_hands_each_leecher_its_own_sites_seed_once_the_swarm_is_busy(make_client):
+    import hashlib
+
+    from tests.tracker.helpers import SECRETS, announce, beat_body, heartbeat, query
+    from tests.tracker.test_stuck import endpoints
+    from tracker.config import TrackerConfig
+
+    h = hashlib.sha1(b"scheduled-swarm").digest()
+    secrets = SECRETS
+    client = await make_client(TrackerConfig(site_secrets=secrets, trust_ip=True, schedule=True))
+    seeds = {f"site{k}": (f"127.0.0.{k + 1}", 6881) for k in (1, 2, 3)}
+    for name, (ip, port) in seeds.items():
+        body = beat_body(name, f"http://{ip}:1", [f"{ip}:{port}"], [h], seeding=[h])
+        assert await heartbeat(client, name, body, secret=secrets[name]) == 200
+        await announce(client, query(h, f"-LT2010-{name}seed000".encode()[:20], port=port, left=0, ip=ip))
+    handed = []
+    for k in range(4):
+        answer = await announce(client, query(h, f"-TT0001-00000000000{k}".encode(), port=7000 + k,
+                                               ip=f"127.0.0.{101 + k}"))
+        handed.append(endpoints(answer) & set(seeds.values()))
+    assert handed[0] == set(seeds.values())  # alone: every site
+    assert len(handed[1]) == 2 and len(handed[2]) == 1 and len(handed[3]) == 1, handed
+    assert handed[2] != handed[3]  # the third and fourth T3s: different sites
+    # The third completes: its site is idle again and handed to the others.
+    third = handed[2].pop()
+    await announce(client, query(h, b"-TT0001-000000000002", port=7002, ip="127.0.0.103", left=0, event="completed"))
+    again = await announce(client, query(h, b"-TT0001-000000000003", port=7003, ip="127.0.0.104"))
+    assert third in endpoints(again)
