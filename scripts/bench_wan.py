@@ -58,10 +58,10 @@ from btswarm import federation as fedlib, frozenfs, shaping
 from torrents import urls
 
 SCENARIOS = ("single", "swarm", "batch", "hetero", "smallfiles", "hung", "arrival")
-TARGETS = {
-    "single_fraction": 0.9, "single_vs_curl": 2.7, "single_vs_aria2c": 1.5,
-    "swarm8_fraction": 0.8, "swarm8_egress_x": 1.5, "swarm16_fraction": 0.7,
-    "hetero_fraction": 0.85, "batch_x_bound": 1.2, "hung_fraction": 0.7,
+TARGETS = {  # issue 25's where it set one (single, swarm 8, batch, aria2c), the earlier ones elsewhere
+    "single_fraction": 0.92, "single_vs_curl": 2.7, "single_vs_aria2c": 1.5,
+    "swarm8_fraction": 0.85, "swarm8_egress_x": 1.2, "swarm8_vs_aria2c": 1.5, "swarm16_fraction": 0.8,
+    "hetero_fraction": 0.85, "batch_x_bound": 1.15, "hung_fraction": 0.7,
 }
 STUCK_AFTER = 10.0  # bt-server's default [server] stuck_after
 ARRIVAL_CAP = 90  # s: a second T3 still running then is stopped and counted as this long (marked)
@@ -390,6 +390,9 @@ def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, co
             rows[str(n)].update({"every_site_s": b, "every_site_egress_x": bl.median([r["egress_x"] for r in before[n]]),
                                  "vs_every_site": b / t})
         rows[str(n)]["first_byte_s"] = bl.median([r["first_byte_s"] for r in detail[n]])
+        # The swarm without bt-get's process start (16 Python processes on this host's 2 cores): from the
+        # median first byte of a run to its last completion.
+        rows[str(n)]["after_first_byte_s"] = bl.median([r["seconds"] - r["first_byte_s"] for r in detail[n]])
         if aria.get(n):
             a = bl.median([r["seconds"] for r in aria[n]])
             rows[str(n)].update({"aria2c_s": a, "aria2c_egress_x": bl.median([r["egress_x"] for r in aria[n]]),
@@ -694,7 +697,7 @@ def report(doc: dict) -> None:
         print("single: one T3 <- 3 sites")
         print(bl.table(["contender", "s", "x bound S/3R"],
                        [[k, v, s["bound_s"] / v] for k, v in s["median_s"].items()]))
-        print(line("bt-get: fraction of S/(3R)", s["fraction"], f"bound {s['bound_s']:.2f} s", ">= 0.9"))
+        print(line("bt-get: fraction of S/(3R)", s["fraction"], f"bound {s['bound_s']:.2f} s", ">= 0.92"))
         print(line("bt-get vs curl<-nginx behind R", s["vs_curl"], "", ">= 2.7"))
         print(line("bt-get vs aria2c", s["vs_aria2c"], "", ">= 1.5"))
     if "swarm" in doc:
@@ -709,15 +712,21 @@ def report(doc: dict) -> None:
                         for n, r in m.items()]))
         print("  (every site: the T3s keep every site that unchokes them, as before btget/siteshare.py; "
               "aria2c: the same .torrent without web seeds, from the same seeds)")
+        for n, r in m.items():
+            print(line(f"{n} T3s: from the median first byte to the last done: fraction of the bound",
+                       r["bound_s"] / r["after_first_byte_s"], f"{r['after_first_byte_s']:.2f} s", "(start left out)"))
         if "8" in m:
-            print(line("8 T3s: fraction of the Kumar-Ross bound", m["8"]["fraction"], "", ">= 0.8"))
-            print(line("8 T3s: T2 egress (x dataset)", m["8"]["egress_x"], "", "<= 1.5"))
+            print(line("8 T3s: fraction of the Kumar-Ross bound", m["8"]["fraction"], "", ">= 0.85"))
+            print(line("8 T3s: T2 egress (x dataset)", m["8"]["egress_x"], "", "<= 1.2"))
+            if "vs_aria2c" in m["8"]:
+                print(line("8 T3s: 8 aria2c last done / 8 bt-get last done", m["8"]["vs_aria2c"],
+                           f"aria2c {m['8']['aria2c_s']:.2f} s", ">= 1.5"))
         if "16" in m:
-            print(line("16 T3s: fraction of the Kumar-Ross bound", m["16"]["fraction"], "", ">= 0.7"))
+            print(line("16 T3s: fraction of the Kumar-Ross bound", m["16"]["fraction"], "", ">= 0.8"))
     if "batch" in doc:
         b = doc["batch"]
         print(line("batch: 4 shards at once, last done / S/(3R)", b["x_bound"],
-                   f"{b['shards_s']:.2f} s vs {b['bound_s']:.2f} s", f"<= 1.2 (one client: {b['whole_s']:.2f} s)"))
+                   f"{b['shards_s']:.2f} s vs {b['bound_s']:.2f} s", f"<= 1.15 (one client: {b['whole_s']:.2f} s)"))
     if "hetero" in doc:
         h = doc["hetero"]
         print(line("hetero: site3 at R/10: fraction of S/(2R)", h["fraction"], f"bound {h['bound_s']:.2f} s",
