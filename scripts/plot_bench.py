@@ -314,7 +314,7 @@ def plot_wan(doc: dict, out: Path) -> Path:
     return _save(fig, out, "wan", doc)
 
 
-def _rate(t: list[float], cum: list[int], span: float = 0.5) -> list[float]:
+def _rate(t: list[float], cum: list[int], span: float = 1.0) -> list[float]:
     """Mbit/s over the last `span` seconds at each sample of a cumulative byte count."""
     out, j = [], 0
     for i, x in enumerate(t):
@@ -345,7 +345,7 @@ def plot_wan_timeline(doc: dict, out: Path) -> Path | None:
         ups = [_rate(t, c) for c in tl["client_sent"]]
         bottom.plot(t, [sum(v) / len(ups) for v in zip(*ups)], lw=1, ls="--", color="#555555",
                     label="T3 uplink, mean")
-        bottom.set_ylabel("Mbit/s (0.5 s)" if col == 0 else "")
+        bottom.set_ylabel("Mbit/s (1 s)" if col == 0 else "")
         bottom.set_xlabel("s since launch")
         bottom.grid(alpha=0.3)
         if col == 0:
