@@ -28,7 +28,7 @@ from torrents.exitstatus import ExitStatus, status_for
 from torrents.hostport import parse_hostport
 from torrents.infohash import parse_info_hash
 from torrents.servicekit import tls
-from torrents.servicekit.web import client_session
+from torrents.servicekit.httpclient import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
