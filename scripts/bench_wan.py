@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/bench_wan.py [--out DIR] [--quick] [--keep] [--runs N]
         [--rate 100mbit] [--client-rate 100mbit] [--size 200M] [--small-files 20000]
+        [--clients 1 2 4 8 16] [--aria2c 8] [--no-curl]
         [--only single swarm batch hetero smallfiles hung arrival]
 
 Every site's uplink is R (--rate), every client's C (--client-rate), the
@@ -15,7 +16,15 @@ its baseline and its bound measured or computed in the same run:
   swarm       N T3s at once (N = 1, 2, 4, 8, 16), each keeps seeding until
               the last is done: time to the last completion vs N curls from
               one nginx behind R; Kumar-Ross bound max(S/3R, N.S/(3R+N.C));
-              T2 egress (sites' bytes uploaded / S).
+              T2 egress (sites' bytes uploaded / S). In the same runs, for
+              N > 1, the same N bt-gets with btget/siteshare.py off ("every
+              site") and, for N in --aria2c (8), N aria2c BitTorrent clients
+              (the .torrent with ?web_seeds=0, the same seeds, seeding on);
+              each bt-get's time to its first byte, and the fraction of the
+              bound from the median first byte on. The first run of the
+              largest N <= 8 keeps a timeline of each site's and client's
+              uplink and each client's bytes on disk (plot_bench.py draws
+              wan-timeline.png). --no-curl leaves the curl baseline out.
   batch       `bt-get --shard K/4` on 4 client addresses at once vs one
               client fetching everything; bound S/(3R).
   hetero      3 sites, site3 at R/10: bound of the two fast sites S/(2R).
