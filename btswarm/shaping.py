@@ -17,8 +17,11 @@ the delay line is a TUN device and a process (btswarm.delayline): a
 clsact filter on lo's egress redirects every packet from or to a delayed
 address into the TUN device, which has the same htb as lo (shaped first,
 then delayed, as on a real uplink); the process reads each packet, holds
-it and writes it back, to be received as if it had come in on the TUN
-device. Without a delay nothing of this exists and lo is shaped as before.
+it and hands it to lo as received (a packet socket that bypasses lo's
+qdisc and tc hooks). Not written back into the TUN device: libtorrent
+binds its listening sockets to the device of their address (`ss` shows
+127.0.0.2%lo), so a SYN coming in on another device is refused. Without
+a delay nothing of this exists and lo is shaped as before.
 """
 
 from __future__ import annotations
@@ -253,11 +256,12 @@ def delay_commands(links: Sequence[Link], dev: str = "lo", tun: str = TUN_DEVICE
     return cmds
 
 
-def delay_sysctls(tun: str = TUN_DEVICE) -> list[tuple[str, str]]:
-    """(key under /proc/sys, value): a packet the delay line writes back comes in on `tun` from and to
-    127.x, which the kernel would drop as martian (route_localnet) and as spoofed (accept_local,
+def delay_sysctls(dev: str = "lo") -> list[tuple[str, str]]:
+    """(key under /proc/sys, value): a packet the delay line hands to `dev` has no route attached (one
+    that loops back on lo keeps its output route), so the kernel looks one up and would drop it, from
+    and to 127.x, as martian (route_localnet) and from a local address as spoofed (accept_local,
     rp_filter; the effective rp_filter is the larger of `all` and the device's)."""
-    conf = f"net/ipv4/conf/{tun}"
+    conf = f"net/ipv4/conf/{dev}"
     return [(f"{conf}/route_localnet", "1"), (f"{conf}/accept_local", "1"), (f"{conf}/rp_filter", "0"),
             ("net/ipv4/conf/all/rp_filter", "0")]
 

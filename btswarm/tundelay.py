@@ -1,11 +1,11 @@
-"""The delay line's process: packets from a TUN device held for their delay and written back (root).
+"""The delay line's process: packets from a TUN device held for their delay, then received on lo (root).
 
 `btswarm up` starts it (`running`) inside the federation's namespace,
 after btswarm.shaping's commands made the device and the redirect, and
 stops it by its PID. What it decides is btswarm.delayline; this is the
 TUN descriptor and the loop: read what the htb on the device lets out,
-hold it, write it back (the kernel then receives it as if it had come in
-on the device). It runs as a real-time process (SCHED_FIFO, the lowest
+hold it, hand it to lo as received (btswarm.shaping says why not back
+into the TUN device). It runs as a real-time process (SCHED_FIFO, the lowest
 priority; nice -10 where that is refused), as the kernel's own network
 path would: on a loaded host a delay line scheduled late adds delay
 nobody asked for (measured at load 9 on 2 cores, nice -10: packets left
@@ -25,6 +25,7 @@ import json
 import os
 import select
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -39,6 +40,10 @@ from torrents.errors import BtswarmError
 TUNSETIFF = 0x400454CA
 IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000  # bare IP packets, no 4-byte header
+ETH_P_IP = 0x0800
+SOL_PACKET = 263
+PACKET_QDISC_BYPASS = 20
+LO_ADDRESS = ("lo", ETH_P_IP, 0, 0, bytes(6))  # lo's MAC is all zeros: the packet is for this host
 READ_SIZE = 65536  # the largest IPv4 packet, whole (the device's MTU is 65535)
 BATCH = 64  # packets read before what is due is written
 READY = "ready"
@@ -56,6 +61,15 @@ def open_tun(name: str) -> int:
     return fd
 
 
+def open_lo(dev: str = "lo") -> socket.socket:
+    """A packet socket that hands IPv4 packets to `dev` as received, bypassing its qdiscs and tc hooks
+    (a packet sent so is not redirected into the delay line again, nor shaped twice)."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
+    sock.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
+    sock.bind((dev, ETH_P_IP))
+    return sock
+
+
 def serve(fd: int, table: DelayTable, stop_fd: int) -> dict:
     """Until `stop_fd` is readable: hold every packet read from `fd` for its delay, then write it back.
     → counters (packets, bytes, dropped, how late packets left)."""
@@ -63,6 +77,7 @@ def serve(fd: int, table: DelayTable, stop_fd: int) -> dict:
     poller.register(fd, select.EPOLLIN)
     poller.register(stop_fd, select.EPOLLIN)
     schedule = Schedule()
+    out = open_lo()
     stats = {"packets": 0, "bytes": 0, "dropped": 0, "late_max_ms": 0.0, "late_sum_ms": 0.0, "held_max": 0}
     while True:
         now = time.monotonic()
@@ -71,7 +86,7 @@ def serve(fd: int, table: DelayTable, stop_fd: int) -> dict:
             stats["late_max_ms"] = max(stats["late_max_ms"], late)
             stats["late_sum_ms"] += late
             try:
-                os.write(fd, packet)
+                out.sendto(packet, LO_ADDRESS)
             except OSError:
                 stats["dropped"] += 1
                 continue

@@ -179,7 +179,7 @@ def test_delay_commands_a_tun_shaped_like_lo_and_lo_redirecting_the_delayed_addr
         "action mirred egress redirect dev btswarm-delay",
         "tc filter add dev lo egress protocol ip prio 1 u32 match ip dst 127.0.0.2/32 "
         "action mirred egress redirect dev btswarm-delay"]  # the client has no delay: no filter of its own
-    assert ("net/ipv4/conf/btswarm-delay/route_localnet", "1") in shaping.delay_sysctls()
+    assert ("net/ipv4/conf/lo/route_localnet", "1") in shaping.delay_sysctls()
 
 
 def test_the_ready_document_keeps_each_links_round_trip(tmp_path):
