@@ -80,9 +80,9 @@ def delete(name: str) -> None:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
 
 
-def tc_stats(name: str) -> str:
-    """`tc -s class show dev lo` inside the namespace (for shaping.class_bytes)."""
-    return _run(["tc", "-n", name, "-s", "class", "show", "dev", "lo"])
+def tc_stats(name: str, dev: str = "lo") -> str:
+    """`tc -s class show dev DEV` inside the namespace (for shaping.class_bytes)."""
+    return _run(["tc", "-n", name, "-s", "class", "show", "dev", dev])
 
 
 def _setns(path: str) -> None:

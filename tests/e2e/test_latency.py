@@ -97,6 +97,7 @@ def test_rate_with_delay_is_the_links_rate(delayed, tmp_path):
     """
     lfn = sorted(p.name for p in delayed.source.iterdir())[0]
     url = f"{delayed.site('site1').web_url}/data/{delayed.dataset}/{lfn}"
+    before = delayed.link_bytes()["127.0.0.2"]
     with delayed.inside():
         result = subprocess.run(["curl", "-sS", "--fail", "--interface", plan.client_ip(1), "-o",
                                  str(tmp_path / lfn), "-w", "%{time_connect} %{time_starttransfer} %{time_total}",
@@ -107,6 +108,8 @@ def test_rate_with_delay_is_the_links_rate(delayed, tmp_path):
     assert size == (delayed.source / lfn).stat().st_size
     rate = size * 8 / (total - first)
     assert 0.75 * RATE <= rate <= 1.25 * RATE, f"{rate / 1e6:.1f} Mbit/s (connect {connect * 1e3:.1f} ms)"
+    # ... and the link's counters (lo's and the delay line's htb together) saw the file leave site1.
+    assert delayed.link_bytes()["127.0.0.2"] - before >= size
     assert 0.9 * SITE1_RTT <= connect <= 1.5 * SITE1_RTT, connect  # one round trip; one sample, so looser above
 
 
