@@ -173,7 +173,7 @@ def test_delay_commands_a_tun_shaped_like_lo_and_lo_redirecting_the_delayed_addr
                         "ip link set dev btswarm-delay mtu 65535 txqueuelen 1000 up"]
     # The same classes as lo's, on the TUN device: a redirected packet is shaped there.
     assert cmds[2:2 + 7] == [" ".join(c) for c in shaping.tc_commands(links, "btswarm-delay")]
-    assert cmds[3] == "tc qdisc add dev btswarm-delay parent 1:10 handle 10: bfifo limit 500000"  # 40 ms at R
+    assert cmds[4] == "tc qdisc add dev btswarm-delay parent 1:10 handle 10: bfifo limit 500000"  # 40 ms at R
     assert cmds[9:] == [
         "tc qdisc add dev lo clsact",
         "tc filter add dev lo egress protocol ip prio 1 u32 match ip src 127.0.0.2/32 "
