@@ -71,7 +71,7 @@ def open_lo(dev: str = "lo") -> socket.socket:
 
 
 def serve(fd: int, table: DelayTable, stop_fd: int) -> dict:
-    """Until `stop_fd` is readable: hold every packet read from `fd` for its delay, then write it back.
+    """Until `stop_fd` is readable: hold every packet read from `fd` for its delay, then hand it to lo.
     → counters (packets, bytes, dropped, how late packets left)."""
     poller = select.epoll()
     poller.register(fd, select.EPOLLIN)
