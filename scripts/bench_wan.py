@@ -1,13 +1,15 @@
 """Benchmark wan: btswarm on shaped links (htb uplinks in a private network namespace) against the bound.
 
     .venv/bin/python scripts/bench_wan.py [--out DIR] [--quick] [--keep] [--runs N]
-        [--rate 100mbit] [--client-rate 100mbit] [--size 200M] [--small-files 20000]
+        [--rate 100mbit] [--client-rate 100mbit] [--rtt 40ms] [--size 200M] [--small-files 20000]
         [--clients 1 2 4 8 16] [--aria2c 8] [--no-curl]
         [--only single swarm batch hetero smallfiles hung arrival]
 
 Every site's uplink is R (--rate), every client's C (--client-rate), the
 nginx baseline's R (`btswarm up --site-link R --client-link C`, see
-btswarm/shaping.py); downlinks are free, no latency is added. S is the
+btswarm/shaping.py); downlinks are free. --rtt adds a round trip to each
+site's link and the baseline's (`--site-link R/RTT`): a T3 and a site are
+RTT apart, two sites 2 RTT, T3s among themselves 0. S is the
 dataset (torrents.sample, 29 files; --quick 100 MB). Scenarios, each with
 its baseline and its bound measured or computed in the same run:
 
@@ -77,6 +79,7 @@ ARRIVAL_CAP = 90  # s: a second T3 still running then is stopped and counted as 
 SEED_TIME = "30m"  # swarm clients seed until all are done, then are stopped by PID
 CLIENTS = 24  # shaped client addresses (swarm 16 + the single contenders + batch)
 MEAN_SMALL = 25 * 1024 + 512  # with jitter 0.96: 1-50 KB files, as bench_smallfiles
+SITE_RTT = 0.0  # s, --rtt: the round trip every site's link adds (set once by main)
 
 
 @contextlib.contextmanager
@@ -94,9 +97,9 @@ def noted(doc: dict, key: str) -> Iterator[None]:
 
 
 def shaped_args(rate: int, client_rate: int, overrides: dict[str, int] | None = None) -> list[str]:
-    args = ["--site-link", shaping.format_rate(rate)]
+    args = ["--site-link", str(shaping.LinkSpec(rate, SITE_RTT))]
     for name, r in (overrides or {}).items():
-        args += ["--site-link", f"{name}={shaping.format_rate(r)}"]
+        args += ["--site-link", f"{name}={shaping.LinkSpec(r, SITE_RTT)}"]
     return args + ["--client-link", shaping.format_rate(client_rate), "--client-addresses", str(CLIENTS)]
 
 
@@ -622,7 +625,7 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
     size = parse_size(args.size or ("100M" if args.quick else "200M"))
     small_files = args.small_files or (5000 if args.quick else 20000)
     counts = args.clients
-    doc: dict = {"rate": rate, "client_rate": client_rate, "runs": runs, "scenarios": only}
+    doc: dict = {"rate": rate, "client_rate": client_rate, "rtt": SITE_RTT, "runs": runs, "scenarios": only}
     data = work / "data"
     big = dataset(data, "bench.wan.dataset", 29, size)
     small = dataset(data, "bench.wan.smallfiles", small_files, small_files * MEAN_SMALL, 0.96) \
@@ -699,7 +702,8 @@ def report(doc: dict) -> None:
         return f"  {what:58s} {value:7.2f}   {bound:28s} {target}"
 
     print(f"wan: R {shaping.format_rate(doc['rate'])} per site, C {shaping.format_rate(doc['client_rate'])} per "
-          f"client, S {doc['dataset']['bytes'] / 1e6:.0f} MB in {doc['dataset']['files']} files, median of "
+          f"client, site RTT {shaping.format_delay(doc.get('rtt', 0.0))}, "
+          f"S {doc['dataset']['bytes'] / 1e6:.0f} MB in {doc['dataset']['files']} files, median of "
           f"{doc['runs']}")
     if "single" in doc:
         s = doc["single"]
@@ -766,6 +770,7 @@ def main() -> int:
     ap = bl.parser(__doc__)
     ap.add_argument("--rate", default="100mbit", help="each site's uplink R (and the nginx baseline's)")
     ap.add_argument("--client-rate", default="100mbit", help="each client's uplink C")
+    ap.add_argument("--rtt", default="0ms", help="the round trip each site's link adds (40ms, 100ms)")
     ap.add_argument("--size", default=None, help="dataset size (default 200M, --quick 100M)")
     ap.add_argument("--small-files", type=int, default=None, help="files in the small-file dataset (20000; --quick 5000)")
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4, 8, 16])
@@ -773,6 +778,8 @@ def main() -> int:
     ap.add_argument("--no-curl", action="store_true", help="swarm: no curl baseline (diagnosis runs)")
     ap.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     args = ap.parse_args()
+    global SITE_RTT
+    SITE_RTT = shaping.parse_delay(args.rtt, "--rtt")
     from btswarm import netns
 
     try:
