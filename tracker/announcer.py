@@ -42,6 +42,7 @@ STORE_DOWN = "tracker: swarm store unavailable, retry later"
 # T3 that completed is handed to the others; their plan entry lives a few intervals.
 SCHEDULED_INTERVAL = 10
 PLAN_TTL = 3 * SCHEDULED_INTERVAL
+MAX_PLANS = 10_000  # swarms with a plan before the expired ones are dropped
 
 
 class Announcer:
@@ -205,9 +206,11 @@ class Announcer:
         seeding = [s for s in registry.all() if h in s.seeding and h not in s.stuck and registry.is_up(s)]
         if len(seeding) < 2:
             return None
-        if plan is None:
-            plan = self.plans[h] = schedule.SwarmPlan()
         now = time.monotonic()
+        if plan is None:
+            if len(self.plans) >= MAX_PLANS:  # swarms whose leechers all went quiet: forgotten
+                self.plans = {k: p for k, p in self.plans.items() if p.load(now)}
+            plan = self.plans[h] = schedule.SwarmPlan()
         order = schedule.site_order((s.name for s in seeding), h)
         schedule.assign(plan, me, order, now, PLAN_TTL)
         allowed = schedule.share(plan, me, order, now)

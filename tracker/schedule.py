@@ -19,6 +19,11 @@ asks leechers of a scheduled swarm back sooner); an entry not renewed within
 
 Seeds that are not sites (finished T3s) and leechers are never filtered:
 T3s trade with every other T3.
+
+Off by default (`[tracker] schedule`): on shaped links it gained nothing
+over the T3s' own rule (btget/siteshare.py), since the first T3 keeps the
+connections it was handed before the others announced, and it gives a
+`--shard` array fewer sites (docs/benchmarks.md "wan").
 """
 
 from __future__ import annotations
