@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 from typing import Any, Mapping
 
-from torrents.config import Seconds, load_section
+from torrents.config import Rate, Seconds, load_section
 from torrents.errors import ConfigError
 
 
@@ -25,6 +25,10 @@ class GetConfig:
     max_connections: int = 200
     # In a busy swarm, let go of the sites unchoking us beyond our share of them (btget/siteshare.py).
     site_share: bool = True
+    # The whole run's rates, all workers together, bytes/s ("50MB/s", "400mbit"; 0: none): a
+    # campus link shared with everyone else. Trading between this run's own workers is not counted.
+    max_rate: Rate = Rate(0)
+    max_upload_rate: Rate = Rate(0)
     # The sites' web seeds (btget/webseeds.py): "auto" when BitTorrent peers send nothing for
     # web_seed_after (or are blocked outright), "always" from the start, "off" never.
     web_seeds: str = "auto"

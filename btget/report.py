@@ -11,6 +11,7 @@ from torrents.metainfo import Metainfo
 from torrents.units import human_duration, human_rate, human_size
 
 from btget.events import Progress
+from btget.sources import WEB_SEED
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,6 @@ def file_status(size: int, done: int | None, selected: bool, verified: bool | No
     if verified is None:
         return "complete"
     return "verified" if verified else "corrupt"
-
-
-WEB_SEED = "web seed "
 
 
 def source_name(endpoint: str, sites: Mapping[str, str], workers: Mapping[str, int],

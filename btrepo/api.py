@@ -24,7 +24,7 @@ log = logging.getLogger("btswarm.repo.api")
 # A publish carries the whole .torrent in base64 (4/3 of its size); the
 # metainfo reader refuses torrents over 64 MiB anyway.
 MAX_PUBLISH_BODY = 64 * 1024 * 1024
-_RESULT_BY_STATUS = {400: "invalid", 401: "unauthorized", 409: "refused"}
+_RESULT_BY_STATUS = {400: "invalid", 401: "unauthorized", 403: "forbidden", 409: "refused"}
 
 
 async def publish(request: web.Request) -> web.Response:
@@ -33,14 +33,19 @@ async def publish(request: web.Request) -> web.Response:
     try:
         site, body = await tweb.read_signed(request, request.app[keys.VERIFIER], MAX_PUBLISH_BODY)
         doc = tweb.parse_json_body(body, subject=f"publish {name}")
+        # The site's kind is the configuration's word, never the body's (btrepo/rights.py).
+        config = request.app[keys.CONFIG]
+        kind = config.kind_of(site)
         # Parsing a large .torrent is CPU work: keep it off the event loop.
-        pub = await asyncio.get_running_loop().run_in_executor(None, catalog.parse_publish, doc, name, site)
+        pub = await asyncio.get_running_loop().run_in_executor(None, catalog.parse_publish, doc, name, site, kind)
+        result = await request.app[keys.DB].publish(pub, config.curators)
     except BtswarmError as exc:
-        metrics.publishes.labels(result=_RESULT_BY_STATUS.get(tweb.status_for(exc), "invalid")).inc()
-        log.info("publish %s refused: %s", name, exc)
+        status = tweb.status_for(exc)
+        metrics.publishes.labels(result=_RESULT_BY_STATUS.get(status, "invalid")).inc()
+        # A site doing what its role does not allow is the operators' business: said at WARNING.
+        log.log(logging.WARNING if status == 403 else logging.INFO, "publish %s refused: %s", name, exc)
         raise
     db = request.app[keys.DB]
-    result = await db.publish(pub)
     metrics.publishes.labels(result=result.outcome.value).inc()
     metrics.datasets.set(await db.count())
     conflicting, disputed = await db.conflicts()
@@ -94,6 +99,7 @@ async def get_dataset(request: web.Request) -> web.Response:
         "left_out": {site: {"count": doc["count"], "entries": [{"path": p, "why": w} for p, w in doc["entries"]]}
                      for site, doc in detail.left_out.items()},
         "problem": None if detail.summary.replicas == "agree" else decision.summary(name),
+        "history": [c.to_json() for c in detail.history],
     })
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -42,7 +43,9 @@ def create_app(config: RepoConfig, *, db: Database | None = None,
         if owned:
             path = Path(config.state) / DB_FILE
             # Opening migrates the schema: file work, so not on the loop.
-            app[keys.DB] = await asyncio.get_running_loop().run_in_executor(None, Database, path)
+            kinds = {site: config.kind_of(site) for site in config.site_secrets}
+            app[keys.DB] = await asyncio.get_running_loop().run_in_executor(
+                None, functools.partial(Database, path, kinds=kinds))
         else:
             app[keys.DB] = db
         metrics.datasets.set(await app[keys.DB].count())

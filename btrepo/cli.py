@@ -54,6 +54,7 @@ def run(config_path: str | None, listen: str | None, state: str | None, tls_cert
 
     config = repo_config.load(config_path, overrides={"listen": listen, "state": state, "tls_cert": tls_cert,
                                                       "tls_key": tls_key, "ca_file": ca_file})
+    config.check_roles()
     warning = devsecret.check("[repo] site_secrets", config.site_secrets,
                               [("listen", config.listen), ("public_url", config.public_url),
                                ("tracker", config.tracker)], SECRETS_HOW)

@@ -116,6 +116,7 @@ async def dataset(request: web.Request) -> web.Response:
         "swarm": swarm, "torrent_url": api.torrent_path(name), "command": bt_get_command(name, repo_url),
         "decision": decision, "disagree": disagree, "problem": decision.summary(name) if disagree or
         not decision.servable else None, "pinned": detail.pinned, "left_out": detail.left_out, "nav": "search",
+        "history": detail.history,
     })
 
 

@@ -9,6 +9,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import sqlite3
 import threading
 import urllib.error
 import urllib.parse
@@ -20,6 +21,7 @@ from typing import Any, Mapping
 import aiohttp
 from aiohttp import web
 
+from btrepo import db as repo_db
 from torrents import auth, bencoding, metainfo
 from torrents.servicekit import web as tweb
 from torrents.build import build_dataset, build_torrent
@@ -105,6 +107,18 @@ def publish_sync(base_url: str, name: str, body: Any, *, site: str = "site1") ->
             return resp.status, json.load(resp)
     except urllib.error.HTTPError as exc:
         return exc.code, json.load(exc)
+
+
+def catalog_before(path: Path, marker: str) -> sqlite3.Connection:
+    """A catalog at `path` whose schema stops before the first migration containing `marker`, as an
+    older bt-repo left it."""
+    conn = repo_db.connect(str(path))
+    upto = next(i for i, m in enumerate(repo_db.MIGRATIONS) if marker in m)
+    for version, script in enumerate(repo_db.MIGRATIONS[:upto]):
+        for statement in repo_db._statements(script):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version + 1}")
+    return conn
 
 
 def tracker_app(swarms: Mapping[str, dict]) -> web.Application:
