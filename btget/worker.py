@@ -417,7 +417,7 @@ class Worker:
             key = f"{p.ip[0]}:{p.ip[1]}"
             if key in sites:
                 site_peers.append(siteshare.SitePeer(p.ip[0], p.total_download, not p.flags & choked))
-            elif not p.flags & seed and key not in self.siblings and p.ip[0] != self.spec.listen_ip:
+            elif not p.flags & seed and self.ledger.remote(p.ip[0], key):
                 downloading += 1
         shed = siteshare.to_shed(site_peers, len(site_peers), downloading, self.whole)
         for ip in shed:
