@@ -28,7 +28,7 @@ from torrents.exitstatus import ExitStatus, status_for
 from torrents.hostport import parse_hostport
 from torrents.infohash import parse_info_hash
 from torrents.servicekit import tls
-from torrents.servicekit.web import client_session
+from torrents.servicekit.httpclient import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
@@ -297,7 +297,8 @@ def get(opts: Options) -> int:
         listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout,
         blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
-        checksums=checksums(resolved.record), folder=folder)
+        checksums=checksums(resolved.record), folder=folder,
+        site_peers=tuple(sorted(sites)) if cfg.site_share else ())
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
     display = make_display(opts.quiet, opts.json_output)

@@ -59,6 +59,7 @@ class Job:
     blocked_after: float = 30.0  # seeds connected, nothing arriving this long: name the files that are stuck
     checksums: dict[str, str] = field(default_factory=dict)  # LFN → adler32 hex, when the catalog has them
     folder: str | None = None  # the dataset's directory in DIR; None: the torrent's name (target.placement)
+    site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (btget/siteshare.py)
     max_rate: int = 0  # bytes/s, the whole run (--max-rate; 0: none)
     max_upload_rate: int = 0
 
@@ -189,7 +190,7 @@ def run(job: Job, display: Display) -> Outcome:
                               web_seeds=tuple(s.url for s in webseeds.initial(job.web)),
                               url_list=tuple(s.url for s in job.web.sources), own_names=file_names(job.meta, job.folder),
                               recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix,
-                              rates=(down[k], up))
+                              site_peers=job.site_peers, rates=(down[k], up))
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()

@@ -71,6 +71,7 @@ class WorkerSpec:
     # This run's peer-id prefix (download.sibling_prefix); the worker's peer id is it plus its index.
     # A connection whose peer id starts with it is a sibling worker, whatever its address.
     peer_prefix: str = ""
+    site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (the tracker's /api/sites): btget/siteshare.py
     rates: tuple[int, int] = (0, 0)  # its part of the run's caps, (download, upload) bytes/s; 0: none
 
     @property
@@ -158,6 +159,8 @@ class Worker:
         from btget import stall
 
         self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
+        self.shed: dict[str, float] = {}  # site address let go (btget/siteshare.py) → monotonic time it may return
+        self.whole = False  # this worker fetches every file of the torrent (set in _params)
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
                  "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
@@ -178,6 +181,7 @@ class Worker:
         wanted = set(self.spec.wanted)
         files = atp.ti.layout()
         self.piece_length = atp.ti.piece_length()
+        self.whole = len(wanted) == atp.ti.num_files()
         self.file_sizes = [files.file_size(i) for i in range(files.num_files())]
         self.save_every = max(self.piece_length, sum(files.file_size(i) for i in wanted) // SAVE_FRACTION)
         return atp
@@ -379,6 +383,11 @@ class Worker:
         from btget.stall import PeerSample
 
         changed = bool(self.stall.expire(now))
+        if [ip for ip, until in self.shed.items() if until <= now]:
+            self.shed = {ip: until for ip, until in self.shed.items() if until > now}
+            changed = True
+            if self.phase is WorkerPhase.FETCHING:  # the IP filter dropped the sites shed: ask for them again
+                self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
         if self.phase is WorkerPhase.FETCHING:
             try:
                 peers = self.handle.get_peer_info()
@@ -388,13 +397,37 @@ class Worker:
             samples = [PeerSample(p.ip[0], p.ip[1], p.total_download, p.download_queue_length, bool(p.flags & choked))
                        for p in peers if p.connection_type not in self._web_seed_types]
             changed |= bool(self.stall.step(now, samples))
+            changed |= self._shed_sites(now, peers)
         if changed:
             self._set_ip_filter()
+
+    def _shed_sites(self, now: float, peers: list) -> bool:
+        """Let go of the sites unchoking us beyond our share of them (btget/siteshare.py); True if any."""
+        if not self.spec.site_peers or not peers:
+            return False
+        from btget import siteshare
+
+        lt = self.lt
+        sites = set(self.spec.site_peers)
+        seed, choked = lt.peer_info.seed, lt.peer_info.remote_choked
+        site_peers, downloading = [], 1
+        for p in peers:
+            if p.connection_type in self._web_seed_types:
+                continue
+            key = f"{p.ip[0]}:{p.ip[1]}"
+            if key in sites:
+                site_peers.append(siteshare.SitePeer(p.ip[0], p.total_download, not p.flags & choked))
+            elif not p.flags & seed and self.ledger.remote(p.ip[0], key):
+                downloading += 1
+        shed = siteshare.to_shed(site_peers, len(site_peers), downloading, self.whole)
+        for ip in shed:
+            self.shed[ip] = now + siteshare.SHED_FOR
+        return bool(shed)
 
     def _set_ip_filter(self) -> None:
         # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
         rules = self.lt.ip_filter()
-        for ip in set(self.stall.banned) | self.banned_ips:
+        for ip in set(self.stall.banned) | self.banned_ips | set(self.shed):
             rules.add_rule(ip, ip, 1)
         self.ses.set_ip_filter(rules)
 

@@ -53,11 +53,13 @@ def main(argv: list[str] | None = None) -> int:
 @click.option("--ready-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write endpoints and dataset names as JSON here once everything is up and published.")
 @click.option("--timeout", default="5m", show_default=True, help="Give up if not up and published by then.")
-@click.option("--site-link", multiple=True, metavar="[SITE=]RATE",
-              help="Shape each site's uplink to RATE (100mbit, 1gbit); SITE=RATE for one site (site3=10mbit). "
-                   "Runs the federation in a private network namespace (root). Repeatable.")
-@click.option("--client-link", metavar="RATE", default=None,
-              help="Shape the uplink of each client address (127.0.0.101 and up; `btswarm run` hands them out).")
+@click.option("--site-link", multiple=True, metavar="[SITE=]RATE[/RTT]",
+              help="Shape each site's uplink to RATE (100mbit, 1gbit), adding RTT to its round trips (100mbit/40ms); "
+                   "SITE=... for one site (site3=10mbit/100ms). Runs the federation in a private network namespace "
+                   "(root). Repeatable.")
+@click.option("--client-link", metavar="RATE[/RTT]", default=None,
+              help="Shape the uplink of each client address (127.0.0.101 and up; `btswarm run` hands them out), "
+                   "adding RTT to its round trips.")
 @click.option("--client-addresses", type=click.IntRange(1, 150), default=32, show_default=True,
               help="How many client addresses --client-link shapes.")
 @click.option("--redis", "redis", is_flag=True,

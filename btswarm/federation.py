@@ -179,8 +179,10 @@ class Federation:
         if self.netns is None:
             return {}
         ids = shaping.link_class_ids(list(self.links))
-        sent = shaping.class_bytes(netns.tc_stats(self.netns))
-        return {address: sent.get(cid, 0) for address, cid in ids.items()}
+        # With a delay line, what goes from or to a delayed address is shaped on its device instead of lo.
+        devices = ["lo", shaping.TUN_DEVICE] if shaping.delayed(self.links) else ["lo"]
+        sent = [shaping.class_bytes(netns.tc_stats(self.netns, dev)) for dev in devices]
+        return {address: sum(s.get(cid, 0) for s in sent) for address, cid in ids.items()}
 
     def torrent(self, name: str) -> bytes:
         return get_bytes(f"{self.repo}{urls.dataset_torrent(name)}")

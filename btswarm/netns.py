@@ -17,6 +17,7 @@ import secrets
 import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from torrents.errors import BtswarmError
 
@@ -55,13 +56,19 @@ def exists(name: str) -> bool:
     return os.path.exists(os.path.join(NETNS_DIR, name))
 
 
-def create(name: str, tc_commands: Sequence[Sequence[str]] = ()) -> None:
-    """A namespace with its loopback up and shaped by `tc_commands` (argv lists starting with 'tc')."""
+def create(name: str, tc_commands: Sequence[Sequence[str]] = (),
+           sysctls: Sequence[tuple[str, str]] = ()) -> None:
+    """A namespace with its loopback up, shaped by `tc_commands` (argv lists starting with 'tc' or 'ip'),
+    then `sysctls` set ((key under /proc/sys, value))."""
     _run(["ip", "netns", "add", name])
     try:
         _run(["ip", "-n", name, "link", "set", "lo", "up"])
         for cmd in tc_commands:
             _run([cmd[0], "-n", name, *cmd[1:]])
+        if sysctls:
+            with entered(name):  # /proc/sys/net is the namespace of the thread that opens it
+                for key, value in sysctls:
+                    Path("/proc/sys", key).write_text(value)
     except BaseException:
         delete(name)
         raise
@@ -73,9 +80,9 @@ def delete(name: str) -> None:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
 
 
-def tc_stats(name: str) -> str:
-    """`tc -s class show dev lo` inside the namespace (for shaping.class_bytes)."""
-    return _run(["tc", "-n", name, "-s", "class", "show", "dev", "lo"])
+def tc_stats(name: str, dev: str = "lo") -> str:
+    """`tc -s class show dev DEV` inside the namespace (for shaping.class_bytes)."""
+    return _run(["tc", "-n", name, "-s", "class", "show", "dev", dev])
 
 
 def _setns(path: str) -> None:

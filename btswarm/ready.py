@@ -132,8 +132,8 @@ class Ready:
             t3=None if t3 is None else T3Info(t3.get("name", str), t3.get("peer", str), t3.get("control_url", str),
                                               Path(t3.get("config", str))),
             netns=r.optional("netns", str),
-            links=tuple(Link(x.get("address", str), x.get("rate", int), x.get("label", str))
-                        for x in r.records("links", required=False)),
+            links=tuple(Link(x.get("address", str), x.get("rate", int), x.get("label", str),
+                             x.optional("rtt", float) or 0.0) for x in r.records("links", required=False)),
             rucio=None if rucio is None else RucioInfo(
                 rucio.get("url", str), Path(rucio.get("dir", str)), rucio.get("scope", str),
                 {site: RseInfo(x.get("rse", str), Path(x.get("prefix", str)))

@@ -1,4 +1,4 @@
-"""Shaped links for a one-host federation: rates, the address → htb class plan, the tc commands. Pure.
+"""Shaped links for a one-host federation: rates and delays, the address → htb class plan, the tc commands. Pure.
 
 A shaped federation runs in a private network namespace whose only device
 is its own loopback. Every packet leaves `lo` once, so one htb qdisc at its
@@ -9,9 +9,19 @@ Kumar–Ross bound the benchmarks compare with assumes the same). Unmatched
 traffic (tracker, repository, control calls on 127.0.0.1) takes htb's
 direct queue, unshaped.
 
-No latency is added: `sch_netem` is not on these machines (htb, tbf and
-the fifos are). The round trip inside is the queueing delay of the class
-queues, bounded by `queue_bytes`.
+Latency (`100mbit/40ms`): a link's delay is the round-trip time it adds to
+every conversation through it, half each way, so a packet from A to B is
+held (rtt[A] + rtt[B]) / 2 — a site at 40 ms and a client at 0 ms are
+40 ms apart, two at 40 ms 80 ms. `sch_netem` is not on these machines, so
+the delay line is a TUN device and a process (btswarm.delayline): a
+clsact filter on lo's egress redirects every packet from or to a delayed
+address into the TUN device, which has the same htb as lo (shaped first,
+then delayed, as on a real uplink); the process reads each packet, holds
+it and hands it to lo as received (a packet socket that bypasses lo's
+qdisc and tc hooks). Not written back into the TUN device: libtorrent
+binds its listening sockets to the device of their address (`ss` shows
+127.0.0.2%lo), so a SYN coming in on another device is refused. Without
+a delay nothing of this exists and lo is shaped as before.
 """
 
 from __future__ import annotations
@@ -24,6 +34,9 @@ from torrents.errors import BtswarmError
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(bit|kbit|mbit|gbit)\s*$", re.I)
 _SCALE = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
+_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s)\s*$", re.I)
+_DELAY_SCALE = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+MAX_RTT = 10.0  # s
 MIN_RATE = 64_000  # bit/s: below this one 64 KiB loopback packet takes more than 8 s
 MAX_RATE = 100 * 10**9
 
@@ -35,6 +48,14 @@ QUEUE_SECONDS = 0.02
 
 ROOT_HANDLE = "1:"
 FIRST_CLASS = 0x10
+
+# The delay line's device. Its MTU is the largest a TUN device takes (lo's
+# is 65536, but an IPv4 packet is at most 65535 bytes anyway), so that lo's
+# 64 KiB packets pass whole: a packet a read, ~1 CPU-s per GB through the
+# delay line (measured: 400 MB in 0.45 s of CPU).
+TUN_DEVICE = "btswarm-delay"
+TUN_MTU = 65535
+TUN_QUEUE = 1000  # packets in the TUN device's ring (a full ring drops; the htb before it shapes)
 
 
 def parse_rate(text: str, subject: str = "rate") -> int:
@@ -49,6 +70,37 @@ def parse_rate(text: str, subject: str = "rate") -> int:
     return bps
 
 
+def parse_delay(text: str, subject: str = "delay") -> float:
+    """'40ms', '0.1s', '500us' → seconds (0 to MAX_RTT)."""
+    m = _DELAY.match(text)
+    if not m:
+        raise BtswarmError(subject, f"{text!r} is not a delay (examples: 40ms, 0.1s)")
+    seconds = float(m.group(1)) * _DELAY_SCALE[m.group(2).lower()]
+    if seconds > MAX_RTT:
+        raise BtswarmError(subject, f"{text!r} is out of range (0 to {MAX_RTT:g}s)")
+    return seconds
+
+
+def format_delay(seconds: float) -> str:
+    return f"{seconds * 1e3:g}ms"
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """What one `--site-link`/`--client-link` value asks: `rate` bit/s, adding `rtt` s to each round trip."""
+    rate: int
+    rtt: float = 0.0
+
+    def __str__(self) -> str:
+        return format_rate(self.rate) + (f"/{format_delay(self.rtt)}" if self.rtt else "")
+
+
+def parse_link(text: str, subject: str = "link") -> LinkSpec:
+    """'100mbit' or '100mbit/40ms' → LinkSpec."""
+    rate, sep, delay = text.partition("/")
+    return LinkSpec(parse_rate(rate, subject), parse_delay(delay, subject) if sep else 0.0)
+
+
 def format_rate(bps: int) -> str:
     for unit, scale in (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3)):
         if bps >= scale:
@@ -57,59 +109,67 @@ def format_rate(bps: int) -> str:
     return f"{bps}bit"
 
 
-def parse_keyed_rates(values: Iterable[str], option: str) -> tuple[int | None, dict[str, int]]:
-    """`--site-link` style values: 'RATE' (the default for all) or 'NAME=RATE' (one), any number of each.
+def parse_keyed_links(values: Iterable[str], option: str) -> tuple[LinkSpec | None, dict[str, LinkSpec]]:
+    """`--site-link` style values: 'RATE[/RTT]' (the default for all) or 'NAME=RATE[/RTT]' (one), any number
+    of each.
 
-    → (default or None, {name: rate}). A second default, or a name given
+    → (default or None, {name: spec}). A second default, or a name given
     twice, is an error naming the option.
     """
-    default: int | None = None
-    named: dict[str, int] = {}
+    default: LinkSpec | None = None
+    named: dict[str, LinkSpec] = {}
     for value in values:
-        key, sep, rate = value.rpartition("=")
+        key, sep, link = value.rpartition("=")
         if not sep:
             if default is not None:
-                raise BtswarmError(option, f"two default rates ({format_rate(default)} and {value})")
-            default = parse_rate(value, option)
+                raise BtswarmError(option, f"two default rates ({default} and {value})")
+            default = parse_link(value, option)
             continue
         key = key.strip()
         if not key:
             raise BtswarmError(option, f"{value!r}: no name before '='")
         if key in named:
             raise BtswarmError(option, f"{key} is given twice")
-        named[key] = parse_rate(rate, f"{option} {key}")
+        named[key] = parse_link(link, f"{option} {key}")
     return default, named
 
 
 @dataclass(frozen=True)
 class Link:
-    """One shaped uplink: what `address` sends goes out at most at `rate` bit/s."""
+    """One shaped uplink: what `address` sends goes out at most at `rate` bit/s; `rtt` s added to its
+    round trips (half on the way out, half on the way in)."""
     address: str
     rate: int
     label: str  # 'site1', 'client 127.0.0.101', 'baseline'
+    rtt: float = 0.0
+
+    @property
+    def spec(self) -> LinkSpec:
+        return LinkSpec(self.rate, self.rtt)
 
     def as_dict(self) -> dict:
-        return {"address": self.address, "rate": self.rate, "rate_text": format_rate(self.rate), "label": self.label}
+        return {"address": self.address, "rate": self.rate, "rate_text": format_rate(self.rate), "label": self.label,
+                **({"rtt": float(self.rtt)} if self.rtt else {})}
 
 
 @dataclass(frozen=True)
 class LinkOptions:
     """What the command line asked for (`--site-link`, `--client-link`, `--client-addresses`)."""
-    site_default: int | None = None
-    site_rates: tuple[tuple[str, int], ...] = ()  # (site name, rate) overrides
-    client_rate: int | None = None
+    site_default: LinkSpec | None = None
+    site_links: tuple[tuple[str, LinkSpec], ...] = ()  # (site name, link) overrides
+    client: LinkSpec | None = None
     client_addresses: int = 32
 
     @property
     def shaped(self) -> bool:
-        return self.site_default is not None or bool(self.site_rates) or self.client_rate is not None
+        return self.site_default is not None or bool(self.site_links) or self.client is not None
 
     @classmethod
     def parse(cls, site_link: Sequence[str] = (), client_link: str | None = None,
               client_addresses: int = 32) -> "LinkOptions":
-        default, named = parse_keyed_rates(site_link, "--site-link")
+        default, named = parse_keyed_links(site_link, "--site-link")
         return cls(default, tuple(sorted(named.items())),
-                   parse_rate(client_link, "--client-link") if client_link else None, client_addresses)
+                   parse_link(client_link, "--client-link") if client_link else None, client_addresses)
 
 
 def plan(opts: LinkOptions, sites: Sequence[tuple[str, str]], clients: Sequence[str],
@@ -117,16 +177,16 @@ def plan(opts: LinkOptions, sites: Sequence[tuple[str, str]], clients: Sequence[
     """The links: each site (name, address) at its rate, each client address at the client rate, and the
     baseline address (nginx in the benchmarks) at the sites' default rate. Unrated ones stay unshaped."""
     names = {name for name, _ in sites}
-    for name, _ in opts.site_rates:
+    for name, _ in opts.site_links:
         if name not in names:
             raise BtswarmError("--site-link", f"no site {name} (sites: {', '.join(n for n, _ in sites)})")
-    rates = dict(opts.site_rates)
-    links = [Link(ip, rates.get(name, opts.site_default), name) for name, ip in sites
-             if rates.get(name, opts.site_default) is not None]
-    if opts.client_rate is not None:
-        links += [Link(ip, opts.client_rate, f"client {ip}") for ip in clients]
+    specs = dict(opts.site_links)
+    asked = [(ip, specs.get(name, opts.site_default), name) for name, ip in sites]
+    if opts.client is not None:
+        asked += [(ip, opts.client, f"client {ip}") for ip in clients]
     if baseline is not None and opts.site_default is not None:
-        links.append(Link(baseline, opts.site_default, "baseline"))
+        asked.append((baseline, opts.site_default, "baseline"))
+    links = [Link(ip, spec.rate, label, spec.rtt) for ip, spec, label in asked if spec is not None]
     seen: dict[str, str] = {}
     for link in links:
         if link.address in seen:
@@ -138,9 +198,15 @@ def plan(opts: LinkOptions, sites: Sequence[tuple[str, str]], clients: Sequence[
     return tuple(links)
 
 
-def queue_bytes(rate: int) -> int:
-    """Byte limit of a class's fifo: QUEUE_SECONDS at its rate, at least QUEUE_PACKETS loopback packets."""
-    return max(QUEUE_PACKETS * LO_PACKET, int(rate / 8 * QUEUE_SECONDS))
+def queue_bytes(rate: int, rtt: float = 0.0) -> int:
+    """Byte limit of a class's fifo: QUEUE_SECONDS at its rate, or the link's round trip if longer (one
+    bandwidth-delay product, the classic router buffer), at least QUEUE_PACKETS loopback packets.
+
+    One TCP flow of 50 MB at 100 Mbit/s, measured in its second half: with a 20 ms fifo 95.5 Mbit/s at
+    40 ms and 76.7 at 100 ms (CUBIC backs off at every tail drop and a short queue cannot cover the
+    window it lost); with a fifo of one round trip 99.7 and 103 (100 within the measurement's noise).
+    """
+    return max(QUEUE_PACKETS * LO_PACKET, int(rate / 8 * max(QUEUE_SECONDS, rtt)))
 
 
 def class_id(index: int) -> str:
@@ -158,7 +224,7 @@ def tc_commands(links: Sequence[Link], dev: str = "lo") -> list[list[str]]:
             ["tc", "class", "add", "dev", dev, "parent", ROOT_HANDLE, "classid", cid, "htb",
              "rate", f"{link.rate}bit", "ceil", f"{link.rate}bit", "quantum", str(LO_PACKET)],
             ["tc", "qdisc", "add", "dev", dev, "parent", cid, "handle", leaf, "bfifo",
-             "limit", str(queue_bytes(link.rate))],
+             "limit", str(queue_bytes(link.rate, link.rtt))],
             ["tc", "filter", "add", "dev", dev, "parent", ROOT_HANDLE, "protocol", "ip", "prio", "1",
              "u32", "match", "ip", "src", f"{link.address}/32", "flowid", cid],
         ]
@@ -171,6 +237,44 @@ _SENT = re.compile(r"^class htb (\S+) .*?\n\s*Sent (\d+) bytes", re.M)
 def class_bytes(tc_output: str) -> dict[str, int]:
     """`tc -s class show` text → {class id: bytes sent}."""
     return {cid: int(n) for cid, n in _SENT.findall(tc_output)}
+
+
+def delayed(links: Sequence[Link]) -> bool:
+    return any(link.rtt > 0 for link in links)
+
+
+def delay_commands(links: Sequence[Link], dev: str = "lo", tun: str = TUN_DEVICE) -> list[list[str]]:
+    """ip/tc argv lists that put the delay line between `dev` and its receivers: the TUN device, shaped
+    like `dev`, and `dev`'s egress redirect of every packet from or to a delayed address. [] when no link
+    has a delay."""
+    if not delayed(links):
+        return []
+    cmds = [["ip", "tuntap", "add", "dev", tun, "mode", "tun"],
+            ["ip", "link", "set", "dev", tun, "mtu", str(TUN_MTU), "txqueuelen", str(TUN_QUEUE), "up"],
+            *tc_commands(links, tun),
+            # clsact's egress hook runs before the root qdisc: a redirected packet is shaped once, on tun.
+            ["tc", "qdisc", "add", "dev", dev, "clsact"]]
+    for link in links:
+        if link.rtt > 0:
+            cmds += [["tc", "filter", "add", "dev", dev, "egress", "protocol", "ip", "prio", "1", "u32",
+                      "match", "ip", way, f"{link.address}/32", "action", "mirred", "egress", "redirect", "dev", tun]
+                     for way in ("src", "dst")]
+    return cmds
+
+
+def delay_sysctls(dev: str = "lo") -> list[tuple[str, str]]:
+    """(key under /proc/sys, value): a packet the delay line hands to `dev` has no route attached (one
+    that loops back on lo keeps its output route), so the kernel looks one up and would drop it, from
+    and to 127.x, as martian (route_localnet) and from a local address as spoofed (accept_local,
+    rp_filter; the effective rp_filter is the larger of `all` and the device's)."""
+    conf = f"net/ipv4/conf/{dev}"
+    return [(f"{conf}/route_localnet", "1"), (f"{conf}/accept_local", "1"), (f"{conf}/rp_filter", "0"),
+            ("net/ipv4/conf/all/rp_filter", "0")]
+
+
+def delays(links: Sequence[Link]) -> dict[str, float]:
+    """address → the round trip its link adds (s), for the delay line; only the delayed ones."""
+    return {link.address: link.rtt for link in links if link.rtt > 0}
 
 
 def link_class_ids(links: Sequence[Link]) -> dict[str, str]:

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from btswarm import netns, plan, redisserver, ruciofed, shaping, statelock
+from btswarm import netns, plan, redisserver, ruciofed, shaping, statelock, tundelay
 from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
 from torrents import urls
@@ -288,14 +288,15 @@ def _run_locked(opts: UpOptions, report: Callable[[str], None]) -> int:
     opts.state.mkdir(parents=True, exist_ok=True)
     _remove_stale_netns(opts.state / NETNS_FILE, report)
     name = netns.unique_name()
-    netns.create(name, shaping.tc_commands(links))
+    netns.create(name, shaping.tc_commands(links) + shaping.delay_commands(links),
+                 shaping.delay_sysctls() if shaping.delayed(links) else ())
     record = opts.state / NETNS_FILE
     try:
         record.write_text(json.dumps({"name": name, "pid": os.getpid()}))
         netns.enter(name)
-        report(f"network namespace {name}: " + ", ".join(f"{link.label} {shaping.format_rate(link.rate)}"
-                                                         for link in _summary(links)))
-        return asyncio.run(run_up(opts, report=report, netns_name=name, links=links))
+        report(f"network namespace {name}: " + ", ".join(f"{link.label} {link.spec}" for link in _summary(links)))
+        with tundelay.running(links, opts.state / "logs" / "delayline.log"):
+            return asyncio.run(run_up(opts, report=report, netns_name=name, links=links))
     finally:
         netns.delete(name)
         record.unlink(missing_ok=True)
@@ -307,7 +308,7 @@ def _summary(links: tuple[shaping.Link, ...]) -> list[shaping.Link]:
     out = [link for link in links if not link.label.startswith("client ")]
     if clients:
         out.append(shaping.Link(clients[0].address, clients[0].rate,
-                                f"clients {clients[0].address}-{clients[-1].address.rsplit('.', 1)[1]}"))
+                                f"clients {clients[0].address}-{clients[-1].address.rsplit('.', 1)[1]}", clients[0].rtt))
     return out
 
 
@@ -414,7 +415,7 @@ def banner(fed: plan.Layout, names: list[str], netns_name: str | None = None,
         lines += ["try:", f"  bt-get {names[0]} --repo {fed.repo_url} -o /tmp/btswarm-get", "Ctrl-C stops it."]
         return "\n".join(lines)
     lines += [f"links (uplinks, in network namespace {netns_name}):"]
-    lines += [f"  {link.label:<22}  {link.address:<15}  {shaping.format_rate(link.rate)}" for link in _summary(links)]
+    lines += [f"  {link.label:<22}  {link.address:<15}  {link.spec}" for link in _summary(links)]
     state = "" if fed.state == default_state_dir() else f" --state {fed.state}"
     lines += ["try (each `btswarm run` is a client on the next shaped client address):",
               f"  btswarm run{state} -- bt-get {names[0]} -o /tmp/btswarm-get", "Ctrl-C stops it."]

@@ -39,6 +39,8 @@ def bt_get_round(fed: bl.Federation, work: Path, name: str, info_hash: str, size
     with bl.Procs() as procs:
         t = time.monotonic()
         logs = [work / f"client{k}.log" for k in range(n)]
+        for path in logs:
+            path.write_text("")  # an earlier round's "complete in" is not this round's word
         clients = [procs.start(bl.bt_get_cmd(fed, name, outs[k], bl.client_ip(k), "--workers", "1",
                                              "--seed-time", SEED_TIME, "-v"),
                                logs[k], stdout=open(work / f"client{k}.json", "wb"))

@@ -4,7 +4,8 @@
 
 One PNG per benchmark found: egress.png (T2 egress and time against the
 number of clients), wan.png (fractions of the physical bound; N T3s against
-the Kumar-Ross bound and curl), and a bar chart of each other benchmark against its
+the Kumar-Ross bound and curl) and wan-timeline.png (one 8-T3 run of each
+swarm: each T3's bytes and each site's uplink over time), and a bar chart of each other benchmark against its
 baseline or target (get, coldstart, smallfiles, build, tracker, seed_start),
 with the target drawn as a red dashed line; scale.png (tracker memory and
 latency against swarms and peers per swarm). Small (about 700x380
@@ -267,13 +268,13 @@ def plot_wan(doc: dict, out: Path) -> Path:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.0, 3.8), gridspec_kw={"width_ratios": [1.2, 1]})
     bars: list[tuple[str, float, float]] = []  # label, fraction of bound, target
     if "single" in doc:
-        bars.append(("1 T3 <- 3", doc["single"]["fraction"], 0.9))
+        bars.append(("1 T3 <- 3", doc["single"]["fraction"], 0.92))
     sw = doc.get("swarm", {}).get("median", {})
-    for n, target in (("8", 0.8), ("16", 0.7)):
+    for n, target in (("8", 0.85), ("16", 0.8)):
         if n in sw:
             bars.append((f"{n} T3s", sw[n]["fraction"], target))
     if "batch" in doc:
-        bars.append(("4 shards", 1 / doc["batch"]["x_bound"], 1 / 1.2))
+        bars.append(("4 shards", 1 / doc["batch"]["x_bound"], 1 / 1.15))
     if "hetero" in doc:
         bars.append(("R/10 site", doc["hetero"]["fraction"], 0.85))
     for fault in ("sigstop", "fuse"):
@@ -339,6 +340,47 @@ def plot_repo(doc: dict, out: Path) -> Path | None:
     return _save(fig, out, "repo", doc)
 
 
+def _rate(t: list[float], cum: list[int], span: float = 1.0) -> list[float]:
+    """Mbit/s over the last `span` seconds at each sample of a cumulative byte count."""
+    out, j = [], 0
+    for i, x in enumerate(t):
+        while t[j] < x - span:
+            j += 1
+        out.append((cum[i] - cum[j]) * 8 / 1e6 / (x - t[j]) if x > t[j] else 0.0)
+    return out
+
+
+def plot_wan_timeline(doc: dict, out: Path) -> Path | None:
+    """One N-T3 run of each swarm: each T3's bytes on disk over time (top), each site's uplink (bottom)."""
+    tls = doc.get("swarm", {}).get("timelines") or {}
+    if not tls:
+        return None
+    fig, axes = plt.subplots(2, len(tls), figsize=(3.6 * len(tls), 5.0), sharex=True, squeeze=False)
+    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+    size_mb = doc["dataset"]["bytes"] / 1e6
+    for col, (label, tl) in enumerate(tls.items()):
+        t = tl["t"]
+        top, bottom = axes[0][col], axes[1][col]
+        for k, got in enumerate(tl["client_got"]):
+            top.plot(t, [min(g / 1e6, size_mb) for g in got], lw=1, color=colors[k % len(colors)])
+        top.set_title(f"{len(tl['client_got'])} x {label}", fontsize=9)
+        top.set_ylabel("MB on disk, each T3" if col == 0 else "")
+        top.grid(alpha=0.3)
+        for k, (site, sent) in enumerate(tl["site_sent"].items()):
+            bottom.plot(t, _rate(t, sent), lw=1.2, color=colors[k], label=site)
+        ups = [_rate(t, c) for c in tl["client_sent"]]
+        bottom.plot(t, [sum(v) / len(ups) for v in zip(*ups)], lw=1, ls="--", color="#555555",
+                    label="T3 uplink, mean")
+        bottom.set_ylabel("Mbit/s (1 s)" if col == 0 else "")
+        bottom.set_xlabel("s since launch")
+        bottom.grid(alpha=0.3)
+        if col == 0:
+            bottom.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"who waited on whom: R {doc['rate'] / 1e6:g} Mbit/s per site, C {doc['client_rate'] / 1e6:g} "
+                 f"Mbit/s per T3, {size_mb:.0f} MB", fontsize=10)
+    return _save(fig, out, "wan-timeline", doc)
+
+
 PLOTS = {"get": plot_get, "egress": plot_egress, "coldstart": plot_coldstart, "smallfiles": plot_smallfiles,
          "build": plot_build, "tracker": plot_tracker, "seed_start": plot_seed_start, "wan": plot_wan,
          "scale": plot_scale, "repo": plot_repo}
@@ -359,6 +401,10 @@ def main() -> int:
         except (KeyError, TypeError, ValueError) as exc:  # a result file of another shape: skip, say so
             print(f"plot_bench: {path}: cannot plot ({exc.__class__.__name__}: {exc})", file=sys.stderr)
             continue
+        for extra in ([plot_wan_timeline(json.loads(path.read_text()), args.out)] if name == "wan" else []):
+            if extra:
+                made.append(extra)
+                print(f"wrote {extra}", file=sys.stderr)
         if png:
             made.append(png)
             print(f"wrote {png}", file=sys.stderr)

@@ -129,3 +129,64 @@ def test_shaping_without_root_is_one_clear_line(tmp_path, monkeypatch, capsys):
         "btswarm: error: --site-link: needs root (a private network namespace and tc shaping); "
         "run as root, or without --site-link/--client-link"]
     assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("text, spec", [
+    ("100mbit", shaping.LinkSpec(100_000_000)), ("100mbit/40ms", shaping.LinkSpec(100_000_000, 0.040)),
+    ("1gbit/0.1s", shaping.LinkSpec(10**9, 0.1)), ("10mbit/500us", shaping.LinkSpec(10**7, 0.0005)),
+    ("10mbit/0ms", shaping.LinkSpec(10**7, 0.0))])
+def test_links_parse_with_an_optional_round_trip(text, spec):
+    assert shaping.parse_link(text) == spec
+    assert shaping.parse_link(str(spec)) == spec
+
+
+@pytest.mark.parametrize("text, message", [
+    ("100mbit/", "--client-link: '' is not a delay (examples: 40ms, 0.1s)"),
+    ("100mbit/40", "--client-link: '40' is not a delay"), ("100mbit/-4ms", "--client-link: '-4ms' is not a delay"),
+    ("100mbit/11s", "--client-link: '11s' is out of range (0 to 10s)"),
+    ("fast/40ms", "--client-link: 'fast' is not a rate")])
+def test_bad_delays_are_named(text, message):
+    with pytest.raises(BtswarmError) as e:
+        shaping.LinkOptions.parse([], text)
+    assert str(e.value).startswith(message)
+
+
+def test_delays_per_site_and_for_the_clients_reach_the_links():
+    opts = shaping.LinkOptions.parse(["100mbit/40ms", "site3=10mbit/100ms"], "50mbit/10ms", client_addresses=1)
+    links = shaping.plan(opts, SITES, CLIENTS[:1], plan.BASELINE_IP)
+    assert [(link.label, link.rate, link.rtt) for link in links] == [
+        ("site1", 10**8, 0.040), ("site2", 10**8, 0.040), ("site3", 10**7, 0.100),
+        ("client 127.0.0.101", 5 * 10**7, 0.010), ("baseline", 10**8, 0.040)]
+    assert shaping.delays(links)["127.0.0.4"] == 0.100
+
+
+def test_without_a_delay_there_is_no_delay_line():
+    links = shaping.plan(shaping.LinkOptions.parse(["100mbit"], "100mbit", 2), SITES, CLIENTS, None)
+    assert not shaping.delayed(links) and shaping.delay_commands(links) == [] and shaping.delays(links) == {}
+    assert "rtt" not in links[0].as_dict()  # the ready document as before
+
+
+def test_delay_commands_a_tun_shaped_like_lo_and_lo_redirecting_the_delayed_addresses():
+    links = shaping.plan(shaping.LinkOptions.parse(["100mbit/40ms"], "1gbit", 1), SITES[:1], CLIENTS[:1], None)
+    cmds = [" ".join(c) for c in shaping.delay_commands(links)]
+    assert cmds[:2] == ["ip tuntap add dev btswarm-delay mode tun",
+                        "ip link set dev btswarm-delay mtu 65535 txqueuelen 1000 up"]
+    # The same classes as lo's, on the TUN device: a redirected packet is shaped there.
+    assert cmds[2:2 + 7] == [" ".join(c) for c in shaping.tc_commands(links, "btswarm-delay")]
+    assert cmds[4] == "tc qdisc add dev btswarm-delay parent 1:10 handle 10: bfifo limit 500000"  # 40 ms at R
+    assert cmds[9:] == [
+        "tc qdisc add dev lo clsact",
+        "tc filter add dev lo egress protocol ip prio 1 u32 match ip src 127.0.0.2/32 "
+        "action mirred egress redirect dev btswarm-delay",
+        "tc filter add dev lo egress protocol ip prio 1 u32 match ip dst 127.0.0.2/32 "
+        "action mirred egress redirect dev btswarm-delay"]  # the client has no delay: no filter of its own
+    assert ("net/ipv4/conf/lo/route_localnet", "1") in shaping.delay_sysctls()
+
+
+def test_the_ready_document_keeps_each_links_round_trip(tmp_path):
+    from btswarm.ready import Ready
+
+    layout = plan.Layout(state=Path("/s"), data=Path("/d"), tracker_port=7000, repo_port=8080, sites=())
+    links = (shaping.Link("127.0.0.2", 10**8, "site1", 0.04), shaping.Link("127.0.0.101", 10**8, "client 127.0.0.101"))
+    plan.ready_document(layout, ["ds"], netns="btswarm-x", links=links).write(tmp_path / "ready.json")
+    assert Ready.read(tmp_path / "ready.json").links == links

@@ -137,3 +137,53 @@ def test_fetch_completes_with_identical_bytes_when_one_of_two_sites_hangs(tmp_pa
         if stopped is not None:
             os.kill(stopped, signal.SIGCONT)
         assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
+
+
+def test_four_t3s_at_once_get_identical_bytes_each_fed_by_at_most_one_site(tmp_path):
+    """4 T3s start together on a 3-site federation (a batch array): every one completes with identical bytes;
+    no T3 takes a large part of the dataset from more than one site (btget/siteshare.py: before it the first
+    T3 was unchoked by all three sites and took the whole dataset from them, a third from each); the sites'
+    egress is reported against the issue's target of 1.5 copies."""
+    _need_root()
+    sample.generate(tmp_path / "data", files=8, total_size=64 * 2**20)
+    # One seed per leecher (up to the three sites): every site seeds the swarm, as in a busy federation.
+    fed = start_federation(tmp_path, "--sites", "3", "--data", str(tmp_path / "data"), "--heartbeat", "1s",
+                           "--site-link", "100mbit", "--client-link", "100mbit", "--client-addresses", "4",
+                           env={"BTSWARM_TRACKER_LEECHERS_PER_SEED": "1"})
+    procs: list[subprocess.Popen] = []
+    try:
+        size = sum(p.stat().st_size for p in fed.source.iterdir())
+        before = fed.link_bytes()
+        site_ips = [s.control_url.split("//")[1].rsplit(":", 1)[0] for s in fed.sites]
+        outs = [tmp_path / f"out{k}" for k in range(4)]
+        logs = [tmp_path / f"t3-{k}.log" for k in range(4)]
+        with fed.inside():
+            for k in range(4):
+                with open(logs[k], "wb") as log:
+                    # Each seeds on until stopped, so the others can take pieces from it to the end.
+                    procs.append(subprocess.Popen(
+                        [command("bt-get"), fed.dataset, "--repo", fed.repo, "-o", str(outs[k]), "--json", "-v",
+                         "--listen", plan.client_ip(k), "--seed-time", "10m"], stdout=subprocess.PIPE,
+                        stderr=log, start_new_session=True))
+        wait_for(lambda: all(" complete in " in p.read_text(errors="replace") or q.poll() is not None
+                             for p, q in zip(logs, procs)), timeout=180, interval=0.1, what="4 T3s complete")
+        assert [p.poll() for p in procs] == [None] * 4, [p.read_text()[-2000:] for p in logs]
+        egress = sum(fed.link_bytes()[ip] - before.get(ip, 0) for ip in site_ips) / size
+        docs = []
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+            stdout, _ = p.communicate(timeout=60)
+            docs.append(json.loads(stdout))
+        for k in range(4):
+            assert compare_trees(fed.source, outs[k] / fed.dataset) == [], k
+        fed_by = [[s for s, n in d["sources"].items() if s.startswith("site") and n > size / 4] for d in docs]
+        assert all(len(f) <= 1 for f in fed_by), [d["sources"] for d in docs]
+        # The htb counters include the sites' TCP/IP headers (~3%) besides the payload.
+        if egress > 1.5:
+            pytest.xfail(f"T2 egress {egress:.2f} copies: the target of 1.5 is not met yet (docs/benchmarks.md wan)")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+        assert fed.stop(timeout=30) == 0, fed.log()[-3000:]

@@ -17,7 +17,7 @@ verify failed"; a certificate for another IP address fails too). So
 it forks; ltsession turns `validate_https_trackers` on.
 
 Only the standard library: the services build their aiohttp connectors
-from these contexts (torrents.servicekit.web.client_session).
+from these contexts (torrents.servicekit.httpclient.client_session).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from yarl import URL
 
 from torrents import auth, clockskew
-from torrents.servicekit import sdnotify, tls
+from torrents.servicekit import sdnotify
+from torrents.servicekit.httpclient import client_error, client_session  # noqa: F401  (the services' import)
 from torrents.errors import (AuthError, BencodeError, BtswarmError, ConfigError, Conflict, DatasetError,
                              Forbidden, MetainfoError, NotFound)
 
@@ -178,16 +179,6 @@ def add_metrics_route(app: web.Application, registry: CollectorRegistry) -> None
         return resp
 
     app.router.add_get("/metrics", metrics)
-
-
-def client_session(ca: str = "", *, limit: int = 100, **kwargs: Any) -> aiohttp.ClientSession:
-    """A client session whose https:// requests verify the server against the system's CAs and `ca`."""
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls.client_context(ca), limit=limit), **kwargs)
-
-
-def client_error(exc: BaseException, hint: str) -> str:
-    """A failed request as a sentence; an untrusted certificate says how to give the CA (`hint`)."""
-    return tls.certificate_problem(exc, hint) or (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
 
 def run(app: web.Application, host: str, port: int, *, name: str, ssl_context: ssl.SSLContext | None = None,
