@@ -64,6 +64,10 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 @click.option("--seed-ratio", type=float, metavar="R", help="Keep seeding until uploaded/size reaches R.")
 @click.option("--timeout", metavar="DURATION", help="Give up (exit 4, resumable) if not complete by then.")
 @click.option("--stall-timeout", metavar="DURATION", help="Give up (exit 4) after this long without progress (0: never; default 300 s).")
+@click.option("--max-rate", metavar="RATE", help="Cap this run's download rate, all workers together "
+              "(50MB/s, 400mbit; 0: none; default config [get] max_rate).")
+@click.option("--max-upload-rate", metavar="RATE", help="Cap this run's upload rate, all workers together "
+              "(while fetching and seeding on).")
 @click.option("--check", is_flag=True, help="Ignore saved resume state; re-hash what is already on disk.")
 @click.option("--web-seed", "web_seeds", multiple=True, metavar="URL", help="Extra HTTP source (BEP 19).")
 @click.option("--no-web-seeds", is_flag=True, help="Never fetch from the sites' web seeds (HTTP), only from peers.")
@@ -121,6 +125,8 @@ class Options:
     seed_ratio: float | None
     timeout: float | None
     stall_timeout: float | None
+    max_rate: str | None
+    max_upload_rate: str | None
     check: bool
     web_seeds: tuple[str, ...]
     peers: tuple[tuple[str, int], ...]
@@ -182,6 +188,7 @@ class Options:
             globs=tuple(o["globs"]), info_hash=info_hash, nrandom=o["nrandom"], sample_seed=o["sample_seed"],
             seed_time=_duration("--seed-time", o["seed_time"]), seed_ratio=o["seed_ratio"],
             timeout=_duration("--timeout", o["timeout"]), stall_timeout=_duration("--stall-timeout", o["stall_timeout"]),
+            max_rate=o.get("max_rate"), max_upload_rate=o.get("max_upload_rate"),
             check=o["check"], web_seeds=tuple(o["web_seeds"]), peers=tuple(peers), listen=o["listen"],
             json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"],
             scope_subdir=o.get("scope_subdir", False), web_mode=web_mode, ca_file=o.get("ca_file"),
@@ -250,7 +257,8 @@ def configure(opts: Options) -> GetConfig:
     repo = opts.repo or os.environ.get("BTSWARM_REPO")
     overrides = {"repo": repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
                  "seed_ratio": opts.seed_ratio, "timeout": opts.timeout, "stall_timeout": opts.stall_timeout,
-                 "web_seeds": opts.web_mode, "ca_file": opts.ca_file or os.environ.get(tls.CA_ENV)}
+                 "web_seeds": opts.web_mode, "ca_file": opts.ca_file or os.environ.get(tls.CA_ENV),
+                 "max_rate": opts.max_rate, "max_upload_rate": opts.max_upload_rate}
     return get_config.load(opts.config_path, overrides=overrides)
 
 
@@ -288,7 +296,7 @@ def get(opts: Options) -> int:
         peers=peers, web=web_rule(cfg, meta, resolved.record, opts.web_seeds, bool(peers)),
         listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout,
-        blocked_after=cfg.blocked_after,
+        blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
         checksums=checksums(resolved.record), folder=folder)
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
@@ -299,10 +307,7 @@ def get(opts: Options) -> int:
     outcome = download.run(job, display)
     error = outcome.error
     status = status_for(error) if error is not None else ExitStatus.OK
-    raw_sources: dict[str, int] = {}
-    for w in outcome.workers:
-        for ep, n in (w.last.sources if w.last else {}).items():
-            raw_sources[ep] = raw_sources.get(ep, 0) + n
+    raw_sources = outcome.source_samples[-1][1] if outcome.source_samples else {}
     web_sites = {w.endpoint: w.site for w in job.web.sources if w.site}
     failures, banned = report.bad_sources(outcome.workers, sites, outcome.endpoints, web_sites)
     doc = report.document(meta, str(job.root), {f.index for f in selected}, outcome.files,
@@ -310,6 +315,7 @@ def get(opts: Options) -> int:
                           report.name_sources(raw_sources, sites, outcome.endpoints, web_sites),
                           outcome.seconds, status, hash_failures_by_source=failures, banned=banned,
                           web_switches=outcome.web_switches)
+    doc["sources_over_time"] = report.sources_over_time(outcome.source_samples, sites, outcome.endpoints, web_sites)
     shared = share(opts, directory / meta.name, meta.info_hash, doc) if opts.share and error is None else None
     doc["timeline"] = timeline.marks()
     if opts.json_output:

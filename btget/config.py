@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 from typing import Any, Mapping
 
-from torrents.config import Seconds, load_section
+from torrents.config import Rate, Seconds, load_section
 from torrents.errors import ConfigError
 
 
@@ -23,6 +23,10 @@ class GetConfig:
     stall_timeout: Seconds = Seconds(300.0)  # 0: no limit
     blocked_after: Seconds = Seconds(30.0)  # seeds connected, no byte arriving: name the stuck files (0: never)
     max_connections: int = 200
+    # The whole run's rates, all workers together, bytes/s ("50MB/s", "400mbit"; 0: none): a
+    # campus link shared with everyone else. Trading between this run's own workers is not counted.
+    max_rate: Rate = Rate(0)
+    max_upload_rate: Rate = Rate(0)
     # The sites' web seeds (btget/webseeds.py): "auto" when BitTorrent peers send nothing for
     # web_seed_after (or are blocked outright), "always" from the start, "off" never.
     web_seeds: str = "auto"

@@ -25,11 +25,12 @@ from torrents import metainfo
 from torrents.errors import BtswarmError
 from torrents.metainfo import Metainfo
 
-from btget import plan, timeline, verify, webseeds
+from btget import links, plan, ratecap, timeline, verify, webseeds
 from btget.report import WorkerReport
 from btget.errors import Blocked, Interrupted, TransferError, VerifyFailed
-from btget.events import Connect, Event, Listening, Progress, Stop, Tick, Verified, WebSeeds, WorkerGone
-from btget.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, SetWebSeeds, Show,
+from btget.sourcelog import SourceLog
+from btget.events import Connect, Event, Listening, Progress, Rates, Stop, Tick, Verified, WebSeeds, WorkerGone
+from btget.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, SetRates, SetWebSeeds, Show,
                             StartVerify, observe, step)
 from btget.worker import WorkerSpec
 from btget.worker import run as worker_main
@@ -58,6 +59,8 @@ class Job:
     blocked_after: float = 30.0  # seeds connected, nothing arriving this long: name the files that are stuck
     checksums: dict[str, str] = field(default_factory=dict)  # LFN → adler32 hex, when the catalog has them
     folder: str | None = None  # the dataset's directory in DIR; None: the torrent's name (target.placement)
+    max_rate: int = 0  # bytes/s, the whole run (--max-rate; 0: none)
+    max_upload_rate: int = 0
 
     @property
     def root(self) -> Path:
@@ -83,6 +86,8 @@ class Outcome:
     verify_results: dict[str, bool]  # LFN → adler32 matched
     endpoints: dict[str, int]  # "ip:port" of each worker, and of connections from one → worker number
     web_switches: list[dict] = field(default_factory=list)  # when the web seeds were switched on or off, and why
+    # (seconds from the start, endpoint → payload bytes from it so far), btget.sourcelog
+    source_samples: list[tuple[float, dict[str, int]]] = field(default_factory=list)
 
 
 class Display(Protocol):
@@ -126,9 +131,15 @@ def policy_of(job: Job) -> Policy:
     return Policy(name=job.meta.name, workers=len(job.shares), size=sum(f.size for f in job.selected),
                   timeout=job.timeout, stall_timeout=job.stall_timeout, blocked_after=job.blocked_after,
                   seed_time=job.seed_time, seed_ratio=job.seed_ratio,
+                  max_rate=job.max_rate, max_upload_rate=job.max_upload_rate,
                   verify=any(f.lfn in job.checksums for f in job.selected), web=job.web,
-                  # Given peers or web seeds may serve it whatever the trackers say.
-                  trackers=tuple(job.meta.trackers()) if not (job.peers or job.web.sources) else ())
+                  trackers=() if job.peers or given_web_seeds(job) else tuple(job.meta.trackers()))
+
+
+def given_web_seeds(job: Job) -> tuple[webseeds.Source, ...]:
+    """The web seeds the user named (--web-seed), not the torrent's url-list (the sites', which serve only
+    what the federation published)."""
+    return tuple(s for s in job.web.sources if s.url not in job.meta.url_list)
 
 
 def sibling_prefix() -> str:
@@ -162,11 +173,14 @@ def run(job: Job, display: Display) -> Outcome:
     ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     procs: dict[int, WorkerProcess] = {}
     state = RunState.start(policy_of(job), time.monotonic())
+    sources = SourceLog()
     interrupted = False
     verifier: concurrent.futures.Future | None = None
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify")
     previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     prefix = sibling_prefix() if len(job.shares) > 1 else ""
+    down = ratecap.split(job.max_rate, {k: sum(f.size for f in s) for k, s in enumerate(job.shares, 1)})
+    up = ratecap.even(job.max_upload_rate, len(job.shares))
     try:
         for k, share in enumerate(job.shares, 1):
             spec = WorkerSpec(index=k, torrent=job.torrent, save_path=str(job.directory), state_dir=str(sdir),
@@ -174,7 +188,8 @@ def run(job: Job, display: Display) -> Outcome:
                               listen_ip=job.listen_ip, peers=job.peers,
                               web_seeds=tuple(s.url for s in webseeds.initial(job.web)),
                               url_list=tuple(s.url for s in job.web.sources), own_names=file_names(job.meta, job.folder),
-                              recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix)
+                              recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix,
+                              rates=(down[k], up))
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()
@@ -200,6 +215,8 @@ def run(job: Job, display: Display) -> Outcome:
                 _mark(event)
                 for action in step(state, event, time.monotonic()):
                     verifier = _carry_out(action, job, procs, display, executor, verifier)
+            if state.completed_at is None:
+                sources.sample(time.monotonic() - state.started, raw_sources(state))
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -208,6 +225,8 @@ def run(job: Job, display: Display) -> Outcome:
         display.stop()
     results: dict[str, bool] = verifier.result() if verifier is not None else {}
     executor.shutdown(wait=True)
+    if state.completed_at is not None:
+        links.restore(job.root, job.meta)
     end = state.completed_at if state.completed_at is not None else time.monotonic()
     endpoints = {f"{v.endpoint[0]}:{v.endpoint[1]}": k for k, v in state.workers.items() if v.endpoint}
     for v in state.workers.values():
@@ -219,7 +238,17 @@ def run(job: Job, display: Display) -> Outcome:
                    files=state.files, verify_results=results,
                    endpoints=endpoints,
                    web_switches=[{"after_s": round(t - state.started, 3), "to": "web seeds" if on else "peers",
-                                  "why": why} for t, on, why in (state.web.switches if state.web else [])])
+                                  "why": why} for t, on, why in (state.web.switches if state.web else [])],
+                   source_samples=sources.finish(end - state.started, raw_sources(state)))
+
+
+def raw_sources(state: RunState) -> dict[str, int]:
+    """Payload bytes per peer endpoint so far, summed over the workers' latest Progress."""
+    out: dict[str, int] = {}
+    for w in state.workers.values():
+        for ep, n in (w.last.sources if w.last else {}).items():
+            out[ep] = out.get(ep, 0) + n
+    return out
 
 
 def _mark(event: Event) -> None:
@@ -252,6 +281,13 @@ def _carry_out(action: Action, job: Job, procs: dict[int, WorkerProcess], displa
             if not p.gone:
                 try:
                     p.conn.send(WebSeeds(tuple(s.url for s in action.sources), action.probe))
+                except OSError:
+                    pass  # it died: its WorkerGone follows
+    elif isinstance(action, SetRates):
+        for k, (download, upload) in action.rates.items():
+            if not procs[k].gone:
+                try:
+                    procs[k].conn.send(Rates(download, upload))
                 except OSError:
                     pass  # it died: its WorkerGone follows
     elif isinstance(action, StartVerify):

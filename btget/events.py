@@ -112,6 +112,14 @@ class WebSeeds:
 
 
 @dataclass(frozen=True)
+class Rates:
+    """This worker's part of the run's caps, bytes/s (0: none): btget/ratecap.py split them."""
+
+    download: int
+    upload: int
+
+
+@dataclass(frozen=True)
 class Stop:
     """Save the resume state, send a last Progress (phase STOPPED) and leave."""
 

@@ -11,6 +11,7 @@ from torrents.metainfo import Metainfo
 from torrents.units import human_duration, human_rate, human_size
 
 from btget.events import Progress
+from btget.sources import WEB_SEED
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,6 @@ def file_status(size: int, done: int | None, selected: bool, verified: bool | No
     if verified is None:
         return "complete"
     return "verified" if verified else "corrupt"
-
-
-WEB_SEED = "web seed "
 
 
 def source_name(endpoint: str, sites: Mapping[str, str], workers: Mapping[str, int],
@@ -67,6 +65,12 @@ def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapp
         name = source_name(ep, sites, workers, web_sites)
         out[name] = out.get(name, 0) + n
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def sources_over_time(samples: Sequence[tuple[float, Mapping[str, int]]], sites: Mapping[str, str],
+                      workers: Mapping[str, int], web_sites: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """btget.sourcelog's samples → `[{"t": seconds from the start, "sources": {name: bytes so far}}]`."""
+    return [{"t": round(t, 3), "sources": name_sources(raw, sites, workers, web_sites)} for t, raw in samples]
 
 
 def bad_sources(workers: Sequence[WorkerReport], sites: Mapping[str, str], endpoints: Mapping[str, int],

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from torrents.errors import BtswarmError
 
-from btget import webseeds
+from btget import ratecap, sources, webseeds
 from btget.errors import Incomplete, TrackersRefuse, TransferError
 from btget.events import (Event, Listening, Phase, Progress, TrackerReply, Verified, WebSeedBanned, WorkerFailed,
                           WorkerGone)
@@ -34,8 +34,15 @@ class Policy:
     seed_time: float = 0.0
     seed_ratio: float = 0.0
     verify: bool = False  # the record has checksums for the selected files
-    trackers: tuple[str, ...] = ()  # the torrent's (when every one says no for good, the run ends)
+    # the torrent's (when every one says no for good and no byte came, the run ends); none when the user named
+    # sources of their own (--peer, --web-seed), which may serve it whatever the trackers say
+    trackers: tuple[str, ...] = ()
     web: webseeds.Rule = webseeds.Rule()  # when to use the sites' web seeds
+    max_rate: int = 0  # bytes/s for the whole run, all workers together (0: none)
+    max_upload_rate: int = 0
+
+
+RESHARE = 0.5  # seconds between two looks at where the run's rate cap is used (the workers report as often)
 
 
 class Ending(enum.Enum):
@@ -91,7 +98,14 @@ class SetWebSeeds:
     probe: bool = False
 
 
-Action = Introduce | Show | Note | Completed | StartVerify | End | SetWebSeeds
+@dataclass(frozen=True)
+class SetRates:
+    """Each worker's part of the run's caps from now on (btget/ratecap.py split them)."""
+
+    rates: dict[int, tuple[int, int]]  # worker → (download, upload) bytes/s
+
+
+Action = Introduce | Show | Note | Completed | StartVerify | End | SetWebSeeds | SetRates
 
 
 # --- state ------------------------------------------------------------------------------------
@@ -121,6 +135,10 @@ class RunState:
     verified: bool = False
     ended: End | None = None
     web: webseeds.State | None = None
+    download_caps: dict[int, int] = field(default_factory=dict)  # what each worker was last told
+    reshared_at: float = float("-inf")
+    capped_seen: dict[int, int] = field(default_factory=dict)  # each worker's capped bytes when last looked at
+    capped_seen_at: float = 0.0
 
     @classmethod
     def start(cls, policy: Policy, now: float) -> "RunState":
@@ -172,7 +190,7 @@ def step(state: RunState, event: Event, now: float) -> list[Action]:
         return actions + _trackers_refuse(state)
     if isinstance(event, WebSeedBanned):
         return actions + _web_seeds(webseeds.banned(state.policy.web, _web(state), event.url), warning=True)
-    actions += _introductions(state) + _progress(state, now)
+    actions += _introductions(state) + _progress(state, now) + _rates(state, now)
     if state.ended is None:
         actions += _web_seeds(webseeds.decide(state.policy.web, _web(state), _seen(state), now,
                                               state.completed_at is not None))
@@ -258,11 +276,45 @@ def _progress(state: RunState, now: float) -> list[Action]:
     return []
 
 
-def _trackers_refuse(state: RunState) -> list[Action]:
-    """Every tracker of the torrent said no for good, to every worker, and no peer ever came:
-    nothing will start this swarm; say the trackers' words now rather than wait out the timeouts."""
+def _rates(state: RunState, now: float) -> list[Action]:
+    """The run's download cap goes where it is used (btget/ratecap.py), looked at every RESHARE s."""
     p = state.policy
-    if not p.trackers or state.seeded or state.best_done > 0:
+    views = state.workers
+    if not p.max_rate or now - state.reshared_at < RESHARE or not all(v.last is not None for v in views.values()):
+        return []
+    state.reshared_at = now
+    capped = {k: _capped_bytes(v.last) for k, v in views.items()}  # type: ignore[arg-type]
+    if state.capped_seen:
+        elapsed = max(now - state.capped_seen_at, 1e-3)
+        using = {k: max(0, capped[k] - state.capped_seen.get(k, 0)) / elapsed for k in views}
+        fetching = {k: state.download_caps.get(k, p.max_rate // len(views)) for k, v in views.items()
+                    if not v.finished}
+        caps = {**ratecap.fill(p.max_rate, using, fetching), **{k: 1 for k, v in views.items() if v.finished}}
+    else:
+        caps = ratecap.split(p.max_rate, {k: 0 if v.finished else max(0, v.last.wanted - v.last.done)  # type: ignore
+                                          for k, v in views.items()})
+    state.capped_seen, state.capped_seen_at = capped, now
+    if not ratecap.changed(state.download_caps, caps):
+        return []
+    state.download_caps = caps
+    up = ratecap.even(p.max_upload_rate, len(views))
+    return [SetRates({k: (c, up) for k, c in caps.items()})]
+
+
+def _capped_bytes(p: Progress) -> int:
+    """What a worker took through the cap: from remote peers and web seeds, not from its siblings."""
+    return p.peer_bytes + sum(n for key, n in p.sources.items() if key.startswith(sources.WEB_SEED))
+
+
+def _trackers_refuse(state: RunState) -> list[Action]:
+    """Every tracker of the torrent said no for good, to every worker, and no peer or web seed has sent a
+    byte: nothing will start this swarm; say the trackers' words now rather than wait out the timeouts.
+
+    A connection is not a source: the sites' web seeds answer 404 for a torrent they never made (a forged
+    one, or a version nobody published), and sibling workers have nothing to trade. Counted as sources,
+    they made such a run wait 30 s and blame the sites (exit 7), or never end with --no-web-seeds."""
+    p = state.policy
+    if not p.trackers or state.best_done > 0 or state.total("downloaded") > 0:
         return []
     views = state.workers.values()
     if not all(url in v.refused for v in views for url in p.trackers):

@@ -116,6 +116,11 @@ class PieceMap:
         hi = min((piece + 1) * self.piece_length, self.offsets[file + 1])
         return lo - self.offsets[file], max(lo, hi) - self.offsets[file]
 
+    def covered(self, file: int, have: Sequence[bool]) -> int:
+        """Bytes of `file` that the pieces marked in `have` (one flag per piece) hold."""
+        spans = (self.piece_range_in_file(p, file) for p in self.pieces(file, 0, self.sizes[file]) if have[p])
+        return sum(hi - lo for lo, hi in spans)
+
     def segments(self, piece: int) -> list[Segment]:
         """The file segments a piece is made of, in order (zero-length files skipped)."""
         lo = piece * self.piece_length

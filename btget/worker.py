@@ -30,7 +30,8 @@ from typing import Any
 
 from torrents.servicekit import tls
 
-from btget import events
+from btget import events, sources
+from btget.reannounce import Reannounce
 
 log = logging.getLogger("btget.worker")
 
@@ -38,7 +39,6 @@ RESUME_SUFFIX = ".resume"
 STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and send nothing (btget/stall.py)
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
-REANNOUNCE_AFTER = 10.0  # seconds between announces forced by losing every seed
 PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
 # A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent
 # bans one at once only when it alone sent the piece, and a web seed that goes on sending bad
@@ -71,6 +71,7 @@ class WorkerSpec:
     # This run's peer-id prefix (download.sibling_prefix); the worker's peer id is it plus its index.
     # A connection whose peer id starts with it is a sibling worker, whatever its address.
     peer_prefix: str = ""
+    rates: tuple[int, int] = (0, 0)  # its part of the run's caps, (download, upload) bytes/s; 0: none
 
     @property
     def peer_fingerprint(self) -> str:
@@ -79,6 +80,11 @@ class WorkerSpec:
     @property
     def resume_path(self) -> str:
         return os.path.join(self.state_dir, f"{self.key}{RESUME_SUFFIX}")
+
+    @property
+    def stale_path(self) -> str:
+        """Where a state that may claim what is not on disk waits to be written over (write_resume's room)."""
+        return f"{self.resume_path}.stale"
 
     @property
     def part_dir(self) -> str:
@@ -109,7 +115,7 @@ class WorkerPhase(enum.Enum):
     FETCHING = "fetching"
     FLUSHING = "flushing"  # every wanted piece passed its check; flush_cache puts them on disk
     SEEDING = "seeding"  # complete and on disk: what the parent is told as finished
-    FAILED = "failed"  # libtorrent cannot go on (disk full, a file error): resume state is left as it was
+    FAILED = "failed"  # libtorrent cannot go on (disk full, a file error)
 
 
 class Worker:
@@ -122,18 +128,10 @@ class Worker:
         self.spec = spec
         self.conn = conn
         self.stop = stop
-        self.hash_failures = 0
-        self.sources: dict[str, int] = {}  # peer endpoint → payload bytes from it (all connections)
-        self._last_conn: dict[str, int] = {}
-        self._seen: dict[str, int] = {}  # every peer seen connected (small transfers end between samples)
-        self._recent: dict[str, int] = {}  # peer → bytes it sent in the last sample that saw any
-        self.siblings: dict[str, int] = {}  # endpoint of a connection from another worker → its index
-        self.peer_hash_failures: dict[str, int] = {}  # endpoint → failed pieces it took part in
-        self.banned: list[str] = []  # endpoints libtorrent banned for sending corrupt pieces
+        # Bytes per source and what is known of each peer (btget/sources.py); web seeds (given and
+        # the torrent's url-list) by endpoint, so that one is never taken for a sibling worker.
+        self.ledger = sources.Ledger(spec.listen_ip, spec.peer_prefix, _endpoints(spec.web_seeds + spec.url_list))
         self.banned_ips: set[str] = set()
-        self._failures_at_connect: dict[str, int] = {}  # endpoint → hash failures counted when it connected
-        self._prefix = spec.peer_prefix.encode()
-        self._sibling_endpoints: set[str] = set()  # where the parent said the other workers listen
         self.phase = WorkerPhase.FETCHING
         self.parent_gone = False
         self.ppid = os.getppid()
@@ -144,17 +142,18 @@ class Worker:
         self.had_seeds = False
         self.connected = False  # some peer connected at some point (sent to the parent)
         self.connected_at: float | None = None  # time.time() of the first peer connection
-        self.next_reannounce = 0.0  # monotonic: the earliest a lost seed may cost another announce
+        self.reannounce = Reannounce()  # when losing every seed asks the tracker again
         self.web_urls = set(spec.web_seeds)  # the web seeds in use now
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0
-        self.connect_attempts = 0  # connections to remote peers tried
-        self.connect_failures = 0  # connections to remote peers that failed (refused, timed out)
         self.bans_seen = False  # libtorrent banned some peer: maybe a web seed (see _banned_web_seeds)
-        self.peers_remote = 0  # remote peers connected at the last sample
         self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
         self.piece_length = 0
+        # A piece could not be written (disk full): what libtorrent believes it has may not be on disk
+        # until the files are checked again (see _recheck).
+        self.write_failed = False
+        self.rechecked = False
         self._web_seed_types = (lt.peer_info.web_seed, lt.peer_info.http_seed)
         from btget import stall
 
@@ -164,9 +163,8 @@ class Worker:
                  "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
                  **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {})}
         self.ses = ltsession.session(spec.listen_ip, 0, **extra)
-        # Web seeds (given and the torrent's url-list) by endpoint: a connection to one that ends
-        # between two samples is still named a web seed, not taken for a sibling worker.
-        self._web_seed_endpoints = _endpoints(spec.web_seeds + spec.url_list)
+        if any(spec.rates):
+            self._set_rates(spec.rates)
         marks = {"session": time.time()}
         self.handle = self.ses.add_torrent(self._params())
         marks["torrent_added"] = time.time()
@@ -180,6 +178,7 @@ class Worker:
         wanted = set(self.spec.wanted)
         files = atp.ti.layout()
         self.piece_length = atp.ti.piece_length()
+        self.file_sizes = [files.file_size(i) for i in range(files.num_files())]
         self.save_every = max(self.piece_length, sum(files.file_size(i) for i in wanted) // SAVE_FRACTION)
         return atp
 
@@ -202,11 +201,13 @@ class Worker:
                 if isinstance(command, events.Stop):
                     self.stop["signal"] = "stop"
                 elif isinstance(command, events.Connect):
+                    self.ledger.introduce(command.peers)
                     for peer in command.peers:
-                        self._sibling_endpoints.add(f"{peer[0]}:{peer[1]}")
                         self.handle.connect_peer(peer)
                 elif isinstance(command, events.WebSeeds):
                     self._set_web_seeds(command)
+                elif isinstance(command, events.Rates):
+                    self._set_rates((command.download, command.upload))
             if self.first_byte_at is None and self.phase is WorkerPhase.FETCHING:
                 # Polled here, not taken from a state_update_alert: those come
                 # every report_interval (0.5 s), too coarse for a first byte that
@@ -294,24 +295,26 @@ class Worker:
             self._flushed()
         elif isinstance(a, (lt.peer_connect_alert, lt.peer_disconnected_alert)):
             ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
-            if ep:
-                key = f"{ep[0]}:{ep[1]}"
-                self._seen.setdefault(f"web seed {key}" if (ep[0], ep[1]) in self._web_seed_endpoints else key, 1)
-            remote = bool(ep) and (ep[0], ep[1]) not in self._web_seed_endpoints and self._remote(ep[0], key)
+            pid = a.pid.to_bytes() if getattr(a, "pid", None) is not None else b""
             if isinstance(a, lt.peer_connect_alert):
                 self.connected = True  # an attempt (libtorrent posts it before the connection is made)
-                self.connect_attempts += remote
                 if ep:
-                    self._failures_at_connect.setdefault(f"{ep[0]}:{ep[1]}", self.hash_failures)
+                    self.ledger.connected(ep[0], ep[1], pid)
                 self.connected_at = self.connected_at or time.time()
-            elif self.phase is WorkerPhase.FETCHING:
-                if a.op == lt.operation_t.connect and remote:
-                    self.connect_failures += 1  # refused, or timed out (a firewall that drops)
-                # A site that cannot read its replica drops its seed at once, between two
-                # status updates: look now, not at the next one.
-                self._seeds_gone(self.handle.status(0).num_seeds)
+            else:
+                fetching = self.phase is WorkerPhase.FETCHING
+                if ep:  # connect_failed: refused, or timed out (a firewall that drops)
+                    self.ledger.disconnected(ep[0], ep[1], pid,
+                                             connect_failed=fetching and a.op == lt.operation_t.connect)
+                if fetching:
+                    if ep and (ep[0], ep[1]) not in self.ledger.web_seeds and \
+                            self.ledger.remote(ep[0], self.ledger.key(ep[0], ep[1])):
+                        self.reannounce.lost()
+                    # A site that cannot read its replica drops its seed at once, between two
+                    # status updates: look now, not at the next one.
+                    self._seeds_gone(self.handle.status(0).num_seeds)
         elif isinstance(a, lt.hash_failed_alert):
-            self.hash_failures += 1
+            self.ledger.hash_failed()
         elif isinstance(a, lt.peer_ban_alert):
             self._banned(a.endpoint)
             if self.web_urls:
@@ -338,6 +341,11 @@ class Worker:
             self.send(events.TrackerReply(self.spec.index, True, a.tracker_url(), f"{a.num_peers} peers"))
         elif isinstance(a, lt.file_error_alert):
             code = a.error.value()
+            if not self.write_failed:
+                self.write_failed = True
+                # The saved state may claim pieces that are not on disk (see _recheck): out of the way,
+                # where a rerun never reads it, its blocks kept for the state saved after the check.
+                _replace(self.spec.resume_path, self.spec.stale_path)
             kind = "disk_full" if code in (errno.ENOSPC, errno.EDQUOT) else "file"
             problem = "disk full (free some space, then run bt-get again: it resumes)" if kind == "disk_full" \
                 else f"{a.error.message()} ({a.operation})"
@@ -358,14 +366,12 @@ class Worker:
             self.send(self.progress(events.Phase.FINISHED, files=True))
 
     def _seeds_gone(self, seeds: int) -> None:
-        """Every seed left before we finished (a site that cannot read its replica stops
-        seeding it): ask the tracker at once, which starts a seed at another site, rather
-        than wait out the announce interval. At most every REANNOUNCE_AFTER seconds."""
-        now = time.monotonic()
-        if (seeds == 0 and (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
-                and now >= self.next_reannounce):
+        """No seed connected while fetching: every one left (a site that cannot read its replica stops
+        seeding it), was banned, or could not be reached. Ask the tracker now (btget/reannounce.py), whose
+        answer carries a site's seed or starts one, rather than wait out the announce interval."""
+        seedless = (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
+        if self.reannounce.due(time.monotonic(), seeds, seedless):
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
-            self.next_reannounce = now + REANNOUNCE_AFTER
         self.had_seeds = seeds > 0
 
     def _shut_out_stalled(self, now: float) -> None:
@@ -397,21 +403,26 @@ class Worker:
         in too many). It bans the endpoint; the same peer connecting from another port would be a new
         peer to it (several connections per address are allowed, for loopback and NAT), so the address
         is shut out for the rest of the run: unless it is our own, which our sibling workers share."""
-        key = f"{endpoint[0]}:{endpoint[1]}"
-        if (endpoint[0], endpoint[1]) in self._web_seed_endpoints:
-            key = f"web seed {key}"  # named as the sources name it
-        if key not in self.banned:
-            self.banned.append(key)
-            # Banned between two samples, its count unseen: it took part in at least one of the
-            # failures since it connected (the failing piece's alert comes before the ban's).
-            since = self.hash_failures - self._failures_at_connect.get(key, 0)
-            self.peer_hash_failures[key] = max(self.peer_hash_failures.get(key, 0), since, 1)
+        self.reannounce.lost()
+        self.ledger.ban(endpoint[0], endpoint[1])
         # A web seed's address is left open: libtorrent dropped the web seed, and the site's peer wire
         # there checks every piece before sending it (seed mode).
         if (endpoint[0] != self.spec.listen_ip and endpoint[0] not in self.banned_ips
-                and (endpoint[0], endpoint[1]) not in self._web_seed_endpoints):
+                and (endpoint[0], endpoint[1]) not in self.ledger.web_seeds):
             self.banned_ips.add(endpoint[0])
             self._set_ip_filter()
+
+    def _set_rates(self, rates: tuple[int, int]) -> None:
+        """A cap is for the campus link: every peer counts against it but the sibling workers,
+        which listen on our own address (ltsession.limit_everyone)."""
+        from torrents.servicekit import ltsession
+
+        # The payload is capped, not libtorrent's estimate of it with IP overhead (which took
+        # 0.87-0.90 of a 50 or 100 Mbit/s cap on shaped links): what the user asked for is what
+        # --json and the display then show.
+        self.ses.apply_settings({"download_rate_limit": rates[0], "upload_rate_limit": rates[1],
+                                 "rate_limit_ip_overhead": False})
+        ltsession.limit_everyone(self.ses, exempt=(self.spec.listen_ip,))
 
     def _set_web_seeds(self, command: events.WebSeeds) -> None:
         """Use exactly the web seeds the parent named (adding and removing url seeds on the handle)."""
@@ -421,7 +432,7 @@ class Worker:
         for url in sorted(wanted - self.web_urls):
             self.handle.add_url_seed(url)
         self.web_urls = wanted
-        self._web_seed_endpoints |= _endpoints(command.urls)
+        self.ledger.web_seeds |= _endpoints(command.urls)
         self.probe = command.probe
         self.next_probe = time.monotonic() + PROBE_EVERY
 
@@ -436,13 +447,6 @@ class Worker:
             self.send(events.WebSeedBanned(self.spec.index, url))
         self.web_urls -= gone
 
-    def _remote(self, ip: str, key: str) -> bool:
-        """A BitTorrent peer that is neither a web seed nor a sibling worker: one known by its peer id (this
-        run's prefix) or by the endpoint the parent introduced; without a prefix, any on our own address."""
-        if key.startswith("web seed ") or key in self.siblings or key in self._sibling_endpoints:
-            return False
-        return bool(self._prefix) or ip != self.spec.listen_ip
-
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:
         self.unsaved = 0
@@ -451,16 +455,20 @@ class Worker:
             self.pending_saves += 1
 
     def _write_resume(self, data: bytes) -> None:
-        write_resume(self.spec.resume_path, data)
+        if self.write_failed and not self.rechecked:
+            return  # a state asked for before the failure: it may claim what did not reach the disk
+        write_resume(self.spec.resume_path, data, room=self.spec.stale_path if self.write_failed else None)
 
     def shutdown(self) -> None:
-        if self.phase is not WorkerPhase.FAILED:
-            self.save_resume(force=True)
-            deadline = time.monotonic() + 10
-            while self.pending_saves and time.monotonic() < deadline:
-                if self.ses.wait_for_alert(200) is not None:
-                    for alert in self.ses.pop_alerts():
-                        self.on_alert(alert)
+        if self.write_failed:
+            self._recheck()
+        self.save_resume(force=True)
+        deadline = time.monotonic() + 10
+        while self.pending_saves and time.monotonic() < deadline:
+            if self.ses.wait_for_alert(200) is not None:
+                for alert in self.ses.pop_alerts():
+                    self.on_alert(alert)
+        _remove(self.spec.stale_path)  # unused: the check was cut short, or a new state was written
         self.status = self.handle.status()
         if self.phase is WorkerPhase.FETCHING:
             self._count_sources()
@@ -468,96 +476,85 @@ class Worker:
         self.send(self.progress(events.Phase.STOPPED, files=True))
         self.ses.pause()
 
+    def _recheck(self) -> None:
+        """After a failed write, find what is on disk by hashing the files (bounded: the parent waits 20 s).
+
+        libtorrent counts a piece once it passed its check, before it is written. While it is fetching,
+        it takes back a piece whose write fails (60 MiB into 40 MiB: 165 pieces passed, 159 written and
+        counted); but once it holds every piece it keeps no record to take one back from, and says 60 MiB
+        with 39.75 on disk (1 run in 5 here, when the writes lag behind the transfer). So the files are
+        checked: 0.1-0.15 s for 40 MiB. Pausing first lets the writes under way end (a check would read
+        their blocks from the write queue); the full disk keeps libtorrent in upload mode, so resuming to
+        check fetches nothing. Without a check (cut short), no state is saved: the rerun checks."""
+        lt = self.lt
+        self.handle.pause()
+        if self._wait_for(lt.torrent_paused_alert, 5):
+            self.handle.force_recheck()
+            self.handle.resume()
+            self.rechecked = self._wait_for(lt.torrent_checked_alert, 12)
+        self.status = self.handle.status()
+
+    def _wait_for(self, kind: type, seconds: float) -> bool:
+        """Handle alerts until one of `kind` comes (True) or `seconds` pass (False)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.ses.wait_for_alert(200) is not None:
+                alerts = self.ses.pop_alerts()
+                for alert in alerts:
+                    self.on_alert(alert)
+                if any(isinstance(a, kind) for a in alerts):
+                    return True
+        return False
+
     # --- reports --------------------------------------------------------------------
     def _count_sources(self) -> None:
         try:
             peers = self.handle.get_peer_info()
         except RuntimeError:
             return
-        recent: dict[str, int] = {}
-        busy = self.lt.peer_info.connecting | self.lt.peer_info.handshake
-        remote = 0
-        bad: set[str] = set()
-        for p in peers:
-            key = f"{p.ip[0]}:{p.ip[1]}"
-            if p.connection_type in self._web_seed_types:
-                # An HTTP server (BEP 19), not a peer: named so that one on the
-                # workers' own address is not taken for a sibling worker.
-                key = f"web seed {key}"
-                if p.num_hashfails >= WEB_SEED_HASHFAILS:
-                    bad |= {u for u in self.web_urls if (p.ip[0], p.ip[1]) in _endpoints((u,))}
-            if self._prefix and key not in self.siblings:
-                pid = p.pid.to_bytes()
-                index = pid[len(self._prefix):len(self._prefix) + 2]
-                if pid.startswith(self._prefix) and index.isdigit():
-                    self.siblings[key] = int(index)
-            if not p.flags & busy and self._remote(p.ip[0], key):
-                remote += 1
-            if p.num_hashfails:  # libtorrent's count for this endpoint, kept across its connections
-                self.peer_hash_failures[key] = max(p.num_hashfails, self.peer_hash_failures.get(key, 0))
-            total = p.total_download
-            # Seeds weigh more than leechers when nothing was ever seen moving.
-            self._seen[key] = 1000 if p.flags & self.lt.peer_info.seed else 1
-            last = self._last_conn.get(key, 0)
-            # A smaller count than last time is a new connection from the same
-            # endpoint: its bytes add to what the old one brought.
-            delta = total - last if total >= last else total
-            if delta:
-                self.sources[key] = self.sources.get(key, 0) + delta
-                recent[key] = delta
-            self._last_conn[key] = total
-        if recent:
-            self._recent = recent
-        self.peers_remote = remote
+        info = self.lt.peer_info
+        busy = info.connecting | info.handshake
+        connections = [sources.Connection(p.ip[0], p.ip[1], p.total_download, p.pid.to_bytes(),
+                                          web_seed=p.connection_type in self._web_seed_types,
+                                          seed=bool(p.flags & info.seed), busy=bool(p.flags & busy),
+                                          hashfails=p.num_hashfails) for p in peers]
+        self.ledger.sample(connections)
+        bad = {(c.ip, c.port) for c in connections if c.web_seed and c.hashfails >= WEB_SEED_HASHFAILS}
         if bad:
-            self._banned_web_seeds(bad)
+            self._banned_web_seeds({u for u in self.web_urls if _endpoints((u,)) & bad})
 
     def _attribute_rest(self) -> None:
-        """Share the bytes that arrived after the last sample among the peers of that sample.
-
-        A seed hangs up the instant we complete, taking its byte count with
-        it; the rest is shared as the last sample that saw bytes moving was,
-        so `sources` adds up to what was downloaded.
-        """
-        total = self.status.total_payload_download if self.status else 0
-        rest = total - sum(self.sources.values())
-        failures = self.peer_hash_failures
-        for key in self.banned:
-            if rest > 0 and key not in self.sources:
-                # Banned between two samples (it sent its bad pieces in a few milliseconds):
-                # it sent at least the pieces that failed.
-                self.sources[key] = min(rest, failures.get(key, 0) * self.piece_length)
-                rest -= self.sources[key]
-        if rest <= 0:
-            return
-        weights = self._recent or self.sources or self._seen or {"unattributed": 1}
-        whole = sum(weights.values())
-        for key, w in weights.items():
-            self.sources[key] = self.sources.get(key, 0) + rest * w // whole
+        self.ledger.attribute_rest(self.status.total_payload_download if self.status else 0, self.piece_length)
 
     def progress(self, phase: events.Phase = events.Phase.RUNNING, files: bool = False) -> events.Progress:
         st = self.status
-        done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity) if files else None
+        done = self._file_bytes() if files else None
         if st is None:
-            return events.Progress(self.spec.index, phase, hash_failures=self.hash_failures,
-                                   sources=dict(self.sources), connected=self.connected, connected_at=self.connected_at,
+            return events.Progress(self.spec.index, phase, hash_failures=self.ledger.hash_failures,
+                                   sources=dict(self.ledger.sources), connected=self.connected, connected_at=self.connected_at,
                                    files={i: done[i] for i in self.spec.wanted} if done is not None else None,
-                                   **self._peers_named())
+                                   **self.ledger.named())
         return events.Progress(
             worker=self.spec.index, phase=phase, done=st.total_wanted_done, wanted=st.total_wanted,
             rate=st.download_payload_rate, up_rate=st.upload_payload_rate, peers=st.num_peers, seeds=st.num_seeds,
             downloaded=st.total_payload_download, uploaded=st.total_payload_upload,
-            redundant=st.total_redundant_bytes, hash_failures=self.hash_failures, sources=dict(self.sources),
+            redundant=st.total_redundant_bytes, hash_failures=self.ledger.hash_failures,
+            sources=dict(self.ledger.sources),
             state=str(st.state).rsplit(".", 1)[-1], flushed=self.phase is WorkerPhase.SEEDING,
             first_byte_at=self.first_byte_at, connected=self.connected, connected_at=self.connected_at,
-            files={i: done[i] for i in self.spec.wanted} if done is not None else None, **self._peers_named())
+            files={i: done[i] for i in self.spec.wanted} if done is not None else None, **self.ledger.named())
 
-    def _peers_named(self) -> dict[str, Any]:
-        return {"siblings": dict(self.siblings), "peer_hash_failures": dict(self.peer_hash_failures),
-                "banned": tuple(self.banned),
-                "peer_bytes": sum(n for k, n in self.sources.items() if self._remote(k.rsplit(":", 1)[0], k)),
-                "peers_remote": self.peers_remote, "connect_attempts": self.connect_attempts,
-                "connect_failures": self.connect_failures}
+    def _file_bytes(self) -> list[int]:
+        """Bytes of each file that verified pieces hold. libtorrent's file_progress counts a piece once it
+        passed its check, also when its write then failed (a full disk: 41.25 MiB counted, 39.75 on disk);
+        the pieces it has (status.pieces) are those it wrote, so after a failed write those count."""
+        if not self.write_failed:
+            return self.handle.file_progress(self.lt.torrent_handle.piece_granularity)
+        from btget.streaming import PieceMap
+
+        have = self.handle.status(self.lt.status_flags_t.query_pieces).pieces
+        layout = PieceMap(self.file_sizes, self.piece_length)
+        return [layout.covered(i, have) if i in self.spec.wanted else 0 for i in range(len(self.file_sizes))]
 
     def send(self, event: events.WorkerEvent) -> None:
         if self.parent_gone:
@@ -600,13 +597,24 @@ def torrent_params(lt: Any, spec: WorkerSpec) -> Any:
     flags &= ~lt.torrent_flags.paused
     flags &= ~lt.torrent_flags.auto_managed
     flags &= ~lt.torrent_flags.seed_mode
+    # A full disk put the torrent in upload mode (no more downloading); the state saved then says so.
+    flags &= ~lt.torrent_flags.upload_mode
     atp.flags = flags
     return atp
 
 
-def write_resume(path: str, data: bytes) -> None:
+def write_resume(path: str, data: bytes, room: str | None = None) -> None:
     """Resume state, written to a temporary name and renamed: a kill at any instant
-    leaves either the old state or the new one, never half of one."""
+    leaves either the old state or the new one, never half of one.
+
+    On a full disk the new state is written in place instead, in the blocks the
+    old one holds (`path`, else `room`, renamed to `path` then): a state saved before
+    the disk filled would make the rerun fetch again all that arrived since (issue
+    28: 51.3-54.7 MiB fetched again where 39.3 MiB were intact). A kill in the middle
+    of that leaves a state libtorrent cannot read: the rerun then hashes what is on
+    disk (slower, not wrong); a state that does not fit is removed, with the same
+    effect.
+    """
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
@@ -614,8 +622,41 @@ def write_resume(path: str, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        return
     except OSError as exc:
-        log.warning("%s: cannot save resume state (%s)", path, exc.strerror)
+        _remove(tmp)
+        target = next((p for p in (path, room) if p and os.path.isfile(p)), None)
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or target is None:
+            log.warning("%s: cannot save resume state (%s)", path, exc.strerror)
+            return
+    try:
+        with open(target, "r+b") as f:
+            f.write(data)
+            f.truncate()
+            f.flush()
+            os.fsync(f.fileno())
+        _replace(target, path)
+    except OSError as exc:
+        _remove(target)  # half of a state: none is better (libtorrent then checks the files)
+        log.warning("%s: cannot save resume state (%s): the next run checks the files on disk", path, exc.strerror)
+
+
+def _replace(src: str, dst: str) -> None:
+    try:
+        os.replace(src, dst)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("%s: cannot rename to %s (%s)", src, dst, exc.strerror)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("%s: cannot remove (%s)", path, exc.strerror)
 
 
 def _endpoints(urls: tuple[str, ...]) -> set[tuple[str, int]]:

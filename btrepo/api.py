@@ -7,8 +7,10 @@ answers in torrents.servicekit.web.error_middleware, nowhere else.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
+from typing import Awaitable, Callable, Hashable, TypeVar
 from urllib.parse import quote
 
 from aiohttp import web
@@ -18,13 +20,16 @@ from torrents import metainfo, urls
 from torrents.errors import BtswarmError, Conflict, NotFound
 from torrents.infohash import parse_info_hash
 from btrepo import catalog, keys
+from btrepo.cache import CatalogCache
+from btrepo.db import Database, Detail
 
 log = logging.getLogger("btswarm.repo.api")
+T = TypeVar("T")
 
 # A publish carries the whole .torrent in base64 (4/3 of its size); the
 # metainfo reader refuses torrents over 64 MiB anyway.
 MAX_PUBLISH_BODY = 64 * 1024 * 1024
-_RESULT_BY_STATUS = {400: "invalid", 401: "unauthorized", 409: "refused"}
+_RESULT_BY_STATUS = {400: "invalid", 401: "unauthorized", 403: "forbidden", 409: "refused"}
 
 
 async def publish(request: web.Request) -> web.Response:
@@ -33,14 +38,19 @@ async def publish(request: web.Request) -> web.Response:
     try:
         site, body = await tweb.read_signed(request, request.app[keys.VERIFIER], MAX_PUBLISH_BODY)
         doc = tweb.parse_json_body(body, subject=f"publish {name}")
+        # The site's kind is the configuration's word, never the body's (btrepo/rights.py).
+        config = request.app[keys.CONFIG]
+        kind = config.kind_of(site)
         # Parsing a large .torrent is CPU work: keep it off the event loop.
-        pub = await asyncio.get_running_loop().run_in_executor(None, catalog.parse_publish, doc, name, site)
+        pub = await asyncio.get_running_loop().run_in_executor(None, catalog.parse_publish, doc, name, site, kind)
+        result = await request.app[keys.DB].publish(pub, config.curators)
     except BtswarmError as exc:
-        metrics.publishes.labels(result=_RESULT_BY_STATUS.get(tweb.status_for(exc), "invalid")).inc()
-        log.info("publish %s refused: %s", name, exc)
+        status = tweb.status_for(exc)
+        metrics.publishes.labels(result=_RESULT_BY_STATUS.get(status, "invalid")).inc()
+        # A site doing what its role does not allow is the operators' business: said at WARNING.
+        log.log(logging.WARNING if status == 403 else logging.INFO, "publish %s refused: %s", name, exc)
         raise
     db = request.app[keys.DB]
-    result = await db.publish(pub)
     metrics.publishes.labels(result=result.outcome.value).inc()
     metrics.datasets.set(await db.count())
     conflicting, disputed = await db.conflicts()
@@ -72,21 +82,30 @@ async def list_datasets(request: web.Request) -> web.Response:
 
 async def get_dataset(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    detail = await request.app[keys.DB].detail(name)
-    if detail is None:
+    db, cache = request.app[keys.DB], request.app[keys.CACHE]
+    gen = cache.fresh()
+    kept = await _kept(cache, gen, ("record", name), lambda: _record(db, name), lambda v: len(v[1]))
+    if kept is None:
         raise NotFound(name, "no such dataset")
-    swarm = await request.app[keys.TRACKER].swarm(detail.summary.info_hash)
-    seeds = catalog.live_web_seeds(await request.app[keys.DB].web_seeds(detail.summary.info_hash),
-                                   swarm.holders if swarm else None)
+    info_hash, static = kept
+    swarm = await request.app[keys.TRACKER].swarm(info_hash)
+    seeds = catalog.live_web_seeds(await _web_seeds(db, cache, gen, info_hash), swarm.holders if swarm else None)
+    live = {"swarm": swarm.to_json() if swarm else None,
+            "web_seeds": [{"site": site, "url": url} for site, url in seeds]}
+    # The kept object with the live fields after the others: '{...}' + ', "swarm": ...}'.
+    body = static[:-1] + b", " + json.dumps(live)[1:].encode()
+    return web.Response(body=body, content_type="application/json")
+
+
+def record_json(name: str, detail: Detail) -> dict:
+    """A dataset's record as the catalog says it: all but the live `swarm` and `web_seeds`."""
     decision = detail.decision
-    return web.json_response({
+    return {
         **detail.summary.to_json(),
         "files": [f.to_json() for f in detail.files],
         "versions": [v.to_json() for v in detail.versions],
         "torrent_url": torrent_path(name),
         "magnet": detail.magnet,
-        "swarm": swarm.to_json() if swarm else None,
-        "web_seeds": [{"site": site, "url": url} for site, url in seeds],
         "replica_sites": [v.to_json() for v in decision.sites],
         "decided_by": decision.decided_by.value,
         "pinned": detail.pinned,
@@ -94,7 +113,16 @@ async def get_dataset(request: web.Request) -> web.Response:
         "left_out": {site: {"count": doc["count"], "entries": [{"path": p, "why": w} for p, w in doc["entries"]]}
                      for site, doc in detail.left_out.items()},
         "problem": None if detail.summary.replicas == "agree" else decision.summary(name),
-    })
+        "history": [c.to_json() for c in detail.history],
+    }
+
+
+async def _record(db: Database, name: str) -> tuple[str, bytes] | None:
+    """(the served info-hash, the record's JSON without its live fields), or None: no such dataset."""
+    detail = await db.detail(name)
+    if detail is None:
+        return None
+    return detail.summary.info_hash, json.dumps(record_json(name, detail)).encode()
 
 
 async def get_torrent(request: web.Request) -> web.Response:
@@ -102,7 +130,10 @@ async def get_torrent(request: web.Request) -> web.Response:
     info_hash = request.query.get("info_hash") or None
     if info_hash is not None:
         info_hash = parse_info_hash(info_hash, f"info_hash={info_hash[:60]}")
-    found = await request.app[keys.DB].torrent(name, info_hash)
+    db, cache = request.app[keys.DB], request.app[keys.CACHE]
+    gen = cache.fresh()
+    found = await _kept(cache, gen, ("torrent", name, info_hash), lambda: db.torrent(name, info_hash),
+                        lambda v: len(v.data))
     if found is None:
         raise NotFound(name if not info_hash else f"{name} {info_hash}", "no such dataset or version")
     decision = found.decision
@@ -118,20 +149,37 @@ async def get_torrent(request: web.Request) -> web.Response:
         raise BtswarmError(f"web_seeds={web_seeds[:20]}", "must be 1 (list the sites' web seeds, the default) or 0")
     request.app[keys.METRICS].torrent_downloads.inc()
     data = found.data
-    published = await request.app[keys.DB].web_seeds(found.info_hash)
-    if published and web_seeds == "0":
-        # For a client that would use them beside the swarm from the start (docs/clients.md).
-        data = await asyncio.get_running_loop().run_in_executor(
-            None, metainfo.with_url_list, data, [], [url for _, url in published])
-    elif published:
-        # The sites' web seeds, added now from who holds this version now (docs/webseeds.md), outside
+    published = await _web_seeds(db, cache, gen, found.info_hash)
+    if published:
+        # web_seeds=0: for a client that would use them beside the swarm from the start (docs/clients.md).
+        # Else the sites' web seeds, added now from who holds this version now (docs/webseeds.md), outside
         # the info dict: the info-hash is the same.
-        swarm = await request.app[keys.TRACKER].swarm(found.info_hash)
-        seeds = catalog.live_web_seeds(published, swarm.holders if swarm else None)
-        data = await asyncio.get_running_loop().run_in_executor(
-            None, metainfo.with_url_list, data, [url for _, url in seeds], [url for _, url in published])
+        seeds = []
+        if web_seeds == "1":
+            swarm = await request.app[keys.TRACKER].swarm(found.info_hash)
+            seeds = [url for _, url in catalog.live_web_seeds(published, swarm.holders if swarm else None)]
+        drop = [url for _, url in published]
+        data = await _kept(cache, gen, ("served", found.info_hash, tuple(seeds)),
+                           lambda: asyncio.get_running_loop().run_in_executor(
+                               None, metainfo.with_url_list, found.data, seeds, drop), len)
     return web.Response(body=data, content_type="application/x-bittorrent",
                         headers={"Content-Disposition": content_disposition(f"{name}.torrent")})
+
+
+async def _web_seeds(db: Database, cache: CatalogCache, gen: int, info_hash: str) -> list[tuple[str, str]]:
+    return await _kept(cache, gen, ("web_seeds", info_hash), lambda: db.web_seeds(info_hash),
+                       lambda v: 64 + sum(len(site) + len(url) for site, url in v))
+
+
+async def _kept(cache: CatalogCache, gen: int, key: Hashable, make: Callable[[], Awaitable[T]],
+                size: Callable[[T], int]) -> T:
+    """What the cache keeps for `key`, else `make()`'s value, kept (None, for nothing found, is not)."""
+    value = cache.get(key)
+    if value is None:
+        value = await make()
+        if value is not None:
+            cache.put(gen, key, value, size(value))
+    return value  # type: ignore[return-value]
 
 
 async def info_hashes(request: web.Request) -> web.Response:

@@ -14,13 +14,21 @@ from torrents.servicekit import web as tweb
 from btrepo.config import RepoConfig
 from btrepo import keys
 from btrepo.api import MAX_PUBLISH_BODY
+from btrepo.cache import CatalogCache
 from btrepo.db import Database
 from btrepo.metrics import Metrics
 from btrepo.routes import setup_routes
+from btrepo.swarmlog import sampler
 from btrepo.tracker_client import SwarmSource, TrackerClient
 from btrepo.views import page_errors
 
 DB_FILE = "repo.sqlite3"
+
+
+def open_catalog(config: RepoConfig) -> Database:
+    """The catalog under config.state, its schema migrated and the configured site kinds applied."""
+    kinds = {site: config.kind_of(site) for site in config.site_secrets}
+    return Database(Path(config.state) / DB_FILE, kinds=kinds)
 
 
 def create_app(config: RepoConfig, *, db: Database | None = None,
@@ -40,11 +48,11 @@ def create_app(config: RepoConfig, *, db: Database | None = None,
     async def database(app: web.Application) -> AsyncIterator[None]:
         owned = db is None
         if owned:
-            path = Path(config.state) / DB_FILE
             # Opening migrates the schema: file work, so not on the loop.
-            app[keys.DB] = await asyncio.get_running_loop().run_in_executor(None, Database, path)
+            app[keys.DB] = await asyncio.get_running_loop().run_in_executor(None, open_catalog, config)
         else:
             app[keys.DB] = db
+        app[keys.CACHE] = CatalogCache(app[keys.DB].generation)
         metrics.datasets.set(await app[keys.DB].count())
         yield
         if owned:
@@ -57,5 +65,5 @@ def create_app(config: RepoConfig, *, db: Database | None = None,
         if tracker_client is None:
             await client.close()  # type: ignore[attr-defined]
 
-    app.cleanup_ctx.extend([database, tracker])
+    app.cleanup_ctx.extend([database, tracker, sampler])
     return app

@@ -19,7 +19,8 @@ from typing import Any, Mapping
 from torrents import did as dids
 from torrents import metainfo
 from torrents.dataset import Dataset, DatasetFile
-from torrents.errors import AuthError, BtswarmError, Conflict, DatasetError, MetainfoError
+from torrents.errors import AuthError, BtswarmError, Conflict, DatasetError, Forbidden, MetainfoError
+from torrents.sitekinds import SITE_KINDS, T2, claim_problem
 
 from btrepo import identity
 
@@ -27,8 +28,6 @@ MAX_DESCRIPTION = 64 * 1024
 MAX_PER_PAGE = 200
 DEFAULT_PER_PAGE = 50
 SORTS = ("relevance", "name", "size", "date")
-# A site's tier as it says in its publications: a storage site (T2), or a T3 sharing what it fetched.
-SITE_KINDS = ("T2", "T3")
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,7 @@ class Publication:
     declared: bool = False  # the site declares this a new version of the dataset
     left_out: tuple[tuple[str, str], ...] = ()  # what the site left out of its replica (path, why)
     left_out_count: int = 0
-    kind: str = "T2"  # the publishing site's tier (SITE_KINDS)
+    kind: str = T2  # the publishing site's kind, as [repo] site_kinds gives it (btrepo/rights.py)
     web_seeds: tuple[str, ...] = ()  # BEP 19 base URLs where the site serves the dataset over HTTP
 
     @property
@@ -80,13 +79,15 @@ class Outcome(enum.Enum):
         return cls(relation.value)
 
 
-def parse_publish(body: Any, path_name: str, signer: str) -> Publication:
+def parse_publish(body: Any, path_name: str, signer: str, kind: str = T2) -> Publication:
     """Check a publish body `{"site", "kind"?, "torrent": base64, "record": {...}}` for dataset `path_name`.
 
     The signing site is authoritative; a body naming another site is refused.
-    Raises MetainfoError/DatasetError (400) when the torrent is unsafe or the
-    record does not describe it, Conflict (409) when the path names another
-    dataset, AuthError (401) when the body claims another site.
+    `kind` is the signer's kind as the repository's configuration gives it: a
+    body that claims another is refused. Raises MetainfoError/DatasetError (400)
+    when the torrent is unsafe or the record does not describe it, Conflict
+    (409) when the path names another dataset, AuthError (401) when the body
+    claims another site, Forbidden (403) when it claims another kind.
     """
     subject = f"publish {path_name}"
     if not isinstance(body, dict):
@@ -94,9 +95,11 @@ def parse_publish(body: Any, path_name: str, signer: str) -> Publication:
     claimed = body.get("site", signer)
     if claimed != signer:
         raise AuthError(signer, f"signed as {signer!r} but the body says site {claimed!r}")
-    kind = body.get("kind", "T2")
-    if kind not in SITE_KINDS:
-        raise BtswarmError(subject, f"kind must be one of {', '.join(SITE_KINDS)}, got {str(kind)[:20]!r}")
+    claimed_kind = body.get("kind")
+    if claimed_kind is not None and claimed_kind not in SITE_KINDS:
+        raise BtswarmError(subject, f"kind must be one of {', '.join(SITE_KINDS)}, got {str(claimed_kind)[:20]!r}")
+    if problem := claim_problem(signer, claimed_kind, kind, "[repo] site_kinds"):
+        raise Forbidden(signer, problem)
     text = body.get("torrent")
     if not isinstance(text, str) or not text:
         raise MetainfoError(subject, "torrent (base64 of the .torrent bytes) is missing")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from torrents.errors import BtswarmError, NotFound, UsageError
 from torrents.hostport import parse_hostport
 from torrents.statedir import check_writable
 from torrents.infohash import is_info_hash
-from torrents.servicekit import tls
+from torrents.servicekit import prefork, tls
 from torrents.servicekit import web as tweb
 
 from btrepo import config as repo_config
@@ -44,16 +45,20 @@ def main(argv: list[str] | None = None) -> int:
 @click.option("--tls-key", metavar="PEM", help="The private key of --tls-cert.")
 @click.option("--ca-file", metavar="PEM", help="CAs trusted besides the system's, for an https tracker "
               "(default: $BTSWARM_CA_FILE).")
+@click.option("--processes", type=int, help="Serve from N processes on one port (SO_REUSEPORT; config [repo] "
+              "processes).")
 @click.option("-v", "--verbose", count=True, help="-v for info, -vv for debug logs on stderr.")
 def run(config_path: str | None, listen: str | None, state: str | None, tls_cert: str | None, tls_key: str | None,
-        ca_file: str | None, verbose: int) -> None:
+        ca_file: str | None, processes: int | None, verbose: int) -> None:
     """Serve until SIGTERM or SIGINT, then exit 0."""
     tlog.setup(verbose, name="bt-repo")
     # Imported here so `bt-repo --help` stays quick and the app's import errors surface as errors.
     from btrepo.app import create_app
 
     config = repo_config.load(config_path, overrides={"listen": listen, "state": state, "tls_cert": tls_cert,
-                                                      "tls_key": tls_key, "ca_file": ca_file})
+                                                      "tls_key": tls_key, "ca_file": ca_file,
+                                                      "processes": processes})
+    config.check_roles()
     warning = devsecret.check("[repo] site_secrets", config.site_secrets,
                               [("listen", config.listen), ("public_url", config.public_url),
                                ("tracker", config.tracker)], SECRETS_HOW)
@@ -65,12 +70,26 @@ def run(config_path: str | None, listen: str | None, state: str | None, tls_cert
     check_writable("[repo] state", config.state, [DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm"])
     ssl_context = tls.server_context(config.tls_cert, config.tls_key, "repo")
     host, port = parse_hostport(config.listen)
-    app = create_app(config)
     log.info("catalog in %s, tracker %s", config.state, config.tracker or "(none)")
-    try:
-        tweb.run(app, host, port, name="bt-repo", ssl_context=ssl_context)
-    except OSError as exc:  # port taken, state directory not writable
-        raise BtswarmError(config.listen, f"cannot listen ({exc.strerror or exc})") from None
+    if config.processes == 1:
+        try:
+            tweb.run(create_app(config), host, port, name="bt-repo", ssl_context=ssl_context)
+        except OSError as exc:  # port taken, state directory not writable
+            raise BtswarmError(config.listen, f"cannot listen ({exc.strerror or exc})") from None
+        return
+    from btrepo.app import open_catalog
+
+    # The schema is migrated here, once, before the fork: children migrating at once would race.
+    open_catalog(config).close()
+
+    def serve(index: int) -> int:
+        # One process samples the tracker's swarms for the pages; all read them.
+        own = config if index == 0 else dataclasses.replace(config, swarm_sample_interval=0)
+        return prefork.listening(lambda: tweb.run(create_app(own), host, port, name=f"bt-repo[{index}]",
+                                                  ssl_context=ssl_context, reuse_port=True), "bt-repo", config.listen)
+
+    if prefork.run(config.processes, serve, name="bt-repo") != 0:
+        raise BtswarmError("bt-repo", f"{config.processes} processes: stopped after a failure (see above)")
 
 
 @cli.command()

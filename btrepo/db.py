@@ -19,11 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Mapping, TypeVar
 
-from torrents.errors import Conflict, NotFound
+from torrents.errors import Conflict, Forbidden, NotFound
+from torrents.sitekinds import T2, T3
 
-from btrepo import catalog, identity
+from btrepo import catalog, identity, rights
 
 log = logging.getLogger("btswarm.repo.db")
 T = TypeVar("T")
@@ -114,6 +115,49 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE publications ADD COLUMN web_seeds TEXT;
     """,
+    # Who may change what is served (btrepo/rights.py): a dataset's keepers, the T2 sites that have held its
+    # served version (they may publish a new one), and every change of the served version: who, when, why.
+    # A catalog from before starts with the holders of each served version as keepers, and one entry each.
+    """
+    CREATE TABLE keepers (
+        dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+        site_id INTEGER NOT NULL REFERENCES sites(id),
+        since TEXT NOT NULL,
+        PRIMARY KEY (dataset_id, site_id)
+    ) WITHOUT ROWID;
+    INSERT INTO keepers (dataset_id, site_id, since)
+        SELECT d.id, p.site_id, min(p.first_published) FROM datasets d
+        JOIN publications p ON p.version_id = d.current_version_id JOIN sites s ON s.id = p.site_id
+        WHERE s.kind = 'T2' GROUP BY d.id, p.site_id;
+    CREATE TABLE served_history (
+        id INTEGER PRIMARY KEY,
+        dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+        at TEXT NOT NULL,
+        version_id INTEGER REFERENCES versions(id),
+        previous_version_id INTEGER REFERENCES versions(id),
+        who TEXT NOT NULL,
+        why TEXT NOT NULL,
+        decided_by TEXT NOT NULL
+    );
+    CREATE INDEX served_history_dataset ON served_history(dataset_id, id);
+    INSERT INTO served_history (dataset_id, at, version_id, who, why, decided_by)
+        SELECT id, last_published, current_version_id, 'bt-repo', 'served when this history began',
+               coalesce(json_extract(decision, '$.decided_by'), 'only')
+        FROM datasets WHERE current_version_id IS NOT NULL;
+    """,
+    # The tracker's swarm of each version, sampled by the repository (btrepo/swarmlog.py) for the
+    # dataset page's picture of the last day. Independent of every other migration (a table of its own).
+    """
+    CREATE TABLE swarm_samples (
+        info_hash TEXT NOT NULL,
+        at REAL NOT NULL,
+        seeds INTEGER NOT NULL,
+        leechers INTEGER NOT NULL,
+        completed INTEGER NOT NULL,
+        PRIMARY KEY (info_hash, at)
+    ) WITHOUT ROWID;
+    CREATE INDEX swarm_samples_at ON swarm_samples(at);
+    """,
 )
 
 # bm25 weights for (name, files, description): a word in the name counts most.
@@ -124,6 +168,9 @@ _SUMMARY_COLUMNS = """
     v.id, v.info_hash, v.total_size, v.file_count, d.decision, d.did_scope, d.did_name
 """
 _SUMMARY_WIDTH = 12
+
+
+MAX_HISTORY = 1000  # changes of the served version listed per dataset, newest first
 
 
 def utcnow() -> str:
@@ -213,6 +260,7 @@ class Detail:
     decision: identity.Decision
     pinned: str | None = None
     left_out: dict[str, dict] = field(default_factory=dict)  # site → {"count", "entries": [[path, why]]}
+    history: tuple[rights.Change, ...] = ()  # every change of the served version, newest first
 
 
 @dataclass(frozen=True)
@@ -321,7 +369,9 @@ def _statements(script: str) -> list[str]:
 class Database:
     """The catalog; every public method is a coroutine that runs its SQL off the event loop."""
 
-    def __init__(self, path: str | Path, *, readers: int = 2) -> None:
+    def __init__(self, path: str | Path, *, readers: int = 2, kinds: Mapping[str, str] | None = None) -> None:
+        """`kinds`: every configured site's kind ([repo] site_kinds, T2 by default); a stored site whose
+        kind differs is set to it at once, and the datasets it holds decided again."""
         self.path = str(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="repo-db-writer")
@@ -329,7 +379,12 @@ class Database:
         self._conns = _Connections(self.path)
         self._closed = False
         # Migrate on the writer thread so its connection is the one that made the schema.
-        self._writer.submit(lambda: _in_transaction(self._conns.get(), _migrate_and_decide)).result()
+        self._writer.submit(lambda: _in_transaction(self._conns.get(),
+                                                    lambda conn: _migrate_and_decide(conn, kinds or {}))).result()
+        # Only ever asked for PRAGMA data_version (generation), so every commit is another's. No busy
+        # wait (timeout 0): it is asked on the event loop, and a busy catalog is an unknown generation.
+        self._watch = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
+        self._unknown = 0
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
@@ -347,11 +402,28 @@ class Database:
         self._readers.shutdown(wait=True)
         for conn in self._conns.all:
             conn.close()
+        self._watch.close()
+
+    def generation(self) -> int:
+        """A number that changes whenever a commit (from any connection or process) changed the catalog.
+
+        Called on the event loop, once per cached request (btrepo.cache): in WAL mode it reads the
+        shared wal-index header without waiting for a writer (20-35 µs on the loaded 2-core machine of
+        docs/benchmarks.md). When SQLite answers busy instead (a recovery, a change of journal mode), a
+        number never returned before: nothing kept is used until the catalog can say again.
+        """
+        try:
+            return self._watch.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.OperationalError:
+            self._unknown -= 1
+            return self._unknown
 
     # -- writes -----------------------------------------------------------
 
-    async def publish(self, pub: catalog.Publication) -> Published:
-        return await self._write(lambda conn: _publish(conn, pub, utcnow()))
+    async def publish(self, pub: catalog.Publication, curators: tuple[str, ...] = ()) -> Published:
+        """Store a publication, or refuse it (Forbidden) when the site's role does not allow it;
+        `curators`: the T2 sites that may publish a new version of any dataset (btrepo/rights.py)."""
+        return await self._write(lambda conn: _publish(conn, pub, utcnow(), curators))
 
     # -- reads ------------------------------------------------------------
 
@@ -386,14 +458,42 @@ class Database:
     async def count(self) -> int:
         return await self._read(lambda conn: conn.execute("SELECT count(*) FROM datasets").fetchone()[0])
 
+    async def record_swarms(self, at: float, swarms: list[tuple[str, int, int, int]], forget_before: float) -> int:
+        """Keep (info-hash, seeds, leechers, completed) at epoch `at` for the versions in the catalog;
+        forget samples older than `forget_before`. Returns how many were kept."""
+        return await self._write(lambda conn: _record_swarms(conn, at, swarms, forget_before))
 
-def _migrate_and_decide(conn: sqlite3.Connection) -> None:
+    async def swarm_history(self, info_hash: str, since: float) -> list[tuple[float, int, int, int]]:
+        """(epoch, seeds, leechers, completed) of a version since `since`, oldest first."""
+        return await self._read(lambda conn: conn.execute(
+            "SELECT at, seeds, leechers, completed FROM swarm_samples WHERE info_hash = ? AND at >= ? ORDER BY at",
+            (info_hash, since)).fetchall())
+
+
+def _migrate_and_decide(conn: sqlite3.Connection, kinds: Mapping[str, str]) -> None:
     conn.execute("COMMIT")  # migrate() runs its own transactions
     migrate(conn)
     conn.execute("BEGIN IMMEDIATE")
+    now = utcnow()
     # Datasets stored before the identity rules get their first decision.
     for (dataset_id,) in conn.execute("SELECT id FROM datasets WHERE decision = '{}'").fetchall():
-        _decide(conn, dataset_id)
+        _decide(conn, dataset_id, now, rights.REPOSITORY, "first decision (the catalog was upgraded)")
+    _set_kinds(conn, kinds, now)
+
+
+def _set_kinds(conn: sqlite3.Connection, kinds: Mapping[str, str], now: str) -> None:
+    """Stored sites get the kind the configuration gives them; what they hold is decided again."""
+    changed = [(site_id, name, kinds[name]) for site_id, name, kind in conn.execute("SELECT id, name, kind FROM sites")
+               if name in kinds and kinds[name] != kind]
+    for site_id, name, kind in changed:
+        log.warning("site %s is a %s now ([repo] site_kinds): deciding again what it holds", name, kind)
+        conn.execute("UPDATE sites SET kind = ? WHERE id = ?", (kind, site_id))
+        if kind != T2:
+            conn.execute("DELETE FROM keepers WHERE site_id = ?", (site_id,))
+        datasets = conn.execute("""SELECT DISTINCT v.dataset_id FROM publications p
+                                   JOIN versions v ON v.id = p.version_id WHERE p.site_id = ?""", (site_id,)).fetchall()
+        for (dataset_id,) in datasets:
+            _decide(conn, dataset_id, now, rights.REPOSITORY, f"{name} is a {kind} now ([repo] site_kinds)")
 
 
 def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -407,29 +507,40 @@ def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection],
     return result
 
 
-def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Published:
+def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str, curators: tuple[str, ...] = ()
+             ) -> Published:
     row = conn.execute("SELECT id, description, current_version_id, pinned_version_id FROM datasets WHERE name = ?",
                        (pub.name,)).fetchone()
+    versions = _facts(conn, row[0]) if row is not None else []
+    served = next((v for v in versions if row is not None and v.order == row[2]), None)
+    if why_not := rights.refusal_by_kind(pub.site, pub.kind, info_hash=pub.info_hash,
+                                         served=served.info_hash if served else None, declared=pub.declared):
+        raise Forbidden(f"publish {pub.name}", why_not)
     site_id = _site_id(conn, pub.site, now, pub.kind)
     known = conn.execute("""SELECT v.id, v.relation, EXISTS (SELECT 1 FROM publications p WHERE p.version_id = v.id
                                                       AND p.site_id = ?)
                             FROM versions v WHERE v.info_hash = ?""", (site_id, pub.info_hash)).fetchone()
+
     why = ""
+    new_version = False
     if row is None:
         dataset_id = conn.execute(
             "INSERT INTO datasets (name, description, first_published, last_published) VALUES (?, ?, ?, ?)",
             (pub.name, pub.dataset.description, now, now)).lastrowid
-        versions: list[identity.VersionFacts] = []
     else:
         dataset_id = row[0]
-        versions = _facts(conn, dataset_id)
     if pub.dataset.did is not None:  # once known it stays: a site publishing without one does not erase it
         conn.execute("UPDATE datasets SET did_scope = ?, did_name = ? WHERE id = ?",
                      (pub.dataset.did.scope, pub.dataset.did.name, dataset_id))
     if known is None:
         # Judged against the version served and the holdings before this publication.
-        served = next((v for v in versions if row is not None and v.order == row[2]), None)
         judged = identity.classify(pub.facts(), pub.site, served, declared=pub.declared)
+        new_version = judged.relation is identity.Relation.NEW_VERSION
+        if new_version:
+            assert served is not None  # a new version replaces one
+            adds_only = not pub.declared and identity.compare(served.files, pub.facts()).adds_only
+            _may_replace(conn, pub, served, all(f.adler32 is not None for f in pub.dataset.files), curators,
+                         adds_only)
         outcome = catalog.Outcome.of(judged.relation, False)
         why = judged.why
         version_id = conn.execute(
@@ -447,9 +558,13 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Pu
         outcome = catalog.Outcome.of(None, bool(held))
         if pub.declared and relation != identity.Relation.NEW_VERSION.value:
             # The site now says what it holds is the dataset's new version.
+            if served is not None and served.order != version_id:
+                _may_replace(conn, pub, served, next(v for v in versions if v.order == version_id).catalog_confirmed,
+                             curators)
             conn.execute("UPDATE versions SET relation = ? WHERE id = ?",
                          (identity.Relation.NEW_VERSION.value, version_id))
             why = f"declared a new version by {pub.site}"
+            new_version = True
         # Same info dict, but what lies outside it (the announce URL) may have
         # moved with the tracker: the newest publication's .torrent is served.
         conn.execute("UPDATE versions SET torrent = ?, magnet = ? WHERE id = ? AND torrent != ?",
@@ -481,9 +596,20 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str) -> Pu
         replaces = outcome is catalog.Outcome.NEW_VERSION or not row[1]
         conn.execute("UPDATE datasets SET last_published = ?, description = ? WHERE id = ?",
                      (now, (pub.dataset.description if replaces else row[1]) or row[1], dataset_id))
-    decision = _decide(conn, dataset_id)
+    decision = _decide(conn, dataset_id, now, pub.site, rights.publication_why(outcome.value, why, new_version))
     versions_count = conn.execute("SELECT count(*) FROM versions WHERE dataset_id = ?", (dataset_id,)).fetchone()[0]
     return Published(outcome, pub.name, pub.info_hash, versions_count, decision, why)
+
+
+def _may_replace(conn: sqlite3.Connection, pub: catalog.Publication, served: identity.VersionFacts,
+                 confirmed: bool, curators: tuple[str, ...], adds_only: bool = False) -> None:
+    """Refuse (403) a new version that `pub`'s site may not publish over the `served` one."""
+    keepers = {r[0] for r in conn.execute("""SELECT s.name FROM keepers k JOIN sites s ON s.id = k.site_id
+                                             JOIN versions v ON v.dataset_id = k.dataset_id WHERE v.id = ?""",
+                                          (served.order,))}
+    if why_not := rights.refusal_of_new_version(pub.site, served=served, confirmed=confirmed, keepers=keepers,
+                                                curators=curators, adds_only=adds_only):
+        raise Forbidden(f"publish {pub.name}", why_not)
 
 
 def _facts(conn: sqlite3.Connection, dataset_id: int) -> list[identity.VersionFacts]:
@@ -494,25 +620,44 @@ def _facts(conn: sqlite3.Connection, dataset_id: int) -> list[identity.VersionFa
                WHERE v.dataset_id = ?""", (dataset_id,)):
         files.setdefault(vid, {})[lfn] = identity.FileFacts(size, adler, xxh)
     holders: dict[int, set[str]] = {}
-    for vid, site in conn.execute("""SELECT p.version_id, s.name FROM publications p JOIN sites s ON s.id = p.site_id
-                                     JOIN versions v ON v.id = p.version_id WHERE v.dataset_id = ?""", (dataset_id,)):
+    t3: dict[int, set[str]] = {}
+    for vid, site, kind in conn.execute("""SELECT p.version_id, s.name, s.kind FROM publications p
+                                           JOIN sites s ON s.id = p.site_id JOIN versions v ON v.id = p.version_id
+                                           WHERE v.dataset_id = ?""", (dataset_id,)):
         holders.setdefault(vid, set()).add(site)
+        if kind == T3:
+            t3.setdefault(vid, set()).add(site)
     rows = conn.execute("""SELECT v.id, v.info_hash, v.relation, b.info_hash, v.piece_length FROM versions v
                            LEFT JOIN versions b ON b.id = v.base_version_id WHERE v.dataset_id = ? ORDER BY v.id""",
                         (dataset_id,)).fetchall()
     return [identity.VersionFacts(h, vid, files.get(vid, {}), frozenset(holders.get(vid, ())),
-                                  identity.Relation(rel), base, plen) for vid, h, rel, base, plen in rows]
+                                  identity.Relation(rel), base, plen, frozenset(t3.get(vid, ())))
+            for vid, h, rel, base, plen in rows]
 
 
-def _decide(conn: sqlite3.Connection, dataset_id: int) -> identity.Decision:
-    """Decide the version to serve from the stored facts; store the decision and re-index."""
-    pinned = conn.execute("""SELECT v.info_hash FROM datasets d JOIN versions v ON v.id = d.pinned_version_id
-                             WHERE d.id = ?""", (dataset_id,)).fetchone()
+def _decide(conn: sqlite3.Connection, dataset_id: int, now: str, who: str, why: str) -> identity.Decision:
+    """Decide the version to serve from the stored facts; store the decision and re-index.
+
+    A change of the served version is recorded (`who` caused it, `why`); the T2 sites holding the
+    version served, unless it is disputed, become its keepers (btrepo/rights.py)."""
+    before, pinned = conn.execute("""SELECT d.current_version_id, v.info_hash FROM datasets d
+                                     LEFT JOIN versions v ON v.id = d.pinned_version_id WHERE d.id = ?""",
+                                  (dataset_id,)).fetchone()
     versions = _facts(conn, dataset_id)
-    decision = identity.decide(versions, pinned[0] if pinned else None)
+    decision = identity.decide(versions, pinned)
     current_id = next(v.order for v in versions if v.info_hash == decision.current)
     conn.execute("UPDATE datasets SET current_version_id = ?, decision = ? WHERE id = ?",
                  (current_id, json.dumps(decision.to_json(), separators=(",", ":")), dataset_id))
+    if current_id != before:
+        conn.execute("""INSERT INTO served_history (dataset_id, at, version_id, previous_version_id, who, why,
+                                                    decided_by) VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                     (dataset_id, now, current_id, before, who, why, decision.decided_by.value))
+        name = conn.execute("SELECT name FROM datasets WHERE id = ?", (dataset_id,)).fetchone()[0]
+        log.info("%s: serving %s (%s; by %s; %s)", name, decision.current, why, who, decision.decided_by.value)
+    if not decision.disputed:
+        conn.execute("""INSERT OR IGNORE INTO keepers (dataset_id, site_id, since)
+                        SELECT ?, p.site_id, ? FROM publications p JOIN sites s ON s.id = p.site_id
+                        WHERE p.version_id = ? AND s.kind = ?""", (dataset_id, now, current_id, T2))
     _index(conn, dataset_id)
     return decision
 
@@ -529,7 +674,9 @@ def _choose(conn: sqlite3.Connection, name: str, info_hash: str | None) -> ident
             raise NotFound(f"{name} {info_hash}", "no such version of the dataset")
         version_id = found[0]
     conn.execute("UPDATE datasets SET pinned_version_id = ? WHERE id = ?", (version_id, row[0]))
-    decision = _decide(conn, row[0])
+    why = ("operator decision (bt-repo choose)" if info_hash is not None
+           else "operator: the rules decide again (bt-repo choose --rules)")
+    decision = _decide(conn, row[0], utcnow(), rights.OPERATOR, why)
     if info_hash is not None and decision.current != info_hash.lower():
         raise Conflict(f"{name} {info_hash}", "its bytes contradict the catalog's checksums; it cannot "
                                                       "be served")
@@ -655,9 +802,14 @@ def _detail(conn: sqlite3.Connection, name: str) -> Detail | None:
         """SELECT s.name, p.left_out FROM publications p JOIN sites s ON s.id = p.site_id
            JOIN versions v ON v.id = p.version_id WHERE v.dataset_id = ? AND p.left_out IS NOT NULL
            ORDER BY s.name""", (row[0],))}
+    history = tuple(rights.Change(iso(at), h, prev, who, why, identity.DecidedBy(by)) for at, h, prev, who, why, by
+                    in conn.execute("""SELECT e.at, v.info_hash, p.info_hash, e.who, e.why, e.decided_by
+                                       FROM served_history e LEFT JOIN versions v ON v.id = e.version_id
+                                       LEFT JOIN versions p ON p.id = e.previous_version_id
+                                       WHERE e.dataset_id = ? ORDER BY e.id DESC LIMIT ?""", (row[0], MAX_HISTORY)))
     return Detail(summary=summary, files=files, versions=versions, magnet=row[_SUMMARY_WIDTH],
                   piece_length=row[_SUMMARY_WIDTH + 1],
-                  decision=_decision(row[9]), pinned=row[_SUMMARY_WIDTH + 2], left_out=left_out)
+                  decision=_decision(row[9]), pinned=row[_SUMMARY_WIDTH + 2], left_out=left_out, history=history)
 
 
 def _torrent(conn: sqlite3.Connection, name: str, info_hash: str | None) -> TorrentFile | None:
@@ -691,3 +843,13 @@ def _sites(conn: sqlite3.Connection) -> list[SiteRow]:
         LEFT JOIN datasets d ON d.id = v.dataset_id
         GROUP BY s.id ORDER BY s.name""").fetchall()
     return [SiteRow(*r) for r in rows]
+
+
+def _record_swarms(conn: sqlite3.Connection, at: float, swarms: list[tuple[str, int, int, int]],
+                   forget_before: float) -> int:
+    known = {r[0] for r in conn.execute("SELECT info_hash FROM versions")}
+    rows = [(h, at, seeds, leechers, completed) for h, seeds, leechers, completed in swarms if h in known]
+    conn.executemany("INSERT OR REPLACE INTO swarm_samples (info_hash, at, seeds, leechers, completed) "
+                     "VALUES (?, ?, ?, ?, ?)", rows)
+    conn.execute("DELETE FROM swarm_samples WHERE at < ?", (forget_before,))
+    return len(rows)

@@ -11,7 +11,8 @@ is decided here, never by who published last:
   content), or a conflict (other bytes for the same files).
 - `decide` (after every change) chooses the version to serve among the
   newest generation's rivals: an operator's choice, else the one the
-  catalog's checksums confirm, else the one most sites hold, else the
+  catalog's checksums confirm, else the one most storage sites (T2) hold
+  (a T3 holds, never votes: btrepo/rights.py), else the
   first published — and then the choice is *disputed*: nothing separates
   the rivals, and bt-get refuses rather than deliver bytes that may be the
   bad ones. It also says where each site stands against the choice.
@@ -75,6 +76,12 @@ class VersionFacts:
     relation: Relation = Relation.CREATED
     base: str | None = None  # the served version it was compared with
     piece_length: int = 0
+    t3: frozenset[str] = frozenset()  # those of `holders` that are T3s: they hold it, they never vote
+
+    @property
+    def voters(self) -> frozenset[str]:
+        """The storage sites (T2) holding it: only they count in a majority (btrepo/rights.py)."""
+        return self.holders - self.t3
 
     @property
     def catalog_confirmed(self) -> bool:
@@ -94,6 +101,11 @@ class Difference:
     @property
     def same_files(self) -> bool:
         return not (self.differing or self.missing or self.extra)
+
+    @property
+    def adds_only(self) -> bool:
+        """`theirs` is `ours` plus files: every file of ours, the same bytes."""
+        return not self.differing and not self.missing and bool(self.extra)
 
 
 def compare(ours: Mapping[str, FileFacts], theirs: Mapping[str, FileFacts]) -> Difference:
@@ -128,11 +140,11 @@ def classify(files: Mapping[str, FileFacts], site: str, served: VersionFacts | N
     diff = compare(served.files, files)
     if diff.catalog_changed:
         return Classified(Relation.NEW_VERSION, base, f"the catalog's checksums changed ({_few(diff.catalog_changed)})")
-    if not diff.differing and not diff.missing and diff.extra:
+    if diff.adds_only:
         return Classified(Relation.NEW_VERSION, base, f"files added ({_few(diff.extra)})")
     if not diff.differing and not diff.extra and diff.missing:
         return Classified(Relation.PARTIAL, base, f"lacks {_few(diff.missing)}")
-    if served.holders == {site}:
+    if served.voters == {site}:
         return Classified(Relation.NEW_VERSION, base, f"changed by {site}, the only site holding it")
     if diff.same_files:
         return Classified(Relation.CONFLICT, base, "the same bytes built with other parameters "
@@ -247,7 +259,7 @@ def decide(versions: Sequence[VersionFacts], pinned: str | None = None) -> Decis
     else:
         # The newest generation that some site still holds (a reverted dataset goes back to
         # the one its sites hold), else the newest.
-        live = [g for g in groups if any(v.holders for v in g)]
+        live = [g for g in groups if any(v.voters for v in g)]
         group = (live or groups)[-1]
         pinned = None
     bad = contradicted(group)
@@ -277,10 +289,10 @@ def _weigh(candidates: list[VersionFacts]) -> tuple[VersionFacts, DecidedBy, boo
     if len(confirmed) == 1:
         return confirmed[0], DecidedBy.CATALOG, False
     pool = confirmed or candidates
-    votes = sorted(pool, key=lambda v: (-len(v.holders), v.order))
-    if len(votes[0].holders) > len(votes[1].holders):
+    votes = sorted(pool, key=lambda v: (-len(v.voters), v.order))
+    if len(votes[0].voters) > len(votes[1].voters):
         return votes[0], DecidedBy.MAJORITY, False
-    tied = [v for v in pool if len(v.holders) == len(votes[0].holders)]
+    tied = [v for v in pool if len(v.voters) == len(votes[0].voters)]
     return min(tied, key=lambda v: v.order), DecidedBy.FIRST_PUBLISHED, True
 
 

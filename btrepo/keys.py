@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from torrents import auth
+from btrepo.cache import CatalogCache
 from btrepo.config import RepoConfig
 from btrepo.db import Database
 from btrepo.metrics import Metrics
@@ -15,3 +16,4 @@ DB = web.AppKey("repo_db", Database)
 TRACKER = web.AppKey("repo_tracker", SwarmSource)
 VERIFIER = web.AppKey("repo_verifier", auth.Verifier)
 METRICS = web.AppKey("repo_metrics", Metrics)
+CACHE = web.AppKey("repo_cache", CatalogCache)

@@ -4,6 +4,10 @@ The tracker is another process that may be down, slow or not yet started;
 a dataset page must still render. So every failure (refused, timeout,
 5xx, a body that is not a swarm) is None, shown as "unknown", never a 500.
 A 404 is an answer: the tracker knows no swarm for that info-hash yet.
+
+Questions about one swarm asked while one is on its way share its answer
+(never an older one): a batch start's 1,000 requests for a record and a
+.torrent need a few tracker round trips, not 2,000.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ def swarm_from_json(doc: Any) -> Swarm | None:
 class SwarmSource(Protocol):
     async def swarm(self, info_hash: str) -> Swarm | None: ...
 
+    async def swarms(self) -> list[tuple[str, Swarm]] | None: ...
+
 
 class TrackerClient:
     """GET {tracker}/api/swarms/{hex} with a short timeout; owns its HTTP session."""
@@ -66,26 +72,54 @@ class TrackerClient:
         self.ca = ca  # an https tracker is verified against the system's CAs and this bundle
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        self._asking: dict[str, asyncio.Future[Swarm | None]] = {}
 
     async def swarm(self, info_hash: str) -> Swarm | None:
         if not self.base_url:
             return None
+        asking = self._asking.get(info_hash)
+        if asking is None:
+            asking = asyncio.ensure_future(self._ask(info_hash))
+            self._asking[info_hash] = asking
+            asking.add_done_callback(lambda _: self._asking.pop(info_hash, None))
+        # Shielded: one caller going away (its client hung up) must not cancel the others' answer.
+        return await asyncio.shield(asking)
+
+    async def _ask(self, info_hash: str) -> Swarm | None:
+        got = await self._get(f"/api/swarms/{info_hash}", info_hash)
+        if got is None:
+            return None
+        return EMPTY if got[0] == 404 else swarm_from_json(got[1])
+
+    async def swarms(self) -> list[tuple[str, Swarm]] | None:
+        """Every swarm the tracker lists (GET /api/swarms), as (info-hash, Swarm); None when it did not answer."""
+        got = await self._get("/api/swarms", "its swarms") if self.base_url else None
+        listed = got[1].get("swarms") if got is not None and isinstance(got[1], dict) else None
+        if not isinstance(listed, list):
+            return None
+        out = []
+        for item in listed:
+            swarm = swarm_from_json(item)
+            h = item.get("info_hash") if isinstance(item, dict) else None
+            if swarm is not None and isinstance(h, str):
+                out.append((h.lower(), swarm))
+        return out
+
+    async def _get(self, path: str, what: str) -> tuple[int, Any] | None:
+        """(status, the JSON body; None but for a 200) of GET {tracker}{path}; None when it failed."""
         if self._session is None:
             self._session = client_session(self.ca, timeout=self.timeout)
-        url = f"{self.base_url}/api/swarms/{info_hash}"
         try:
-            async with self._session.get(url) as resp:
-                if resp.status == 404:
-                    return EMPTY
-                if resp.status != 200:
-                    log.info("tracker %s: HTTP %d for %s", self.base_url, resp.status, info_hash)
-                    return None
-                doc = await resp.json(content_type=None)
+            async with self._session.get(self.base_url + path) as resp:
+                if resp.status == 200:
+                    return 200, await resp.json(content_type=None)
+                if resp.status != 404:
+                    log.info("tracker %s: HTTP %d for %s", self.base_url, resp.status, what)
+                return resp.status, None
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-            log.info("tracker %s: unreachable for %s (%s)", self.base_url, info_hash,
+            log.info("tracker %s: unreachable for %s (%s)", self.base_url, what,
                      tls.certificate_problem(exc, tls.hint("repo")) or exc.__class__.__name__)
             return None
-        return swarm_from_json(doc)
 
     async def close(self) -> None:
         if self._session is not None:

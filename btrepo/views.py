@@ -12,6 +12,7 @@ import base64
 import hashlib
 import logging
 import shlex
+import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 from urllib.parse import urlencode
@@ -24,7 +25,7 @@ from torrents import units, urls
 from torrents.errors import BtswarmError
 from torrents.servicekit import web as tweb
 
-from btrepo import api, catalog, identity, keys
+from btrepo import api, catalog, identity, keys, swarmchart, swarmlog
 
 log = logging.getLogger("btswarm.repo.views")
 
@@ -106,6 +107,9 @@ async def dataset(request: web.Request) -> web.Response:
     if detail is None:
         raise web.HTTPNotFound(reason=f"{name}: no such dataset")
     swarm = await request.app[keys.TRACKER].swarm(detail.summary.info_hash)
+    now = time.time()
+    history = await request.app[keys.DB].swarm_history(detail.summary.info_hash, now - swarmlog.KEEP)
+    picture = swarmchart.render(history, now, name)
     repo_url = base_url(request)
     decision = detail.decision
     disagree = [v for v in decision.sites if v.state is not identity.SiteState.CURRENT]
@@ -113,9 +117,10 @@ async def dataset(request: web.Request) -> web.Response:
         "q": "", "d": detail.summary, "files": detail.files, "versions": detail.versions,
         "older": [v for v in detail.versions if v.info_hash != detail.summary.info_hash],
         "magnet": detail.magnet, "piece_length": detail.piece_length,
-        "swarm": swarm, "torrent_url": api.torrent_path(name), "command": bt_get_command(name, repo_url),
+        "swarm": swarm, "swarm_svg": Markup(picture) if picture else None, "torrent_url": api.torrent_path(name), "command": bt_get_command(name, repo_url),
         "decision": decision, "disagree": disagree, "problem": decision.summary(name) if disagree or
         not decision.servable else None, "pinned": detail.pinned, "left_out": detail.left_out, "nav": "search",
+        "history": detail.history,
     })
 
 

@@ -27,8 +27,8 @@ from torrents.errors import NotFound
 from torrents.hostport import format_hostport, parse_hostport
 from torrents.infohash import parse_info_hash
 from torrents.servicekit import tls
-from torrents.servicekit.web import (add_metrics_route, client_session, error_middleware, json_error, parse_json_body,
-                                     read_signed)
+from torrents.servicekit.web import (PeerClock, add_metrics_route, client_session, error_middleware, json_error,
+                                     parse_json_body, read_signed)
 
 from btserver.config import ServerConfig
 
@@ -76,6 +76,11 @@ class Daemon:
     scans: int = 0  # scans finished: a caller who asked for one knows when its answer is in /api/status
     web: WebSeed | None = None  # the web seed, when web_listen is set
     web_url: str = ""  # its base as clients reach it, known once it listens
+    clocks: dict[str, PeerClock] = field(default_factory=dict)  # "tracker URL" / "repo URL" → this host's clock vs its
+
+    def clock(self, part: str, url: str) -> PeerClock:
+        """This host's clock against the `part` ("tracker", "repository") at `url`: one per service."""
+        return self.clocks.setdefault(f"{part} {url}", PeerClock(f"the {part}'s", url))
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -87,10 +92,11 @@ class Daemon:
             self.changed.set()
 
     def heartbeat_body(self) -> dict:
+        built = heartbeat.stamp()  # before the seeds are read: a start stamped later is not in this body
         return heartbeat.heartbeat_body(self.config.site, self.control_url, [self.seeder.endpoint],
                                         self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds,
                                         kind=self.config.kind, web_busy=self.web.load.busy() if self.web else (),
-                                        stuck=self.seeder.stuck_hashes())
+                                        stuck=self.seeder.stuck_hashes(), built=built)
 
     def web_seeds(self) -> list[str]:
         """The BEP 19 base URLs this site offers for its datasets (published with each)."""
@@ -116,8 +122,9 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
         inventory=deps.inventory or Inventory(config),
         seeder=seeder,
         metrics=metrics,
-        # The tracker signs seed requests as this site, with this site's secret.
-        verifier=auth.Verifier({config.site: config.secret}),
+        # The tracker signs seed requests as this site, with this site's secret (so do `bt-server share`
+        # and `rescan` on this host): a refusal for its clock is logged as the tracker's.
+        verifier=auth.Verifier({config.site: config.secret}, signer="the tracker, signing as"),
         publish_retry=deps.publish_retry or publisher.Retry(),
         control_url=config.public_control_url(),
     )
@@ -162,7 +169,9 @@ async def start_seed(request: web.Request) -> web.Response:
     d.metrics.start_latency.observe(elapsed)
     d.metrics.seed_requests.labels(result="200").inc()
     log.info("seed %s: answered in %.1f ms", info_hash, elapsed * 1000)
-    return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [d.seeder.endpoint]})
+    # Stamped once the seed is in seeding(): every heartbeat built after this stamp lists it.
+    return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [d.seeder.endpoint],
+                              "started": heartbeat.stamp()})
 
 
 async def stop_seed(request: web.Request) -> web.Response:
@@ -221,8 +230,12 @@ async def status(request: web.Request) -> web.Response:
                                            "sent_total": d.web.load.sent_total, "serving": d.web.load.snapshot()},
         "error": d.prepare_error,
         "problems": ([str(p) for p in d.inventory.problems] + d.seeder.problems() + disagree
+                     + [f"{c.problem()} at {c.url}: it refuses our signed requests" for c in d.clocks.values()
+                        if c.refused]
                      + ([d.rucio.state.problem()] if d.rucio and d.rucio.state.problem() else [])),
         "rucio": d.rucio.state.to_json() if d.rucio else None,
+        # This host's clock minus each service's (seconds, ±1 from HTTP Date; null before an answer).
+        "clock_offset_s": {key: None if c.offset is None else round(c.offset) for key, c in d.clocks.items()},
     })
 
 
@@ -312,7 +325,8 @@ async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         loop.add_signal_handler(signal.SIGHUP, rescan)
     if d.config.tracker_urls():
         d.spawn(heartbeat.beat_all(d.http, d.config.tracker_urls(), d.config.site, d.config.secret,
-                                   d.heartbeat_body, d.changed, d.config.heartbeat_interval, d.metrics))
+                                   d.heartbeat_body, d.changed, d.config.heartbeat_interval, d.metrics,
+                                   {t: d.clock("tracker", t) for t in d.config.tracker_urls()}))
     try:
         yield
     finally:
@@ -364,7 +378,8 @@ async def _publish(d: Daemon, prepared: Prepared) -> None:
     if d.web_seeds():
         record["web_seeds"] = d.web_seeds()  # where this site serves it over HTTP (BEP 19 bases)
     answer = await publisher.publish(d.http, d.config.repo, d.config.site, d.config.secret, torrent,
-                                     record, retry=d.publish_retry, metrics=d.metrics, kind=d.config.kind)
+                                     record, retry=d.publish_retry, metrics=d.metrics, kind=d.config.kind,
+                                     clock=d.clock("repository", d.config.repo))
     d.published[prepared.info_hash] = answer
     if not answer.ok:
         d.publishing.discard(prepared.info_hash)  # the next rescan (SIGHUP) tries again

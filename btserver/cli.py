@@ -224,7 +224,8 @@ def publish(name: str | None, config_path: str | None, verbose: int, attempts: i
             state = "" if answer.state in ("", "current") else f" ({answer.state}: {answer.problem})"
             click.echo(f"{p.info_hash}  {answer.result or 'published'}{state}  {p.name}")
         else:
-            click.echo(f"{p.info_hash}  FAILED  {p.name}: {answer.problem}")
+            # A refusal for this site's role (btrepo/rights.py) is no outage: said as such.
+            click.echo(f"{p.info_hash}  {'REFUSED' if answer.forbidden else 'FAILED'}  {p.name}: {answer.problem}")
     return int(ExitStatus.OK if all(a.ok for a in results) else ExitStatus.ERROR)
 
 
@@ -316,7 +317,7 @@ def make_torrent(path: str, out: str | None, piece_size: str | None, tracker: st
             farm_dir, _ = farm.apply(lay, tmp)
             built = make(ds.name, [(link.lfn, str(farm_dir / link.lfn)) for link in lay.links if not link.symlink],
                          dataclasses.replace(params, adler32=checksums.wants_adler32(ds)),
-                         {link.lfn: link.target for link in lay.links if link.symlink})
+                         {link.lfn: link.text for link in lay.links if link.symlink})
         bad = checksums.mismatches(ds, built.sums)
         if bad:
             raise DatasetError(ds.name, "; ".join(str(p) for p in bad))

@@ -8,16 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from torrents.config import Bytes, Seconds, default_state_dir, load_section
+from torrents.config import Rate, Seconds, default_state_dir, load_section
 from torrents.devsecret import DEV_SECRET
 from torrents.did import parse_pattern
 from torrents.errors import BtswarmError, ConfigError
 from torrents.hostport import check_hostport, parse_hostport
+from torrents.sitekinds import SITE_KINDS
 
 from btserver import weburls
-
-
-SITE_KINDS = ("T2", "T3")
 
 
 @dataclass(frozen=True)
@@ -115,7 +113,7 @@ class ServerConfig:
     heartbeat_interval: Seconds = Seconds(10.0)
     idle_ttl: Seconds = Seconds(600.0)
     max_seeds: int = 50
-    upload_rate_limit: Bytes = Bytes(0)  # bytes/s, 0: unlimited
+    upload_rate_limit: Rate = Rate(0)  # all seeds together: "200MiB/s", "400mbit" (0: none)
     # Peers each seed uploads to at once (libtorrent's per-torrent unchoke
     # slots), 0: no limit. 1 spares the site: other T3s take the pieces from
     # the one being served (docs/benchmarks.md has the measured figures).
@@ -133,7 +131,7 @@ class ServerConfig:
     web_listen: str = ""
     web_url: str = ""
     web_seed_urls: tuple[str, ...] = ()
-    web_rate_limit: Bytes = Bytes(0)
+    web_rate_limit: Rate = Rate(0)
     web_max_requests: int = 16
     web_queue_timeout: Seconds = Seconds(5.0)
     private: bool = True

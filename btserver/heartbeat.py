@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Sequence
+import time
+from typing import Callable, Mapping, Sequence
 
 import aiohttp
 
 from torrents.servicekit import tls
-from torrents.servicekit.web import client_error, signed_request
+from torrents.servicekit.web import PeerClock, client_error, signed_request
 
 from btserver.metrics import Metrics
 
@@ -22,23 +23,38 @@ log = logging.getLogger("btswarm.server.heartbeat")
 
 MIN_GAP = 0.2
 MIN_INTERVAL = 0.5
+_last_stamp = 0
+
+
+def stamp() -> int:
+    """Now on this site's clock, in µs since the epoch, strictly increasing in this process: a heartbeat's
+    `built` and a seed start's `started`. The tracker compares only this site's stamps with each other: a
+    heartbeat built before a start says nothing about that start's seed (docs/contracts.md)."""
+    global _last_stamp
+    _last_stamp = max(_last_stamp + 1, time.time_ns() // 1000)
+    return _last_stamp
 
 
 def heartbeat_body(site: str, control_url: str, peers: list[str], can_seed: list[str], seeding: list[str],
-                   capacity: int, kind: str = "T2", web_busy: Sequence[str] = (), stuck: Sequence[str] = ()) -> dict:
+                   capacity: int, kind: str = "T2", web_busy: Sequence[str] = (), stuck: Sequence[str] = (),
+                   built: int | None = None) -> dict:
     """`web_busy`: datasets the web seed served lately; they count in the load as seeds do. `stuck`: seeds
-    whose storage hangs (btserver/stuck.py), which the tracker neither hands out nor counts."""
+    whose storage hangs (btserver/stuck.py), which the tracker neither hands out nor counts. `built`: the
+    stamp() taken before `seeding` was read."""
     return {"site": site, "kind": kind, "control_url": control_url, "peers": peers, "can_seed": sorted(can_seed),
             "seeding": sorted(seeding), "stuck": sorted(stuck), "load": len(set(seeding) | set(web_busy)),
-            "capacity": capacity}
+            "capacity": capacity, **({"built": built} if built is not None else {})}
 
 
 async def beat_all(http: aiohttp.ClientSession, trackers: Sequence[str], site: str, secret: str,
                    body: Callable[[], dict], changed: asyncio.Event, interval: float,
-                   metrics: Metrics | None = None) -> None:
-    """`beat_forever` to every tracker of the federation, each on its own (one down delays no other)."""
+                   metrics: Metrics | None = None, clocks: Mapping[str, PeerClock] | None = None) -> None:
+    """`beat_forever` to every tracker of the federation, each on its own (one down delays no other).
+    `clocks`: by tracker URL, this host's clock against each (said in the log, shown in /api/status)."""
+    clocks = clocks or {}
     if len(trackers) == 1:
-        return await beat_forever(http, trackers[0], site, secret, body, changed, interval, metrics)
+        return await beat_forever(http, trackers[0], site, secret, body, changed, interval, metrics,
+                                  clocks.get(trackers[0]))
     events = [asyncio.Event() for _ in trackers]
 
     async def fan_out() -> None:
@@ -48,7 +64,7 @@ async def beat_all(http: aiohttp.ClientSession, trackers: Sequence[str], site: s
             for e in events:
                 e.set()
 
-    await asyncio.gather(fan_out(), *(beat_forever(http, t, site, secret, body, e, interval, metrics)
+    await asyncio.gather(fan_out(), *(beat_forever(http, t, site, secret, body, e, interval, metrics, clocks.get(t))
                                       for t, e in zip(trackers, events)))
 
 
@@ -61,7 +77,7 @@ def _said(answer: object) -> str:
 
 async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, secret: str,
                        body: Callable[[], dict], changed: asyncio.Event, interval: float,
-                       metrics: Metrics | None = None) -> None:
+                       metrics: Metrics | None = None, clock: PeerClock | None = None) -> None:
     """One POST per interval, or sooner on `changed`; runs until cancelled."""
     url = f"{tracker.rstrip('/')}/api/sites/{site}/heartbeat"
     failing = False
@@ -70,7 +86,7 @@ async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, sec
         changed.clear()
         try:
             status, answer = await signed_request(http, "POST", url, site=site, secret=secret, payload=body(),
-                                                  timeout=max(1.0, min(every, 10.0)))
+                                                  timeout=max(1.0, min(every, 10.0)), clock=clock)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             status, answer = 0, client_error(exc, tls.hint("server"))
         if metrics:
@@ -85,9 +101,13 @@ async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, sec
                 log.info("heartbeat: tracker %s reachable again", tracker)
             failing = False
         else:
-            if status == 401:
+            if status == 401 and clock is not None and clock.refused:
+                pass  # this host's clock, not the secret: the clock said so, once
+            elif status == 401:
                 log.warning("heartbeat: tracker %s refused our signature (%s): is this site's secret the one the "
                             "tracker holds for %s in [tracker] site_secrets?", tracker, _said(answer), site)
+            elif status == 403 and not failing:  # signed right, but not the kind the tracker's configuration says
+                log.warning("heartbeat: tracker %s refused this site: %s", tracker, _said(answer))
             elif not failing:
                 log.info("heartbeat: tracker %s not answering (%s); will keep trying", tracker,
                          f"HTTP {status}: {_said(answer)}" if status else answer)

@@ -174,7 +174,7 @@ class Inventory:
         farm_dir, _ = farm.apply(lay, self.farm_root)
         top = str(farm_dir)
         entries = [(link.lfn, os.path.join(top, link.lfn)) for link in lay.links if not link.symlink]
-        links = {link.lfn: link.target for link in lay.links if link.symlink}
+        links = {link.lfn: link.text for link in lay.links if link.symlink}
         params = dataclasses.replace(self.params, adler32=checksums.wants_adler32(lay.dataset))
         cached = self.cache.ensure(lay.name, entries, params, links)
         bad = checksums.mismatches(lay.dataset, cached.sums)

@@ -15,7 +15,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from torrents.dataset import Dataset, Problem
+from torrents.dataset import Dataset, Problem, plain_link_text
 
 
 
@@ -37,13 +37,14 @@ class Link:
     target: str  # the resolved real path that was checked; for a symlink of the dataset, its target LFN
     size: int
     symlink: bool = False  # a link the dataset carries (BEP 47), to `target` inside the dataset
+    link_text: str | None = None  # such a link's text as the site wrote it, where not the plain one
 
     @property
     def text(self) -> str:
         """What the farm's link holds: the real path, or the dataset's link relative to its directory."""
         if not self.symlink:
             return self.target
-        return posixpath.relpath(self.target, posixpath.dirname(self.lfn) or ".")
+        return self.link_text or plain_link_text(self.lfn, self.target)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def plan_dataset(ds: Dataset, allowed_roots: Sequence[str] | None, probe: Probe)
     for f in ds.files:
         where = f"{ds.name}/{f.lfn}"
         if f.symlink is not None:
-            links.append(Link(f.lfn, f.symlink, 0, symlink=True))
+            links.append(Link(f.lfn, f.symlink, 0, symlink=True, link_text=f.link_text))
             continue
         reasons: list[str] = []
         chosen: Link | None = None

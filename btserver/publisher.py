@@ -1,8 +1,9 @@
 """Publish each prepared dataset to the repository: signed PUT, retried with backoff.
 
 Runs as background tasks: a repository that is down delays publishing,
-never seeding. Retries are bounded (attempts and a capped backoff); 400
-and 409 are answers, not outages, and are not retried. The repository's
+never seeding. Retries are bounded (attempts and a capped backoff); 400,
+403 (this site's role does not allow it: btrepo/rights.py) and 409 are
+answers, not outages, and are not retried. The repository's
 answer says where this replica stands against the version it serves
 (a conflict or a partial replica is published, and said so).
 """
@@ -18,13 +19,13 @@ import aiohttp
 
 from torrents import urls
 from torrents.servicekit import tls
-from torrents.servicekit.web import client_error, signed_request
+from torrents.servicekit.web import PeerClock, client_error, signed_request
 
 from btserver.metrics import Metrics
 
 log = logging.getLogger("btswarm.server.publisher")
 
-PERMANENT = (400, 409)
+PERMANENT = (400, 403, 409)
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,11 @@ def publish_body(site: str, torrent: bytes, record: dict, kind: str = "T2") -> d
 
 
 async def publish_once(http: aiohttp.ClientSession, repo: str, site: str, secret: str, torrent: bytes,
-                       record: dict, timeout: float = 30.0, kind: str = "T2") -> tuple[int, object]:
+                       record: dict, timeout: float = 30.0, kind: str = "T2",
+                       clock: PeerClock | None = None) -> tuple[int, object]:
     url = f"{repo.rstrip('/')}{urls.dataset_api(record['name'])}"
     return await signed_request(http, "PUT", url, site=site, secret=secret,
-                                payload=publish_body(site, torrent, record, kind), timeout=timeout)
+                                payload=publish_body(site, torrent, record, kind), timeout=timeout, clock=clock)
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,11 @@ class Answer:
     result: str = ""  # created, new_version, conflict, partial, site_added, unchanged
     state: str = ""  # where this replica stands against the version the repository serves
     problem: str = ""  # a sentence when it disagrees, or why publishing failed
+    status: int = 0  # the repository's HTTP status when it refused (403: this site's role does not allow it)
+
+    @property
+    def forbidden(self) -> bool:
+        return self.status == 403
 
     @classmethod
     def of(cls, status: int, doc: object) -> "Answer":
@@ -64,20 +71,22 @@ class Answer:
             return cls(True, str(doc.get("result", "")), str(doc.get("state", "current")),
                        str(doc.get("problem") or ""))
         reason = doc.get("error") if isinstance(doc, dict) else doc
-        return cls(False, problem=f"HTTP {status}: {reason}" if status else str(reason))
+        return cls(False, problem=f"HTTP {status}: {reason}" if status else str(reason), status=status)
 
     def to_json(self) -> dict:
         return {"published": self.ok, "result": self.result, "state": self.state, "problem": self.problem or None}
 
 
 async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str, torrent: bytes, record: dict,
-                  *, retry: Retry = Retry(), metrics: Metrics | None = None, kind: str = "T2") -> Answer:
-    """PUT until the repository answers 200/201, or refuses for good, or attempts run out."""
+                  *, retry: Retry = Retry(), metrics: Metrics | None = None, kind: str = "T2",
+                  clock: PeerClock | None = None) -> Answer:
+    """PUT until the repository answers 200/201, or refuses for good, or attempts run out.
+    `clock`: this host's clock against the repository's (a refusal for it is said there, once)."""
     name = record["name"]
     answer: object = None
     for attempt in range(retry.attempts):
         try:
-            status, answer = await publish_once(http, repo, site, secret, torrent, record, kind=kind)
+            status, answer = await publish_once(http, repo, site, secret, torrent, record, kind=kind, clock=clock)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             status, answer = 0, f"{repo}: {client_error(exc, tls.hint('server'))}"
         if metrics:
@@ -91,14 +100,15 @@ async def publish(http: aiohttp.ClientSession, repo: str, site: str, secret: str
             else:
                 log.info("publish %s (%s): %s by %s", name, record["info_hash"], done.result or status, repo)
             return done
-        if status == 401 and attempt == 0:
+        if status == 401 and attempt == 0 and not (clock and clock.refused):
             # Not an outage: this site's secret is not the one the repository holds (retried all the
             # same, for a repository whose site_secrets are being corrected).
             log.warning("publish %s: %s refused our signature (%s): is this site's secret the one the repository "
                         "holds for %s in [repo] site_secrets?", name, repo, Answer.of(status, answer).problem, site)
         if status in PERMANENT:
-            log.error("publish %s: refused by %s with %d: %s", name, repo, status, answer)
-            return Answer.of(status, answer)
+            refused = Answer.of(status, answer)
+            log.error("publish %s: %s refused it: %s", name, repo, refused.problem)
+            return refused
         # First failure at INFO, the rest at DEBUG: a repository that is
         # down is normal at start-up and must not flood the log.
         level = logging.INFO if attempt == 0 else logging.DEBUG

@@ -130,14 +130,7 @@ class Seeder:
                                   upload_rate_limit=self.upload_rate_limit, stop_tracker_timeout=1)
         self._ses = lt.session(pack)
         if self.upload_rate_limit or self.upload_slots:
-            # libtorrent puts peers on loopback and private networks in its
-            # "local" peer class, which rate limits and unchoke slots skip: a
-            # site's limits protect its storage from every peer, the campus
-            # ones too (the federation's T3s are often on private networks).
-            everyone = lt.ip_filter()
-            everyone.add_rule("0.0.0.0", "255.255.255.255", 1 << lt.session.global_peer_class_id)
-            everyone.add_rule("::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 1 << lt.session.global_peer_class_id)
-            self._ses.set_peer_class_filter(everyone)
+            ltsession.limit_everyone(self._ses)  # the site's limits hold for every peer
         deadline = time.monotonic() + LISTEN_TIMEOUT
         while not self._ses.is_listening() or not self._ses.listen_port():
             if time.monotonic() > deadline:

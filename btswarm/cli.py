@@ -1,7 +1,8 @@
-"""The `btswarm` command: `up`, `demo`, `bench`."""
+"""The `btswarm` command: `up`, `demo`, `bench`, `plot`."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
 @click.option("--redis", "redis", is_flag=True,
               help="Keep the tracker's state in a redis-server of its own (loopback, under --state).")
 @click.option("--redis-url", default="", help="Keep the tracker's state in this Redis instead (redis://HOST:PORT/DB).")
+@click.option("--redis-replicas", type=click.IntRange(0, 4), default=0, show_default=True,
+              help="With --redis: replicas of it and three sentinels, which fail over to a replica when the "
+                   "master stops answering; the trackers follow the master.")
 @click.option("--trackers", type=click.IntRange(1, 8), default=1, show_default=True,
               help="Tracker processes on their own ports, sharing the Redis; the .torrents list every one.")
 @click.option("--rucio", is_flag=True,
@@ -72,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
               help="The local Rucio's directory (default STATE/rucio); one already running there is used.")
 @click.option("--rucio-scope", default="demo", show_default=True, help="Scope of the datasets' DIDs.")
 @click.option("--rucio-refresh", default="30s", show_default=True, help="How often the sites ask Rucio.")
+@click.option("--web-seed-url", "web_seed_url", multiple=True, metavar="[SITE=]TEMPLATE",
+              help="A door of the sites (site1=TEMPLATE: of one), as [server] web_seed_urls: "
+                   "http://HOST:PORT/PATH/{dataset}/{lfn}. Repeatable.")
 @click.option("-v", "--verbose", count=True)
 def up(**params):
     """Run tracker, repository and SITES storage sites on loopback until Ctrl-C."""
@@ -95,8 +102,10 @@ def _up_options(p: dict) -> up_mod.UpOptions:
         ready_file=p["ready_file"].resolve() if p["ready_file"] else None, timeout=parse_duration(p["timeout"]),
         links=shaping.LinkOptions.parse(p["site_link"], p["client_link"], p["client_addresses"]),
         redis=p["redis"] or bool(p["redis_url"]), redis_url=p["redis_url"], trackers=p["trackers"],
+        redis_replicas=p["redis_replicas"],
         rucio=p["rucio"] or p["rucio_dir"] is not None, rucio_dir=p["rucio_dir"].resolve() if p["rucio_dir"] else None,
-        rucio_scope=p["rucio_scope"], rucio_refresh=parse_duration(p["rucio_refresh"]))
+        rucio_scope=p["rucio_scope"], rucio_refresh=parse_duration(p["rucio_refresh"]),
+        web_seed_urls=p["web_seed_url"])
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -127,7 +136,7 @@ def demo(state, output, sites, sample_size, workers, keep):
 
 
 BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "scale", "flood",
-           "rucio", "tree", "cost", "webseed"]
+           "rucio", "tree", "cost", "webseed", "ratecap", "repo"]
 
 
 @cli.command()
@@ -156,3 +165,21 @@ def bench(quick, only, out):
         subprocess.call([sys.executable, str(plot), "--out", str(out)])
     if failed:
         raise BtswarmError("bench", f"failed: {', '.join(failed)}")
+
+
+@cli.command()
+@click.argument("result", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Where the SVG goes (default: RESULT with .svg for .json).")
+def plot(result: Path, output: Path | None) -> None:
+    """Draw a `bt-get --json` RESULT: bytes received from each source over time, as SVG."""
+    from btswarm import plot as plot_mod
+
+    try:
+        doc = json.loads(result.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BtswarmError(result, f"not JSON ({exc})") from None
+    svg = plot_mod.render(doc, str(result))
+    output = output or result.with_suffix(".svg")
+    output.write_text(svg, encoding="utf-8")
+    click.echo(str(output))

@@ -133,7 +133,13 @@ class Federation:
         for pid in children(self.up_pid):
             argv = cmdline(pid)
             if argv and Path(argv[0].split(" ")[0]).name == "redis-server":  # it rewrites its title
-                out["redis"] = pid  # ours (--redis): no config file, its directory under the state
+                # ours (--redis): no config file, its directory under the state. Its title is
+                # "redis-server HOST:PORT" ("... [sentinel]"): our Redis, a replica or a sentinel by its port.
+                title = argv[0].split()
+                port = title[1].rpartition(":")[2] if len(title) > 1 else ""
+                master = self.ready.redis.rstrip("/").rpartition("/")[0].rpartition(":")[2]
+                out["redis" if port == master or not port else
+                    f"sentinel:{port}" if "[sentinel]" in argv[0] else f"redis:{port}"] = pid
             for arg in argv:
                 path = Path(arg)
                 if path.suffix == ".toml" and path.parent == conf:

@@ -189,6 +189,9 @@ class LocalRucio:
             c.add_rse(rse, deterministic=True)
         except Duplicate:
             return prefix
+        # No quota on a new RSE: `rucio upload` would add the replica and then fail its rule
+        # ("not enough quota left"), still exiting 0. -1 is Rucio's "no limit".
+        c.set_local_account_limit(ACCOUNT, rse, -1)
         c.add_protocol(rse, {"scheme": "file", "hostname": hostname, "port": 0, "prefix": f"{prefix}/",
                              "impl": "rucio.rse.protocols.posix.Default",
                              "domains": {"lan": {"read": 1, "write": 1, "delete": 1},

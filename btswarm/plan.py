@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from btswarm.ready import Ready, RseInfo, RucioInfo, SiteInfo, T3Info
-from btswarm.redisserver import argv as redis_argv
+from btswarm import redisserver
 from btswarm.shaping import Link
+from torrents.errors import BtswarmError
 
 
 @dataclass(frozen=True)
@@ -81,9 +83,13 @@ class Layout:
     more_tracker_ports: tuple[int, ...] = ()
     redis_port: int = 0
     redis_url: str = ""
+    # --redis-replicas N: our Redis's replicas, and the sentinels that fail over to one of them.
+    redis_replica_ports: tuple[int, ...] = ()
+    sentinel_ports: tuple[int, ...] = ()
     rucio: RucioPlan | None = None  # the sites read their datasets from this Rucio, not from `data`
     # A T3 for `bt-get --share` (config/t3.toml; its bt-server is started by the first share, not by up).
     t3: Site | None = None
+    web_seed_urls: dict[str, tuple[str, ...]] = field(default_factory=dict)  # site → its doors (--web-seed-url)
 
     def data_of(self, index: int) -> Path:
         return self.site_data[index] if self.site_data else self.data
@@ -112,6 +118,13 @@ class Layout:
     def store_url(self) -> str:
         """The trackers' shared Redis; empty when the tracker keeps its state in memory."""
         return self.redis_url or (f"redis://{self.host}:{self.redis_port}/0" if self.redis_port else "")
+
+    @property
+    def sentinels(self) -> tuple[str, ...]:
+        return tuple(f"{self.host}:{p}" for p in self.sentinel_ports)
+
+    def sentinel_config(self, k: int) -> Path:
+        return self.state / f"redis-sentinel{k + 1}" / "sentinel.conf"
 
 
 def tracker_label(index: int) -> str:
@@ -172,14 +185,37 @@ def toml(sections: dict[str, dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def web_seed_urls(values: Sequence[str], names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """`--web-seed-url [SITE=]TEMPLATE`, repeatable → each site's door templates (without SITE=: every
+    site's). bt-server checks the templates themselves when it starts (docs/webseeds.md)."""
+    out: dict[str, list[str]] = {name: [] for name in names}
+    for value in values:
+        head, sep, template = value.partition("=")
+        if not sep or "://" in head:
+            head, template = "", value
+        if head and head not in out:
+            raise BtswarmError("--web-seed-url", f"{value!r}: no site {head!r} (the sites are "
+                                                 f"{', '.join(names)})")
+        if not template.startswith(("http://", "https://")):
+            raise BtswarmError("--web-seed-url", f"{value!r}: not an http:// or https:// URL")
+        for name in [head] if head else names:
+            out[name].append(template)
+    return {name: tuple(urls) for name, urls in out.items() if urls}
+
+
 def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
     """Config sections per service label ('tracker', 'repo', 'site1', ...)."""
     secrets = {s.name: s.secret for s in (*fed.sites, *([fed.t3] if fed.t3 else []))}
-    store = {"store": "redis", "redis_url": fed.store_url} if fed.store_url else {}
+    # The operators' word on each site's role (docs/deploy-site.md): the T3's secret shares, never publishes.
+    kinds = {"site_kinds": {fed.t3.name: "T3"}} if fed.t3 else {}
+    store: dict[str, object] = {"store": "redis", "redis_url": fed.store_url} if fed.store_url else {}
+    if fed.sentinel_ports:
+        store.update(redis_sentinels=list(fed.sentinels), redis_master=redisserver.MASTER)
     out: dict[str, dict[str, dict[str, object]]] = {
         tracker_label(k): {"tracker": {
             "listen": f"{fed.host}:{port}",
             "site_secrets": secrets,
+            **kinds,
             "repo": fed.repo_url,
             "interval": 60,
             "min_seeds": min(2, len(fed.sites)),
@@ -193,6 +229,7 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
             "state": str(fed.state / "repo"),
             "tracker": fed.tracker_url,
             "site_secrets": secrets,
+            **kinds,
         }},
     })
     trackers = {"trackers": list(fed.tracker_urls)} if len(fed.tracker_ports) > 1 else {}
@@ -210,6 +247,7 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
             "heartbeat_interval": fed.heartbeat_interval,
             "idle_ttl": fed.idle_ttl,
             **({"web_listen": f"{s.ip}:{s.web_port}"} if s.web_port else {}),
+            **({"web_seed_urls": list(fed.web_seed_urls[s.name])} if fed.web_seed_urls.get(s.name) else {}),
             **trackers,
         }}
         if fed.rucio is not None:
@@ -242,9 +280,26 @@ def services(fed: Layout, bin_dir: Path) -> list[Service]:
     conf = fed.state / "config"
     out = []
     if fed.redis_port and not fed.redis_url:
-        # No config file of ours: redis-server takes its settings on the command line.
-        out.append(Service("redis", tuple(redis_argv(fed.state / "redis", fed.host, fed.redis_port)),
-                           fed.store_url, fed.state / "redis"))
+        # No config file of ours: redis-server takes its settings on the command line. With replicas,
+        # the master refuses writes while fewer than half of them are in sync (docs/reliability.md).
+        replicas = len(fed.redis_replica_ports)
+
+        def node(directory: Path, port: int, replica_of: tuple[str, int] | None = None) -> tuple[str, ...]:
+            argv = redisserver.argv(directory, fed.host, port, replica_of=replica_of, min_replicas=replicas // 2)
+            if not fed.sentinel_ports:
+                return tuple(argv)
+            # Started again (empty), it asks the sentinels its role first (btswarm/redisnode.py).
+            return (str(bin_dir / "python"), "-m", "btswarm.redisnode", *(f"--sentinel={a}" for a in fed.sentinels),
+                    f"--master={redisserver.MASTER}", f"--me={fed.host}:{port}", "--", *argv)
+
+        out.append(Service("redis", node(fed.state / "redis", fed.redis_port), fed.store_url, fed.state / "redis"))
+        for k, port in enumerate(fed.redis_replica_ports):
+            directory = fed.state / f"redis-replica{k + 1}"
+            out.append(Service(f"redis-replica{k + 1}", node(directory, port, (fed.host, fed.redis_port)),
+                               f"redis://{fed.host}:{port}/0", directory))
+        for k, port in enumerate(fed.sentinel_ports):
+            out.append(Service(f"sentinel{k + 1}", tuple(redisserver.sentinel_argv(fed.sentinel_config(k))),
+                               f"redis://{fed.host}:{port}/0", fed.sentinel_config(k)))
     for k, url in enumerate(fed.tracker_urls):
         label = tracker_label(k)
         out.append(Service(label, (str(bin_dir / "bt-tracker"), "run", "--config", str(conf / f"{label}.toml")),

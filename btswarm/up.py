@@ -45,11 +45,13 @@ class UpOptions:
     redis: bool = False  # the trackers keep their state in a Redis: our own, or redis_url
     redis_url: str = ""
     trackers: int = 1  # tracker processes on their own ports, sharing the Redis
+    redis_replicas: int = 0  # replicas of our Redis, and three sentinels to fail over to one
     # --rucio: the sites read their datasets from a local Rucio (btswarm/ruciofed.py)
     rucio: bool = False
     rucio_dir: Path | None = None  # default STATE/rucio; one already running there is used
     rucio_scope: str = "demo"
     rucio_refresh: float = 30.0
+    web_seed_urls: tuple[str, ...] = ()  # --web-seed-url [SITE=]TEMPLATE: the sites' own doors
 
     def link_plan(self) -> tuple[shaping.Link, ...]:
         sites = [(plan.site_name(i), plan.site_ip(i)) for i in range(self.sites)]
@@ -85,13 +87,24 @@ def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> pla
     more = tuple(opts.base_port + 1 + k if opts.base_port else free_port("127.0.0.1") for k in range(1, opts.trackers))
     own_redis = opts.redis and not opts.redis_url
     redis_port = (opts.base_port + 9 if opts.base_port else free_port("127.0.0.1")) if own_redis else 0
+    if not 0 <= opts.redis_replicas <= 4:
+        raise BtswarmError("--redis-replicas", f"{opts.redis_replicas} is out of range (0-4)")
+    if opts.redis_replicas and not own_redis:
+        raise BtswarmError("--redis-replicas", "replicates a Redis of our own: give --redis, not --redis-url")
+    # With --base-port: replicas on P+780.., sentinels on P+790.. (past every site's and web seed's port).
+    replica_ports = tuple(opts.base_port + 780 + k if opts.base_port else free_port("127.0.0.1")
+                          for k in range(opts.redis_replicas))
+    sentinel_ports = tuple(opts.base_port + 790 + k if opts.base_port else free_port("127.0.0.1")
+                           for k in range(redisserver.SENTINELS if opts.redis_replicas else 0))
     # A T3 whose secret the tracker and repository hold, for `bt-get --share --config STATE/config/t3.toml`.
     t3_ports = ((opts.base_port + 10 + 2 * opts.sites, opts.base_port + 11 + 2 * opts.sites) if opts.base_port
                 else (free_port(plan.T3_IP), free_port(plan.T3_IP)))
     t3 = plan.Site(plan.T3_NAME, plan.T3_IP, *t3_ports, secrets.token_hex(16))
     return plan.Layout(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
                            idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data,
-                           more_tracker_ports=more, redis_port=redis_port, redis_url=opts.redis_url, t3=t3)
+                           more_tracker_ports=more, redis_port=redis_port, redis_url=opts.redis_url, t3=t3,
+                           web_seed_urls=plan.web_seed_urls(opts.web_seed_urls, [s.name for s in sites]),
+                           redis_replica_ports=replica_ports, sentinel_ports=sentinel_ports)
 
 
 def prepare(opts: UpOptions, report: Callable[[str], None],
@@ -134,6 +147,13 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
     if fed.redis_port and not fed.redis_url:
         redisserver.binary()  # a clear error now rather than a supervisor failure later
         (opts.state / "redis").mkdir(exist_ok=True)
+        for k in range(len(fed.redis_replica_ports)):
+            (opts.state / f"redis-replica{k + 1}").mkdir(exist_ok=True)
+        for k, port in enumerate(fed.sentinel_ports):
+            # Fresh at each start (the sentinel rewrites it as it learns): this run's master and ports.
+            path = fed.sentinel_config(k)
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(redisserver.sentinel_config(fed.host, port, (fed.host, fed.redis_port)))
     conf_dir = opts.state / "config"
     conf_dir.mkdir(parents=True, exist_ok=True)
     for label, sections in plan.configs(fed).items():
@@ -379,6 +399,9 @@ def banner(fed: plan.Layout, names: list[str], netns_name: str | None = None,
         f"  repository  {fed.repo_url}/",
         *(f"  tracker     {u}/announce" for u in fed.tracker_urls),
         *([f"  redis       {fed.store_url}"] if fed.store_url else []),
+        *([f"  sentinels   {', '.join(fed.sentinels)} (master {redisserver.MASTER!r}, "
+           f"{len(fed.redis_replica_ports)} replica{'s' if len(fed.redis_replica_ports) > 1 else ''})"]
+          if fed.sentinel_ports else []),
     ]
     lines += [f"  {s.name:<10}  control {s.control_url}  peers {s.peer}  web seed {s.web_url}/data/"
               for s in fed.sites]

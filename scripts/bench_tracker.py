@@ -28,10 +28,7 @@ On a shared machine compare the ratios, not the absolute figures.
 
 from __future__ import annotations
 
-import json
 import random
-import re
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -70,12 +67,6 @@ request = function()
   return wrk.format("GET", path, {["Connection"] = "close"})
 end
 
-done = function(summary, latency, requests)
-  io.write(string.format("WRKJSON {\"requests\": %%d, \"connect_errors\": %%d, \"read_errors\": %%d, " ..
-    "\"status_errors\": %%d, \"timeouts\": %%d, \"duration_us\": %%d, \"p50_us\": %%d, \"p99_us\": %%d}\n",
-    summary.requests, summary.errors.connect, summary.errors.read, summary.errors.status,
-    summary.errors.timeout, summary.duration, latency:percentile(50), latency:percentile(99)))
-end
 """
 
 
@@ -91,15 +82,6 @@ def check_answer(url: str, info_hash: bytes) -> bytes:
     return body
 
 
-def run_wrk(url: str, script: Path, duration: float, connections: int) -> dict:
-    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration:g}s", "-s", str(script), url],
-                         capture_output=True, text=True, timeout=duration + 30)
-    m = re.search(r"WRKJSON (\{.*\})", out.stdout)
-    if not m:
-        raise SystemExit(f"bench: wrk gave no summary:\n{out.stdout}\n{out.stderr}")
-    return json.loads(m.group(1))
-
-
 def tree_times(pid: int) -> tuple[float, float]:
     """(user, system) CPU seconds of a process and its children (bt-tracker --processes forks them)."""
     times = [bl.cpu_times(p) for p in (pid, *bl.children(pid))]
@@ -110,7 +92,7 @@ def measure(name: str, pid: int, url: str, script: Path, duration: float, connec
             redis_pid: int | None = None) -> dict:
     user0, sys0 = tree_times(pid)
     redis0 = bl.cpu_seconds(redis_pid) if redis_pid else 0.0
-    stats = run_wrk(url, script, duration, connections)
+    stats = bl.wrk(url, script, duration, connections)
     user1, sys1 = tree_times(pid)
     redis1 = bl.cpu_seconds(redis_pid) if redis_pid else 0.0
     reqs = max(1, stats["requests"])
@@ -135,7 +117,7 @@ def run(work: Path, duration: float, runs: int, connections: int) -> dict:
     hashes = [rng.randbytes(20) for _ in range(1000)]
     script = work / "announce.lua"
     script.write_text(LUA % {"hashes": ", ".join('"%s"' % "".join(f"%{b:02X}" for b in h) for h in hashes),
-                             "seed": 42})
+                             "seed": 42} + bl.WRK_DONE)
     chroot = work / "ot"
     chroot.mkdir()
     (chroot / "whitelist.txt").write_text("".join(h.hex() + "\n" for h in hashes))
@@ -198,9 +180,7 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=None, help="seconds per wrk run (default 5, --quick 3)")
     ap.add_argument("--connections", type=int, default=16)
     args = ap.parse_args()
-    for tool in ("wrk", "opentracker"):
-        if not shutil.which(tool):
-            raise SystemExit(f"bench: {tool}: not installed (apt-get install {tool})")
+    bl.require("wrk", "opentracker")
     duration = args.duration or (3.0 if args.quick else 5.0)
     with bl.workdir("tracker", args.keep) as work:
         doc = run(work, duration, args.runs or 3, args.connections)

@@ -129,13 +129,10 @@ def diff(source: Path, copy: Path) -> list[str]:
     return [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
 
 
-def account(lines: list[str], source: Path, copy: Path, uncarried: dict[str, str]) -> tuple[dict[str, int], list[str]]:
+def account(lines: list[str], source: Path, uncarried: dict[str, str]) -> tuple[dict[str, int], list[str]]:
     """Diff lines explained by what a torrent cannot carry (counted by why), and the rest.
-
-    A link whose text is not in normal form (`../.././x`) arrives as the same target
-    in normal form (BEP 47 carries the target's path from the torrent's root, not the
-    link's text): `diff` calls the two links different; they point at the same file.
-    """
+    A link arrives with its own text, `../.././x` included (btget/links.py): any link that
+    differs is unexplained."""
     explained: dict[str, int] = {}
     rest = []
     prefix = f"Only in {source}"
@@ -144,25 +141,11 @@ def account(lines: list[str], source: Path, copy: Path, uncarried: dict[str, str
         if line.startswith(prefix):
             where, _, name = line[len(prefix):].partition(": ")
             why = uncarried.get(os.path.normpath(os.path.join(where.lstrip("/"), name)))
-        elif line.startswith("Symbolic links ") and line.endswith(" differ"):
-            rel = line[len("Symbolic links "):].split(" and ", 1)[0]
-            rel = os.path.relpath(rel, source)
-            if same_target(source / rel, copy / rel, rel):
-                why = "link text in normal form (same target)"
         if why:
             explained[why] = explained.get(why, 0) + 1
         else:
             rest.append(line)
     return explained, rest
-
-
-def same_target(a: Path, b: Path, rel: str) -> bool:
-    try:
-        ta, tb = os.readlink(a), os.readlink(b)
-    except OSError:
-        return False
-    here = os.path.dirname(rel)
-    return os.path.normpath(os.path.join(here, ta)) == os.path.normpath(os.path.join(here, tb))
 
 
 # --- runs ------------------------------------------------------------------------------------------
@@ -179,7 +162,7 @@ def checked_run(label: str, cmd: list[str], dest: Path, source: Path, info: dict
         r["first_byte_s"] = doc["first_byte_at"] - (time.time() - t.seconds)
     if check_diff:
         lines = diff(source, dest / source.name)
-        explained, rest = account(lines, source, dest / source.name, info["uncarried"])
+        explained, rest = account(lines, source, info["uncarried"])
         r.update(diff_lines=len(lines), explained=explained, unexplained=len(rest), unexplained_lines=rest[:50])
         for line in rest[:20]:
             bl.log(f"{label}: UNEXPLAINED: {line}")

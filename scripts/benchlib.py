@@ -10,6 +10,7 @@ contenders through the helpers here and prints a table. Helpers:
   SIGKILL after a bounded wait), also on errors.
 - `federation(...)`: btswarm.federation.launch / stop as a context manager.
 - `nginx(...)`: an nginx of our own (`daemon off;`, own -c and -p) on loopback.
+- `wrk(url, script, ...)`: one wrk run, its summary as a dict (WRK_DONE, appended to a Lua script).
 - `bt_get_cmd`, `client_ip`: bt-get clients on distinct 127.0.0.x.
 - `settled_uploaded_total`, `start_seeds`, `wait_no_seeds`: the sites' control API; the rest
   (`Federation.site_status`, `seeding`, `uploaded_total`, `site_pids`) is in btswarm.federation,
@@ -26,6 +27,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import signal
@@ -151,6 +153,13 @@ def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.2f}" if abs(v) < 100 else f"{v:.0f}"
     return str(v)
+
+
+def require(*tools: str) -> None:
+    """End the benchmark with one line when a program it runs is not installed."""
+    for tool in tools:
+        if not shutil.which(tool):
+            raise SystemExit(f"bench: {tool}: not installed (bash scripts/install-system-deps.sh)")
 
 
 def log(message: str) -> None:
@@ -353,3 +362,25 @@ def curl_config_cmd(srv: Nginx, rel_dir: str, lfns: Sequence[str], out: Path, co
         for lfn in lfns:
             f.write(f'url = "{srv.url(rel_dir + "/" + lfn)}"\noutput = "{out / lfn}"\n')
     return ["curl", "-sS", "--fail", "--create-dirs", "-K", str(config)]
+
+
+# --- wrk -----------------------------------------------------------------------------------------
+# Appended to every wrk Lua script: the summary as one JSON line, read back by `wrk`.
+WRK_DONE = r"""
+done = function(summary, latency, requests)
+  io.write(string.format("WRKJSON {\"requests\": %d, \"connect_errors\": %d, \"read_errors\": %d, " ..
+    "\"status_errors\": %d, \"timeouts\": %d, \"duration_us\": %d, \"p50_us\": %d, \"p99_us\": %d}\n",
+    summary.requests, summary.errors.connect, summary.errors.read, summary.errors.status,
+    summary.errors.timeout, summary.duration, latency:percentile(50), latency:percentile(99)))
+end
+"""
+
+
+def wrk(url: str, script: Path, duration: float, connections: int) -> dict:
+    """Run wrk (one thread) against `url` with `script` (ending in WRK_DONE); its summary."""
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration:g}s", "-s", str(script), url],
+                         capture_output=True, text=True, timeout=duration + 30)
+    m = re.search(r"WRKJSON (\{.*\})", out.stdout)
+    if not m:
+        raise SystemExit(f"bench: wrk gave no summary:\n{out.stdout}\n{out.stderr}")
+    return json.loads(m.group(1))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages used by the tests and benchmarks: Chromium (browser tests),
-# transmission-show (a second .torrent reader), redis-server (the tracker's shared
-# store), and the third-party baselines
+# transmission-show (a second .torrent reader), redis-server (the tracker's shared store and, run with
+# --sentinel, its sentinels: Debian's redis-sentinel package is that binary plus a service we do not want),
+# and the third-party baselines
 # (mktorrent, opentracker, aria2c, nginx, wrk); iproute2 (ip, tc) for the shaped
 # federation, nftables for its firewall (peer ports blocked, web seeds open: tests/e2e/test_webseeds.py),
 # bindfs and fuse3 for bench_wan's frozen-storage site; the third-party BitTorrent
@@ -10,7 +11,8 @@
 # own daemons; the packages' own services are not used); openssl (the TLS tests make their own CA)
 # and systemd for systemd-analyze, which checks deploy/systemd/ (it needs no systemd running: in a
 # container without it as PID 1 the package installs and `systemd-analyze verify` works); tmux, the
-# real terminal of bt-get's display test. Installs only what is missing.
+# real terminal of bt-get's display test; faketime, the wrong clock of one site (tests/faults/test_clock.py).
+# Installs only what is missing.
 set -euo pipefail
 
 declare -A need=(
@@ -20,7 +22,7 @@ declare -A need=(
   [qbittorrent-nox]=qbittorrent-nox [rtorrent]=rtorrent [ctorrent]=ctorrent
   [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-wlm [sacct]=slurm-wlm [munged]=munge
   [redis-server]=redis-server
-  [openssl]=openssl [systemd-analyze]=systemd [tmux]=tmux
+  [openssl]=openssl [systemd-analyze]=systemd [tmux]=tmux [faketime]=faketime
 )
 missing=()
 for cmd in "${!need[@]}"; do

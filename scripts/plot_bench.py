@@ -313,9 +313,35 @@ def plot_wan(doc: dict, out: Path) -> Path:
     return _save(fig, out, "wan", doc)
 
 
+def plot_repo(doc: dict, out: Path) -> Path | None:
+    med = doc.get("median") or {}
+    if not med:
+        return None
+    labels = list(med)
+    ours = [k != "nginx" for k in labels]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(SIZE[0] + 2, SIZE[1]))
+    _bars(a1, labels, [med[k]["requests_per_s"] for k in labels], ours)
+    target = (doc.get("targets") or {}).get("requests_per_s")
+    if target:
+        a1.axhline(target, color=TARGET, linestyle="--", linewidth=1, label=f"target {target:.0f}/s")
+        a1.legend(fontsize=8, loc="upper left")
+    a1.set_yscale("log")
+    a1.set_ylabel("requests/s (median, log)")
+    a1.set_title(f"{doc.get('connections', '?')} connections", fontsize=10)
+    _bars(a2, labels, [med[k]["cpu_us_per_request"] for k in labels], ours)
+    a2.set_yscale("log")
+    a2.set_ylabel("µs CPU per request (median, log)")
+    a2.set_title("CPU per request", fontsize=10)
+    for ax in (a1, a2):
+        ax.tick_params(axis="x", labelrotation=45, labelsize=8)
+    fig.suptitle(f"repository under a batch start: {doc.get('files', '?')}-file dataset, {doc.get('runs', '?')} runs "
+                 f"of {doc.get('duration_s', '?')} s", fontsize=10)
+    return _save(fig, out, "repo", doc)
+
+
 PLOTS = {"get": plot_get, "egress": plot_egress, "coldstart": plot_coldstart, "smallfiles": plot_smallfiles,
          "build": plot_build, "tracker": plot_tracker, "seed_start": plot_seed_start, "wan": plot_wan,
-         "scale": plot_scale}
+         "scale": plot_scale, "repo": plot_repo}
 
 
 def main() -> int:

@@ -6,6 +6,7 @@ Import it as `from tests.support import ...` (pytest runs with pythonpath = .).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from btswarm.federation import wait_for  # noqa: F401  (shared with the benchmarks)
+from torrents.metainfo import Metainfo
 from torrents.procs import free_port, stop  # noqa: F401  (shared with the benchmarks)
 
 BIN = Path(sys.executable).parent
@@ -89,3 +91,34 @@ async def until(predicate, timeout: float = 10.0, what: str = "condition", inter
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+def verified_bytes(meta: Metainfo, directory: Path) -> int:
+    """Bytes of the pieces whose data in `directory` (DIR/NAME) matches the torrent's SHA1: what a rerun need not fetch."""
+    spans = []  # (start offset, length, path or None for a pad file)
+    pos = 0
+    for f in meta.files:
+        spans.append((pos, f.length, None if f.pad else directory / f.lfn))
+        pos += f.length
+    total, plen, good = pos, meta.piece_length, 0
+    for index in range(meta.num_pieces):
+        lo, hi = index * plen, min(total, (index + 1) * plen)
+        data = bytearray()
+        for start, length, path in spans:
+            a, b = max(lo, start), min(hi, start + length)
+            if a >= b:
+                continue
+            chunk = b""
+            if path is not None:
+                try:
+                    with open(path, "rb") as fh:
+                        fh.seek(a - start)
+                        chunk = fh.read(b - a)
+                except OSError:
+                    pass
+            else:
+                chunk = bytes(b - a)
+            data += chunk.ljust(b - a, b"\0")
+        if hashlib.sha1(data).digest() == meta.pieces[index * 20:(index + 1) * 20]:
+            good += sum(max(0, min(hi, s + n) - max(lo, s)) for s, n, p in spans if p is not None)
+    return good

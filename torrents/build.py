@@ -37,7 +37,7 @@ from typing import Callable, Mapping, Sequence
 import xxhash
 
 from torrents import bencoding, metainfo
-from torrents.dataset import Dataset, DatasetFile
+from torrents.dataset import Dataset, DatasetFile, link_target, plain_link_text
 from torrents.errors import DatasetError
 
 Progress = Callable[[int], None]
@@ -393,9 +393,10 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
     hashing thread; `threads` does not apply; the sums take a pass of their
     own); its v1 info-hash differs from the plain v1 one because v2 pads
     every file to a piece boundary. `adler32=True` sums adler32 too. `links`
-    (LFN → target LFN inside the dataset) are carried as BEP 47 symlinks.
+    (LFN → the link's text, relative to its own directory, leading inside the dataset) are
+    carried as BEP 47 symlinks, and a text other than the plain path as written.
     """
-    links = dict(links or {})
+    links, texts = _link_targets(name, links or {})
     ordered = sorted(entries, key=lambda e: e[0])
     sized = []
     for lfn, path in ordered:
@@ -405,7 +406,8 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
             raise DatasetError(path, f"cannot read ({exc.strerror})") from None
     # The dataset model refuses unsafe or clashing names before any hashing.
     dataset = Dataset(name, tuple(DatasetFile(lfn, size) for lfn, _, size in sized)
-                      + tuple(DatasetFile(lfn, 0, symlink=target) for lfn, target in links.items()))
+                      + tuple(DatasetFile(lfn, 0, symlink=target, link_text=texts.get(lfn))
+                              for lfn, target in links.items()))
     if dataset.total_size == 0:
         raise DatasetError(name, "dataset has no data (every file is empty)")
     if hybrid and links:
@@ -419,11 +421,13 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
         return Built(data, metainfo.parse(data, subject=name), by_lfn)
     # Encoded directly and described from what was just built rather than re-parsed:
     # on 20,000 files metainfo.parse costs as much as hashing them (0.3 s).
-    info_bytes = metainfo.encode_info(name, [(lfn, s) for lfn, _, s in sized], plen, pieces, private, links)
+    info_bytes = metainfo.encode_info(name, [(lfn, s) for lfn, _, s in sized], plen, pieces, private, links,
+                                      texts)
     data = metainfo.dump_encoded(info_bytes, announce, url_list)
     rows = sorted([(lfn, s, None) for lfn, _, s in sized] + [(lfn, 0, t) for lfn, t in links.items()])
     files = metainfo.FileList([r[0] for r in rows], [r[1] for r in rows],
-                              {i: metainfo.FileEntry(tuple(r[0].split("/")), 0, symlink=tuple(r[2].split("/")))
+                              {i: metainfo.FileEntry(tuple(r[0].split("/")), 0, symlink=tuple(r[2].split("/")),
+                                                     link_text=texts.get(r[0]))
                                for i, r in enumerate(rows) if r[2] is not None})
     meta = metainfo.Metainfo(
         name=name,
@@ -437,6 +441,20 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
         url_list=tuple(url_list),
     )
     return Built(data, meta, by_lfn)
+
+
+def _link_targets(name: str, links: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Links as (LFN → target inside the dataset, LFN → text where it is not the plain one)."""
+    targets: dict[str, str] = {}
+    texts: dict[str, str] = {}
+    for lfn, text in links.items():
+        target = link_target(lfn, text)
+        if target is None:
+            raise DatasetError(f"{name}/{lfn}", f"link to {text!r} leaves the dataset")
+        targets[lfn] = target
+        if text != plain_link_text(lfn, target):
+            texts[lfn] = text
+    return targets, texts
 
 
 def hybrid_order_clash(lfns: Sequence[str]) -> tuple[str, str] | None:

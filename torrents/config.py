@@ -11,8 +11,8 @@ run a federation on one host). Environment variables BTSWARM_<SECTION>_<KEY>
 override the file, and command-line flags override both (the commands pass
 them as `overrides`). Every value is checked once, here: an unknown key or a
 value of the wrong type is an error naming the file (or variable) and the key.
-Durations (`Seconds`) and sizes (`Bytes`) are parsed the same way in files,
-the environment and flags ("5m", "16MiB"); a section's own `__post_init__`
+Durations (`Seconds`), sizes (`Bytes`) and rates (`Rate`) are parsed the same way
+in files, the environment and flags ("5m", "16MiB", "400mbit"); a section's own `__post_init__`
 may refuse values that make no sense, raising ConfigError(key, problem).
 Every error names where the value came from, in one format:
 `FILE: [section] key: problem`, `$BTSWARM_SECTION_KEY: problem`, or
@@ -32,13 +32,15 @@ from pathlib import Path
 from typing import Any, Mapping, NewType, TypeVar
 
 from torrents.errors import BtswarmError, ConfigError
-from torrents.units import parse_duration, parse_size
+from torrents.units import parse_duration, parse_byte_rate, parse_size
 
 # The sections a config file may hold; each part reads its own.
 SECTION_NAMES = ("get", "server", "tracker", "repo")
 
 Seconds = NewType("Seconds", float)  # a duration: 30, "30s", "10m", "2h"; never negative
 Bytes = NewType("Bytes", int)  # a size: 512, "256K", "16MiB"; never negative
+Rate = NewType("Rate", int)  # bytes per second: 1048576, "50MB/s", "400mbit"; never negative
+_UNITS = {Seconds: (parse_duration, float, "duration"), Bytes: (parse_size, int, "size"), Rate: (parse_byte_rate, int, "rate")}
 
 T = TypeVar("T")
 
@@ -145,6 +147,17 @@ def env_name(section: str, key: str) -> str:
     return f"BTSWARM_{section.upper()}_{key.upper()}"
 
 
+def split_list(text: str) -> list[str]:
+    """A list from one environment variable: items separated by commas, and by ':' as in $PATH when
+    every item is then an absolute path. So URLs (`http://t1:6969,http://t2:6969`) and DIDs
+    (`scope:name`) stay whole, and `/data/a:/data/b` is two roots as before."""
+    out: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        pieces = [p for p in part.split(os.pathsep) if p]
+        out.extend(pieces if all(p.startswith("/") for p in pieces) else [part])
+    return [item for item in out if item]
+
+
 def _from_env(section: str, cls: type, env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     hints = typing.get_type_hints(cls)
@@ -154,7 +167,7 @@ def _from_env(section: str, cls: type, env: Mapping[str, str]) -> dict[str, Any]
             text = env[key]
             origin = typing.get_origin(hints[f.name])
             if origin is tuple:
-                out[f.name] = [s for s in text.split(os.pathsep) if s]
+                out[f.name] = split_list(text)
             elif origin in (dict, collections.abc.Mapping):  # get_origin(typing.Mapping[..]) is the abc
                 out[f.name] = dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
             else:
@@ -164,15 +177,15 @@ def _from_env(section: str, cls: type, env: Mapping[str, str]) -> dict[str, Any]
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
-    if hint is Seconds or hint is Bytes:
-        parse = parse_duration if hint is Seconds else parse_size
+    if hint in _UNITS:
+        parse, kind, what = _UNITS[hint]
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ConfigError(where, f"expected a {'duration' if hint is Seconds else 'size'}, got {value!r}")
+            raise ConfigError(where, f"expected a {what}, got {value!r}")
         try:
-            parsed = parse(value)  # type: ignore[arg-type]
+            parsed = parse(value)  # type: ignore[operator]
         except BtswarmError as exc:
             raise ConfigError(where, f"{exc.problem}, got {value!r}") from None
-        return float(parsed) if hint is Seconds else int(parsed)
+        return kind(parsed)
     if hint is bool:
         if isinstance(value, bool):
             return value

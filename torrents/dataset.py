@@ -87,6 +87,20 @@ def validate_lfn(lfn: str) -> tuple[str, ...]:
     return parts
 
 
+def link_target(lfn: str, text: str) -> str | None:
+    """Where a relative link's `text` leads from the link at `lfn`, as a path inside the dataset
+    (its root-relative target), or None when it leaves the dataset or is absolute."""
+    if not text or text.startswith("/"):
+        return None
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(lfn), text))
+    return None if target in (".", "..") or target.startswith("../") else target
+
+
+def plain_link_text(lfn: str, target: str) -> str:
+    """The link text a BitTorrent client writes for a link at `lfn` to `target` (both inside the dataset)."""
+    return posixpath.relpath(target, posixpath.dirname(lfn) or ".")
+
+
 @dataclass(frozen=True)
 class DatasetFile:
     lfn: str
@@ -94,6 +108,9 @@ class DatasetFile:
     adler32: str | None = None
     pfns: tuple[str, ...] = ()
     symlink: str | None = None  # a link inside the dataset: its target, relative to the dataset's root
+    # The link's own text where it is not the plain relative path to `symlink` (`a/./b`, `x/../b`):
+    # carried so that a copy holds the link as the site wrote it.
+    link_text: str | None = None
 
     def __post_init__(self) -> None:
         validate_lfn(self.lfn)
@@ -104,6 +121,9 @@ class DatasetFile:
                 validate_lfn(self.symlink)
             if self.size != 0 or self.pfns:
                 raise DatasetError(self.lfn, "a symlink has no bytes and no PFN")
+        if self.link_text is not None and (self.symlink is None or
+                                           link_target(self.lfn, self.link_text) != self.symlink):
+            raise DatasetError(self.lfn, f"link text {self.link_text!r} does not lead to {self.symlink!r}")
         if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 0:
             raise DatasetError(self.lfn, f"bad size {self.size!r}")
         if not isinstance(self.pfns, (list, tuple)) or not all(isinstance(p, str) and p for p in self.pfns):
@@ -307,13 +327,13 @@ def _carried_links(files: list[DatasetFile], problems: list[Problem], root: Path
 def _link(full: Path, lfn: str, real_root: str, roots: Sequence[str] | None) -> DatasetFile | str:
     """A link as a dataset file (a link kept, or the file it points at), or why it is refused."""
     text = os.readlink(full)
-    lexical = posixpath.normpath(posixpath.join(posixpath.dirname(lfn), text)) if not text.startswith("/") else None
+    lexical = link_target(lfn, text)
     resolved = os.path.realpath(full)
     exists = os.path.exists(resolved)
-    if lexical is not None and not lexical.startswith("../") and lexical not in ("..", ".") and (
-            not exists or _inside(resolved, real_root)):
+    if lexical is not None and (not exists or _inside(resolved, real_root)):
         # Stays inside the dataset: a link it carries (its target, relative to the dataset's root).
-        return DatasetFile(lfn, 0, symlink=lexical)
+        return DatasetFile(lfn, 0, symlink=lexical,
+                           link_text=None if text == plain_link_text(lfn, lexical) else text)
     if text.startswith("/") and exists and _inside(resolved, real_root) and resolved != real_root:
         return DatasetFile(lfn, 0, symlink=os.path.relpath(resolved, real_root).replace(os.sep, "/"))
     if not exists:

@@ -47,6 +47,11 @@ class AuthError(BtswarmError):
     """A control request that is unsigned, stale, replayed or wrongly signed."""
 
 
+class Forbidden(BtswarmError):
+    """A correctly signed request that the sender's role does not allow (HTTP 403): a T3 publishing a
+    new version, a site claiming another kind than the federation's configuration gives it."""
+
+
 class NotFound(BtswarmError):
     """A named thing (dataset, info-hash, site) that does not exist."""
 

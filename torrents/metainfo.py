@@ -22,7 +22,7 @@ from typing import Iterable, Iterator, Mapping, Sequence, overload
 from urllib.parse import quote
 
 from torrents import bencoding
-from torrents.dataset import check_component
+from torrents.dataset import check_component, link_target
 from torrents.errors import BencodeError, DatasetError, MetainfoError
 
 MIN_PIECE = 256 * 1024
@@ -62,6 +62,9 @@ class FileEntry:
     length: int
     pad: bool = False  # BEP 47 padding in hybrid torrents: never written
     symlink: tuple[str, ...] | None = None  # BEP 47: the target, relative to the torrent's root
+    # "symlink text" (btswarm's, beside BEP 47's keys): the link as the site wrote it (`a/./b`), where
+    # that is not the plain relative path to `symlink`; other clients ignore it and write the plain one.
+    link_text: str | None = None
 
     @property
     def lfn(self) -> str:
@@ -232,14 +235,18 @@ def own_names(meta: "Metainfo") -> dict[int, str]:
 
 
 def info_dict(name: str, files: Sequence[tuple[str, int]], piece_length: int, pieces: bytes,
-              private: bool = True, links: Mapping[str, str] | None = None) -> dict:
+              private: bool = True, links: Mapping[str, str] | None = None,
+              link_texts: Mapping[str, str] | None = None) -> dict:
     """The v1 info dict for `files` (LFN, size) and `links` (LFN → target inside the dataset),
     sorted by LFN for determinism. Links are BEP 47 symlinks: attr "l" only (an executable
-    bit, "x", is a site's local state and would split one dataset into two info-hashes)."""
+    bit, "x", is a site's local state and would split one dataset into two info-hashes);
+    `link_texts` (LFN → text) for the links not written as the plain relative path."""
+    texts = link_texts or {}
     entries: list[tuple[str, dict]] = [
         (lfn, {b"length": size, b"path": [p.encode() for p in lfn.split("/")]}) for lfn, size in files]
     entries += [(lfn, {b"attr": b"l", b"length": 0, b"path": [p.encode() for p in lfn.split("/")],
-                       b"symlink path": [p.encode() for p in target.split("/")]})
+                       b"symlink path": [p.encode() for p in target.split("/")],
+                       **({b"symlink text": texts[lfn].encode()} if lfn in texts else {})})
                 for lfn, target in (links or {}).items()]
     info: dict = {
         b"files": [entry for _, entry in sorted(entries, key=lambda e: e[0])],
@@ -253,7 +260,8 @@ def info_dict(name: str, files: Sequence[tuple[str, int]], piece_length: int, pi
 
 
 def encode_info(name: str, files: Sequence[tuple[str, int]], piece_length: int, pieces: bytes,
-                private: bool = True, links: Mapping[str, str] | None = None) -> bytes:
+                private: bool = True, links: Mapping[str, str] | None = None,
+                link_texts: Mapping[str, str] | None = None) -> bytes:
     """bencoding.encode(info_dict(...)), written directly: the same bytes (keys in order,
     files by LFN), a format per file instead of a dict per file and a generic encoder (a
     third of a 5,000-small-file build's time outside hashing)."""
@@ -263,8 +271,11 @@ def encode_info(name: str, files: Sequence[tuple[str, int]], piece_length: int, 
     def path(lfn: str) -> bytes:
         return b"l" + b"".join(string(p.encode()) for p in lfn.split("/")) + b"e"
 
+    def text(lfn: str) -> bytes:
+        return b"12:symlink text" + string(link_texts[lfn].encode()) if link_texts and lfn in link_texts else b""
+
     entries = [(lfn, b"d6:lengthi%de4:path%se" % (size, path(lfn))) for lfn, size in files]
-    entries += [(lfn, b"d4:attr1:l6:lengthi0e4:path%s12:symlink path%se" % (path(lfn), path(target)))
+    entries += [(lfn, b"d4:attr1:l6:lengthi0e4:path%s12:symlink path%s%se" % (path(lfn), path(target), text(lfn)))
                 for lfn, target in (links or {}).items()]
     entries.sort(key=lambda e: e[0])
     return b"".join([b"d5:filesl", *(e for _, e in entries), b"e4:name", string(name.encode()),
@@ -476,7 +487,8 @@ def _files(info: dict, name: str, subject: str, limits: ReadLimits) -> FileList:
         lfns.append(lfn)
         lengths.append(length)
         if pad or symlink is not None:
-            special[i] = FileEntry(tuple(parts), length, pad, symlink)
+            special[i] = FileEntry(tuple(parts), length, pad, symlink,
+                                   _link_text(f, lfn, symlink, subject) if symlink is not None else None)
     clash = seen & dirs
     if clash:
         raise MetainfoError(subject, f"{min(clash, key=lambda d: d.split('/'))!r} is both a file and a directory")
@@ -505,6 +517,16 @@ def _symlink(f: dict, attr: bytes, path: tuple[str, ...], length: int, subject: 
     if length != 0:
         raise MetainfoError(subject, f"{lfn}: a symlink with {length} bytes")
     return target
+
+
+def _link_text(f: dict, lfn: str, target: tuple[str, ...], subject: str) -> str | None:
+    """A link's "symlink text", checked: relative, and leading where its symlink path does."""
+    if b"symlink text" not in f:
+        return None
+    text = _text(f[b"symlink text"], subject, f"{lfn}: symlink text")
+    if _UNSAFE.search(text) or link_target(lfn, text) != "/".join(target):
+        raise MetainfoError(subject, f"{lfn}: symlink text {text!r} does not lead to {'/'.join(target)!r}")
+    return text
 
 
 def _is_int(value: object) -> bool:

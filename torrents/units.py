@@ -39,6 +39,27 @@ def parse_size(text: str | int) -> int:
     return int(float(m.group(1)) * 1024 ** power)
 
 
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])?(bit|bps|b/s|ib/s|ib|b|/s)?)\s*$", re.I)
+
+
+def parse_byte_rate(text: str | int) -> int:
+    """A transfer rate → bytes per second. Bits as tc and network people write them, in powers
+    of 1000 ('400mbit', '1gbit', '100mbps'); bytes as sizes are written here, in powers of 1024
+    ('50MB/s', '50MiB/s', '50M', '512k'); a bare number is bytes per second."""
+    if isinstance(text, int):
+        if text < 0:
+            raise BtswarmError(text, "rate is negative")
+        return text
+    m = _RATE.match(text)
+    if not m:
+        raise BtswarmError(text, "not a rate (examples: 50MB/s, 400mbit, 2G, 0 for no limit)")
+    number, prefix, unit = float(m.group(1)), (m.group(2) or "").lower(), (m.group(3) or "").lower()
+    power = " kmgt".index(prefix) if prefix else 0
+    if unit in ("bit", "bps"):
+        return int(number * 1000 ** power / 8)
+    return int(number * 1024 ** power)
+
+
 def human_size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":

@@ -21,9 +21,10 @@ import time
 from typing import Any, Awaitable, Coroutine, Iterable
 
 from torrents.hostport import parse_hostport
-from tracker import protocol
+from tracker import protocol, siteseeds
 from tracker.churn import ChurnGuard
 from tracker.config import TrackerConfig
+from tracker.fallback import Fallback
 from tracker.metrics import SAMPLE_EVERY, TrackerMetrics
 from tracker.peerstore import PeerStore, SwarmView, resolve
 from tracker.protocol import AnnounceError
@@ -55,6 +56,7 @@ class Announcer:
         self._jitter = protocol.interval_jitter(config.interval)
         self._sampled = 0  # announces since the last one timed
         self.churn = ChurnGuard()
+        self.fallback = Fallback(protocol.peer_ttl(config.interval), sites)
 
     def set_published(self, hashes: Iterable[bytes]) -> None:
         self.published = frozenset(hashes)
@@ -105,7 +107,7 @@ class Announcer:
                                        numwant=0 if ann.event == "stopped" else ann.numwant, site=site,
                                        listed=not ann.compact)
         except StoreUnavailable:
-            return self._store_down()
+            return self._store_down(ann, site)
         if isinstance(view, SwarmView):
             return self._decide(ann, site, view)
         if isinstance(view, asyncio.Future):
@@ -122,7 +124,7 @@ class Announcer:
             try:
                 result = self._decide(ann, site, f.result())
             except StoreUnavailable:
-                answer.set_result(self._store_down())
+                answer.set_result(self._store_down(ann, site))
                 return
             except BaseException as exc:  # noqa: BLE001 - settles the answer; the caller logs it
                 answer.set_exception(exc)
@@ -143,26 +145,51 @@ class Announcer:
             answer = self._decide(ann, site, await pending)
             return answer if isinstance(answer, bytes) else await answer
         except StoreUnavailable:
-            return self._store_down()
+            return self._store_down(ann, site)
 
     def _decide(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes | Coroutine[Any, Any, bytes]:
         self.metrics.announce_ok.inc()
-        if (ann.event != "stopped" and not ann.seed and ann.info_hash in self.sites.holders
-                and self.starter.short(ann.info_hash, view.counts)):
-            if self.churn.may_start(ann.info_hash, ann.ip, ann.port, ann.downloaded):
+        h = ann.info_hash
+        if ann.event == "stopped" or ann.seed or h not in self.sites.holders:
+            return self._answer(ann, view)
+        # Only the sites' seeds count (tracker/siteseeds.py): a peer that says left=0 never keeps them away.
+        seeding = siteseeds.said_seeding(self.sites, h)
+        if self.starter.short(h, view.counts, siteseeds.at_once(len(seeding), view.complete)):
+            if self.churn.may_start(h, ann.ip, ann.port, ann.downloaded):
                 return self._answer_after_seeds(ann, site, view)
             self.metrics.starts_withheld.inc()
-        return self._answer(ann, view)
+        return self._answer(ann, self._with_site_seed(ann, view, seeding))
 
     async def _answer_after_seeds(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes:
         try:
             if await self.starter.ensure(ann.info_hash, view.counts):
                 view = await resolve(self.store.handout(ann.info_hash, ann.ip, ann.port, numwant=ann.numwant,
                                                         site=site, listed=not ann.compact))
+            seeding = await self.starter.seeding_sites(ann.info_hash)
         except StoreUnavailable:
-            return self._store_down()
-        retry = view.complete == 0  # still no seed: come back soon, a start may be landing
-        return self._answer(ann, view, retry=retry)
+            return self._store_down(ann, site)
+        # No site seeds H yet: come back soon, a start may be landing (another seed may be a liar).
+        return self._answer(ann, self._with_site_seed(ann, view, seeding), retry=not seeding)
+
+    def _with_site_seed(self, ann: protocol.Announce, view: SwarmView, seeding: Iterable[str]) -> SwarmView:
+        """`view` with a seed of one of the sites `seeding` among its peers (tracker/siteseeds.py): the swarm's
+        other seeds may be liars or unreachable, however many they are."""
+        if not seeding or ann.numwant <= 0:
+            return view
+        ep = siteseeds.site_seed(self.sites, seeding, (ann.ip, ann.port), self.rng)
+        if ep is None:
+            return view
+        numwant = min(ann.numwant, protocol.MAX_NUMWANT)
+        if not ann.compact:
+            name = self.sites.site_at.get(ep, "")
+            return view._replace(listed=siteseeds.in_listed(view.listed or [], (*ep, site_peer_id(name, ep)), numwant))
+        try:
+            packed, ipv6 = protocol.compact_endpoint(*ep)
+        except (OSError, ValueError):
+            return view
+        if ipv6:
+            return view._replace(peers6=siteseeds.with_peer(view.peers6, packed, numwant - len(view.peers4) // 6))
+        return view._replace(peers4=siteseeds.with_peer(view.peers4, packed, numwant - len(view.peers6) // 18))
 
     def _answer(self, ann: protocol.Announce, view: SwarmView, *, retry: bool = False) -> bytes:
         config = self.config
@@ -180,9 +207,13 @@ class Announcer:
         return protocol.compact_answer(interval, min_interval, view.complete, view.incomplete,
                                        view.peers4, view.peers6)
 
-    def _store_down(self) -> bytes:
+    def _store_down(self, ann: protocol.Announce | None = None, site: str | None = None) -> bytes:
+        """The store is unavailable: an announce is answered from this process's memory (tracker/fallback.py),
+        asked back soon; a scrape gets the failure reason."""
         self.metrics.announce_store_down.inc()
-        return self._failure_store
+        if ann is None:
+            return self._failure_store
+        return self._answer(ann, self.fallback.announce(ann, site), retry=True)
 
     def scrape(self, raw_query: str | bytes) -> bytes | Coroutine[Any, Any, bytes]:
         try:
@@ -234,31 +265,30 @@ class Announcer:
         before = self.sites.get(site.name)
         await resolve(self.sites.beat(site))
         endpoints = [parse_hostport(e) for e in site.peers]
+        # A heartbeat may arrive after a seed start it was built before (it went out just before the
+        # site answered the start): it says nothing about that seed, so the store keeps a seed whose
+        # start the site stamped after site.built (2 runs in 10 of two trackers' 200 first announces
+        # lost the new seed that way, and asked the site again).
         for info_hash in site.stuck:
             for host, port in endpoints:
-                await resolve(self.store.remove(info_hash, host, port))
-        if before is None:
-            return
-        for info_hash in before.seeding - site.seeding:
+                await resolve(self.store.remove(info_hash, host, port, site.name, built=site.built))
+        for info_hash in (before.seeding - site.seeding) if before is not None else ():
             for host, port in endpoints:
-                await resolve(self.store.remove(info_hash, host, port))
-        for info_hash in (before.stuck - site.stuck) & site.seeding:
+                await resolve(self.store.remove(info_hash, host, port, site.name, built=site.built))
+        # Every seed the site lists (and not stuck) is in the swarm again from this beat: one whose site said it
+        # recovered, and one whose entry expired while its announces could not reach the store (a Redis
+        # failover: a seed that lost one announce expires 0.5 intervals later, and each new leecher then
+        # asked its site for a seed it runs). A start is then never asked of a site for a seed it runs.
+        for info_hash in site.seeding - site.stuck:
             for ep in endpoints:
-                await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep), site.name))
+                await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep), site.name,
+                                                  started=site.built))
 
     def holding_sites(self, info_hash: bytes) -> list[str]:
         """Sites that hold H now: up, and listing it in their last heartbeat (the repository lists
         their web seeds, and only theirs)."""
-        registry = self.sites
-        # Not a site whose seed of H is stuck: its web seed reads the same hanging storage.
-        return sorted(n for n in registry.holders.get(info_hash, ())
-                      if (s := registry.get(n)) is not None and registry.is_up(s) and info_hash not in s.stuck)
+        return siteseeds.holding_sites(self.sites, info_hash)
 
     async def seeding_sites(self, info_hash: bytes) -> list[str]:
-        """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm."""
-        names = {s.name for s in self.sites.all() if info_hash in s.seeding}
-        for s in await resolve(self.store.seeds(info_hash)):
-            name = s.site or self.sites.site_of(s.ip)
-            if name:
-                names.add(name)
-        return sorted(names)
+        """Sites seeding H: by their heartbeat, or with a seed of theirs in the swarm (tracker/siteseeds.py)."""
+        return sorted(siteseeds.said_seeding(self.sites, info_hash) | await self.starter.seeding_sites(info_hash))

@@ -17,9 +17,10 @@ import aiohttp
 from aiohttp import web
 
 from torrents import auth
-from torrents.errors import AuthError, NotFound
+from torrents.errors import AuthError, Forbidden, NotFound
 from torrents.infohash import is_info_hash
 from torrents.servicekit import tls
+from torrents.sitekinds import claim_problem
 from torrents.servicekit.web import (add_metrics_route, client_error, client_session, error_middleware, json_error,
                                      parse_json_body, read_signed)
 from tracker import protocol
@@ -27,7 +28,7 @@ from tracker.announcer import Announcer
 from tracker.config import TrackerConfig
 from tracker.metrics import TrackerMetrics
 from tracker.peerstore import LocalPeerStore, PeerStore, resolve
-from tracker.resp import RedisClient, StoreUnavailable
+from tracker.resp import RedisClient, StoreUnavailable, sentinel_addresses
 from tracker.seeding import SeedStarter
 from tracker.sites import SiteRegistry, parse_heartbeat
 from tracker.startstate import LocalStartState, StartState
@@ -48,7 +49,8 @@ def build_state(config: TrackerConfig, clock: Callable[[], float] = time.monoton
     if config.store == "redis":
         from tracker.redisstore import RedisPeerStore, RedisSiteRegistry, RedisStartState
 
-        client = RedisClient(config.redis_url, timeout=config.redis_timeout)
+        client = RedisClient(config.redis_url, timeout=config.redis_timeout, master=config.redis_master,
+                             sentinels=sentinel_addresses(config.redis_sentinels), ca_file=config.redis_ca_file)
         prefix = config.redis_prefix
         return (RedisPeerStore(client, ttl=ttl, prefix=prefix),
                 RedisSiteRegistry(client, prefix=prefix, heartbeat_interval=config.heartbeat_interval,
@@ -120,8 +122,13 @@ async def heartbeat(request: web.Request) -> web.Response:
     if signer != name:
         raise AuthError(name, f"heartbeat signed by site {signer!r}")
     announcer = request.app[ANNOUNCER]
-    site = parse_heartbeat(name, parse_json_body(raw, f"heartbeat from {name}"), now=time.time(),
-                           mono=announcer.sites.clock())
+    body = parse_json_body(raw, f"heartbeat from {name}")
+    # The site's kind is the configuration's word ([tracker] site_kinds), not the heartbeat's.
+    claimed = body.get("kind") if isinstance(body, dict) else None
+    if problem := claim_problem(name, claimed, announcer.config.kind_of(name), "[tracker] site_kinds"):
+        log.warning("heartbeat from %s refused: %s", name, problem)
+        raise Forbidden(name, problem)
+    site = parse_heartbeat(name, body, now=time.time(), mono=announcer.sites.clock())
     try:
         await announcer.site_beat(site)
     except StoreUnavailable as exc:
@@ -159,10 +166,12 @@ async def swarm(request: web.Request) -> web.Response:
 
 
 async def list_sites(request: web.Request) -> web.Response:
-    registry = request.app[ANNOUNCER].sites
+    announcer = request.app[ANNOUNCER]
+    registry = announcer.sites
     return web.json_response({"sites": [
-        {"name": s.name, "control_url": s.control_url, "peers": list(s.peers), "up": registry.is_up(s),
-         "last_seen": int(s.last_seen), "load": s.load, "capacity": s.capacity, "can_seed": len(s.can_seed),
+        {"name": s.name, "kind": announcer.config.kind_of(s.name), "control_url": s.control_url,
+         "peers": list(s.peers), "up": registry.is_up(s), "last_seen": int(s.last_seen), "load": s.load,
+         "capacity": s.capacity, "can_seed": len(s.can_seed),
          "seeding": sorted(h.hex() for h in s.seeding), "stuck": sorted(h.hex() for h in s.stuck)}
         for s in registry.all()]})
 

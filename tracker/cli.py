@@ -13,7 +13,8 @@ from torrents.errors import BtswarmError, ConfigError
 from torrents.hostport import parse_hostport
 from torrents.servicekit import tls
 from tracker import config as tracker_config
-from tracker import fastpath, prefork
+from torrents.servicekit import prefork
+from tracker import fastpath
 from tracker.app import create_app
 
 log = logging.getLogger("btswarm.tracker")
@@ -58,6 +59,7 @@ def run(config_path: str | None, listen: str | None, open_: bool | None, interva
     if config.processes > 1 and config.store != "redis":  # a rule across two keys: checked once they are all read
         raise ConfigError("processes", f"{config.processes} processes need store = \"redis\" "
                                        "(each process would keep swarms of its own)")
+    config.check_roles()
     warning = devsecret.check("[tracker] site_secrets", config.site_secrets,
                               [("listen", config.listen), ("repo", config.repo)], SECRETS_HOW)
     # On loopback only: said in the log (-v, as the units run it), not on a test's or a demo's terminal.
@@ -66,7 +68,7 @@ def run(config_path: str | None, listen: str | None, open_: bool | None, interva
     ssl_context = tls.server_context(config.tls_cert, config.tls_key, "tracker")
     host, port = parse_hostport(config.listen)
     log.info("open: %s, interval %d s, %d site secrets, store %s%s", config.open, config.interval,
-             len(config.site_secrets), config.store, f" ({config.redis_url})" if config.store == "redis" else "")
+             len(config.site_secrets), config.store, f" ({_store_label(config)})" if config.store == "redis" else "")
     if config.processes == 1:
         app = create_app(config)
         try:
@@ -77,13 +79,19 @@ def run(config_path: str | None, listen: str | None, open_: bool | None, interva
     create_app(config)  # a bad configuration fails here, once, not in every child
 
     def serve(index: int) -> int:
-        try:
-            fastpath.run(create_app(config), host, port, name=f"bt-tracker[{index}]", reuse_port=True,
-                         ssl_context=ssl_context)
-        except OSError as exc:
-            click.echo(f"bt-tracker: error: {config.listen}: cannot listen ({exc.strerror or exc})", err=True)
-            return prefork.EXIT_BIND
-        return 0
+        return prefork.listening(lambda: fastpath.run(create_app(config), host, port, name=f"bt-tracker[{index}]",
+                                                      reuse_port=True, ssl_context=ssl_context),
+                                 "bt-tracker", config.listen)
 
     if prefork.run(config.processes, serve, name="bt-tracker") != 0:
         raise BtswarmError("bt-tracker", f"{config.processes} processes: stopped after a failure (see above)")
+
+
+def _store_label(config) -> str:
+    """Where the Redis store is, for the log: never its password."""
+    from tracker.resp import parse_url
+
+    if config.redis_sentinels:
+        return f"master {config.redis_master!r} of sentinels {', '.join(config.redis_sentinels)}"
+    ep = parse_url(config.redis_url)
+    return ("rediss " if ep.tls else "") + ep.label + (f" as {ep.username}" if ep.username else "")

@@ -304,7 +304,7 @@ def run(app: web.Application, host: str, port: int, *, name: str, reuse_port: bo
         ssl_context: ssl.SSLContext | None = None) -> None:
     """Serve `app` behind the fast path (with TLS when `ssl_context`) until SIGINT/SIGTERM, then shut down cleanly.
 
-    `reuse_port`: bind with SO_REUSEPORT, beside other processes on the same port (tracker.prefork).
+    `reuse_port`: bind with SO_REUSEPORT, beside other processes on the same port (torrents.servicekit.prefork).
     Once listening, systemd hears READY=1 (torrents.servicekit.sdnotify).
     """
     with asyncio.Runner(loop_factory=new_event_loop) as runner:

@@ -77,8 +77,13 @@ class PeerStore(Protocol):
     def handout(self, info_hash: bytes, ip: str, port: int, *, numwant: int, site: str | None = None,
                 listed: bool = False) -> Maybe[SwarmView]:
         """The same answer without recording anything (after seeds were started)."""
-    def add_seed(self, info_hash: bytes, ip: str, port: int, peer_id: bytes, site: str) -> Maybe[None]: ...
-    def remove(self, info_hash: bytes, ip: str, port: int) -> Maybe[None]: ...
+    def add_seed(self, info_hash: bytes, ip: str, port: int, peer_id: bytes, site: str, *,
+                 started: int | None = None) -> Maybe[None]:
+        """A seed at `site`, on its word; `started`: when the site started it, on the site's clock."""
+    def remove(self, info_hash: bytes, ip: str, port: int, site: str | None = None, *,
+               built: int | None = None) -> Maybe[None]:
+        """Forget a peer; with `built` (a heartbeat's, on `site`'s clock), not if a start of H at `site`
+        was stamped at or after it: that heartbeat was built before the seed existed."""
     def counts(self, info_hashes: Sequence[bytes]) -> Maybe[list[SwarmCounts]]: ...
     def seeds(self, info_hash: bytes) -> Maybe[list[Seed]]: ...
     def has(self, info_hash: bytes) -> Maybe[bool]: ...
@@ -132,6 +137,7 @@ class _Swarm:
     leechers: list[Peer] = field(default_factory=list)
     sites: dict[str, list[Peer]] = field(default_factory=dict)
     downloaded: int = 0
+    started: dict[str, int] = field(default_factory=dict)  # site -> its stamp of its last start of this swarm
 
     def link(self, p: Peer) -> None:
         self.peers[(p.ip, p.port)] = p
@@ -183,10 +189,18 @@ class LocalPeerStore:
                          b"".join([p.compact for p in chosen if p.ipv6]),
                          [(p.ip, p.port, p.peer_id) for p in chosen] if listed else None)
 
-    def add_seed(self, info_hash: bytes, ip: str, port: int, peer_id: bytes, site: str) -> None:
+    def add_seed(self, info_hash: bytes, ip: str, port: int, peer_id: bytes, site: str, *,
+                 started: int | None = None) -> None:
         self.update(info_hash, ip, port, peer_id, True, "started", site)
+        swarm = self._swarms.get(info_hash)
+        if started is not None and swarm is not None:
+            swarm.started[site] = max(started, swarm.started.get(site, started))
 
-    def remove(self, info_hash: bytes, ip: str, port: int) -> None:
+    def remove(self, info_hash: bytes, ip: str, port: int, site: str | None = None, *,
+               built: int | None = None) -> None:
+        swarm = self._swarms.get(info_hash)
+        if swarm is not None and site is not None and built is not None and swarm.started.get(site, -1) >= built:
+            return
         self.update(info_hash, ip, port, b"", True, "stopped")
 
     def counts(self, info_hashes: Sequence[bytes]) -> list[SwarmCounts]:

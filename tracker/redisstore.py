@@ -10,6 +10,7 @@ the {H} hash tag putting one swarm's keys in one Cluster slot:
     P{H}:l            sorted set  its leechers, the same
     P{H}:p            hash        endpoint -> peer id (20 bytes) + site name; "#d" completed count,
                                   "#x" until when P swarms lists the swarm
+    P{H}:t            hash        site name -> that site's stamp of its last start of H (its own clock)
     P{H}:a:SITE       sorted set  its peers at SITE -> expiry (handed out first to SITE's peers)
     P{H}:start:SITE   string      a start of H at SITE in flight: the claiming process's token (SET NX PX)
     P{H}:nf:SITE      string      SITE does not hold H (it answered 404): leave it alone, PX site_backoff
@@ -83,7 +84,7 @@ class RedisPeerStore:
 
     def _keys(self, info_hash: bytes, site: str | None) -> list[bytes]:
         base = self.prefix + b"{" + info_hash.hex().encode() + b"}:"
-        keys = [base + b"s", base + b"l", base + b"p"]
+        keys = [base + b"s", base + b"l", base + b"p", base + b"t"]
         if site is not None:
             keys.append(base + b"a:" + site.encode())
         return keys
@@ -101,6 +102,14 @@ class RedisPeerStore:
         value = peer_id + site.encode() if site else peer_id
         return self._run(info_hash, site, member, value, op, event == "completed", numwant, listed)
 
+    def _stamped(self, info_hash: bytes, ip: str, port: int, peer_id: bytes, op: bytes, site: str,
+                 stamp: int) -> Awaitable[SwarmView]:
+        try:
+            member, _ = compact_endpoint(ip, port)
+        except (OSError, ValueError):
+            member, op = b"", b"n"
+        return self._run(info_hash, site, member, peer_id + site.encode(), op, False, 0, False, stamp)
+
     def handout(self, info_hash: bytes, ip: str, port: int, *, numwant: int, site: str | None = None,
                 listed: bool = False) -> Awaitable[SwarmView]:
         try:
@@ -109,19 +118,26 @@ class RedisPeerStore:
             member = b""
         return self._run(info_hash, site, member, b"", b"n", False, numwant, listed)
 
-    def add_seed(self, info_hash: bytes, ip: str, port: int, peer_id: bytes, site: str) -> Awaitable[Any]:
-        return self.announce(info_hash, ip, port, peer_id, True, "started", numwant=0, site=site)
+    def add_seed(self, info_hash: bytes, ip: str, port: int, peer_id: bytes, site: str, *,
+                 started: int | None = None) -> Awaitable[Any]:
+        if started is None:
+            return self.announce(info_hash, ip, port, peer_id, True, "started", numwant=0, site=site)
+        return self._stamped(info_hash, ip, port, peer_id, b"s", site, started)
 
-    def remove(self, info_hash: bytes, ip: str, port: int, site: str | None = None) -> Awaitable[Any]:
-        return self.announce(info_hash, ip, port, b"", True, "stopped", numwant=0, site=site)
+    def remove(self, info_hash: bytes, ip: str, port: int, site: str | None = None, *,
+               built: int | None = None) -> Awaitable[Any]:
+        if built is None or site is None:
+            return self.announce(info_hash, ip, port, b"", True, "stopped", numwant=0, site=site)
+        return self._stamped(info_hash, ip, port, b"", b"x", site, built)
 
     def _run(self, info_hash: bytes, site: str | None, member: bytes, value: bytes, op: bytes,
-             completed: bool, numwant: int, listed: bool) -> Awaitable[SwarmView]:
+             completed: bool, numwant: int, listed: bool, stamp: int | None = None) -> Awaitable[SwarmView]:
         """The script's answer as a SwarmView: a Future chained by callbacks when connected (the hot
         path: no task, no coroutine per announce), else a coroutine that connects first."""
         keys = self._keys(info_hash, site)
         args = (self._now(), self.ttl_ms, member, value, op, b"1" if completed else b"0", numwant,
-                b"1" if listed else b"0", self.max_peers)
+                b"1" if listed else b"0", self.max_peers, b"" if stamp is None else stamp,
+                site.encode() if stamp is not None and site else b"")
         reply = self.client.evalsha_nowait(ANNOUNCE, keys, args)
         if not isinstance(reply, asyncio.Future):
             reply.close()  # type: ignore[attr-defined]  # not connected: the slow path below

@@ -32,6 +32,7 @@ from torrents.errors import ConfigError
 from torrents.hostport import parse_hostport
 from torrents.servicekit import tls
 from torrents.servicekit.web import client_error, client_session, signed_request
+from tracker import siteseeds
 from tracker.peerstore import PeerStore, SwarmCounts, resolve
 from tracker.startstate import LocalStartState, StartState
 from tracker.sites import Site, SiteRegistry
@@ -98,6 +99,12 @@ def parse_endpoints(data: object) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def parse_started(data: object) -> int | None:
+    """`started` of a start answer: when the site started the seed, on its own clock; None if absent or malformed."""
+    value = data.get("started") if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def site_peer_id(site: str, endpoint: tuple[str, int]) -> bytes:
     """A stable 20-byte id for a seed the tracker added on a site's word (its own announce replaces it)."""
     return hashlib.sha1(f"{site}\0{endpoint[0]}:{endpoint[1]}".encode()).digest()
@@ -130,21 +137,28 @@ class SeedStarter:
         if self.session is not None:
             await self.session.close()
 
-    def short(self, info_hash: bytes, counts: SwarmCounts) -> bool:
-        """Whether H's swarm may want a start: fewer seeds than wanted, or a start of ours in flight."""
-        wanted = wanted_seeds(counts.incomplete, self.config.leechers_per_seed, self.config.max_seeds_per_swarm,
-                              self.config.min_seeds)
-        return counts.complete < wanted or info_hash in self._inflight
+    def wanted(self, counts: SwarmCounts) -> int:
+        return wanted_seeds(counts.incomplete, self.config.leechers_per_seed, self.config.max_seeds_per_swarm,
+                            self.config.min_seeds)
+
+    def short(self, info_hash: bytes, counts: SwarmCounts, sites_seeding: int) -> bool:
+        """Whether H's swarm may want a start: fewer sites seeding it than seeds wanted (no other seed
+        counts: tracker/siteseeds.py) and than sites hold it, or a start of ours in flight."""
+        if info_hash in self._inflight:
+            return True
+        return sites_seeding < self.wanted(counts) and sites_seeding < len(siteseeds.holding_sites(self.sites, info_hash))
 
     async def ensure(self, info_hash: bytes, counts: SwarmCounts) -> bool:
-        """Start seeds for H if its swarm is short; wait <= start_wait. True if the swarm gained a seed meanwhile."""
+        """Start seeds for H if fewer sites seed it than wanted; wait <= start_wait. True if a site's seed
+        joined the swarm meanwhile."""
         holders = self.sites.holders.get(info_hash)
         if not holders:
             return False
-        wanted = wanted_seeds(counts.incomplete, self.config.leechers_per_seed, self.config.max_seeds_per_swarm,
-                              self.config.min_seeds)
-        if counts.complete >= wanted and info_hash not in self._inflight:
-            return False
+        wanted = self.wanted(counts)
+        if not self.short(info_hash, counts, siteseeds.at_once(len(siteseeds.said_seeding(self.sites, info_hash)),
+                                                               counts.complete)):
+            return False  # enough, or every site that could seeds H already
+        before: int | None = None
         deadline = self.clock() + self.config.start_wait
         tried: set[str] = set()
         waiting: set[asyncio.Task[Started | None]] = set()
@@ -157,11 +171,13 @@ class SeedStarter:
             # then releasing its claim, so a claim seen gone means its seed is seen (read together,
             # a loaded host let another tracker see neither and ask the site a second time).
             remote = await resolve(self.state.claimed(info_hash, holders))
-            complete, seeding = await self._seeding(info_hash)
-            gained |= complete > counts.complete
+            seeding = await self.seeding_sites(info_hash)
+            if before is None:
+                before = len(seeding)
+            gained |= len(seeding) > before
             mine = self._inflight.get(info_hash, {})
             remote -= set(mine)
-            need = wanted - complete - len(mine) - len(remote)
+            need = wanted - len(seeding - set(mine) - remote) - len(mine) - len(remote)
             if need > 0:
                 exclude = seeding | tried | set(mine) | remote
                 for site in (await self._candidates(info_hash, holders, exclude))[:need]:
@@ -191,15 +207,10 @@ class SeedStarter:
             # while time remains; a success may already satisfy the swarm.
         return gained
 
-    async def _seeding(self, info_hash: bytes) -> tuple[int, set[str]]:
-        """(seeds in H's swarm, the sites they run at)."""
+    async def seeding_sites(self, info_hash: bytes) -> frozenset[str]:
+        """The sites with a seed in H's swarm (tracker/siteseeds.py)."""
         seeds = await resolve(self.store.seeds(info_hash))
-        names = set()
-        for s in seeds:
-            name = s.site or self.sites.site_of(s.ip)
-            if name:
-                names.add(name)
-        return len(seeds), names
+        return siteseeds.seeding_sites(self.sites, info_hash, ((s.ip, s.port) for s in seeds))
 
     async def _candidates(self, info_hash: bytes, holders: Sequence[str], exclude: set[str]) -> list[Site]:
         names = [n for n in holders if n not in exclude and n in self.config.site_secrets]
@@ -237,7 +248,7 @@ class SeedStarter:
             # Won the claim, but the swarm was read before it: another process's whole start here
             # (claim, request, seed added, claim released) may fit in between on a loaded host. Its
             # seed was added before its claim went, so it shows in the swarm read now: ask only if not.
-            if site.name in (await self._seeding(info_hash))[1]:
+            if site.name in await self.seeding_sites(info_hash):
                 outcome = "seeding"
                 return None
             status, data = await signed_request(
@@ -247,9 +258,10 @@ class SeedStarter:
                 endpoints = parse_endpoints(data)
                 if endpoints:
                     outcome = "started"
+                    started = parse_started(data)
                     for ep in endpoints:
                         await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep),
-                                                          site.name))
+                                                          site.name, started=started))
                     log.info("%s: seed started at %s: %s", hex_hash, site.name, endpoints)
                     return Started(site.name, endpoints)
                 log.warning("%s: %s answered 200 without peers", hex_hash, site.name)

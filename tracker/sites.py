@@ -44,6 +44,9 @@ class Site:
     last_seen: float  # wall clock, shown to users
     seen_mono: float = field(default=0.0, repr=False)  # monotonic, for up/down
     stuck: frozenset[bytes] = frozenset()  # its seeds whose storage hangs: not handed out, not counted
+    # When the site built this heartbeat, on the site's own clock (docs/contracts.md); None from a site that
+    # does not say: its heartbeat then says nothing about seeds started after that (see Announcer.site_beat).
+    built: int | None = None
 
     @property
     def peer_endpoints(self) -> frozenset[tuple[str, int]]:
@@ -92,6 +95,9 @@ def parse_heartbeat(site: str, body: Any, *, now: float, mono: float) -> Site:
     peers = body.get("peers", [])
     if not isinstance(peers, list) or len(peers) > 64:
         raise HeartbeatError(f"{site}: peers", "expected a list of at most 64 ip:port")
+    built = body.get("built")
+    if built is not None and (not isinstance(built, int) or isinstance(built, bool) or built < 0):
+        raise HeartbeatError(f"{site}: built", "expected a whole number ≥ 0")
     numbers = {}
     for key in ("load", "capacity"):
         value = body.get(key, 0)
@@ -102,7 +108,7 @@ def parse_heartbeat(site: str, body: Any, *, now: float, mono: float) -> Site:
                 peers=tuple(_endpoint(p, site) for p in peers),
                 can_seed=_hashes(body, "can_seed", site), seeding=_hashes(body, "seeding", site),
                 load=numbers["load"], capacity=numbers["capacity"], last_seen=now, seen_mono=mono,
-                stuck=_hashes(body, "stuck", site))
+                stuck=_hashes(body, "stuck", site), built=built)
 
 
 class SiteRegistry:
@@ -113,6 +119,9 @@ class SiteRegistry:
         self._sites: dict[str, Site] = {}
         self.holders: dict[bytes, tuple[str, ...]] = {}
         self.stuck: dict[bytes, frozenset[tuple[str, int]]] = {}  # info-hash → endpoints of stuck seeds
+        self.seeders: dict[bytes, tuple[str, ...]] = {}  # info-hash → sites whose last heartbeat says they seed it
+        self.site_at: dict[tuple[str, int], str] = {}  # a peer endpoint a site's heartbeat declares → that site
+        self.endpoints: dict[str, tuple[tuple[str, int], ...]] = {}  # site → the peer endpoints it declares
         self._networks = [(site, ipaddress.ip_network(net, strict=False))
                           for site, nets in (networks or {}).items() for net in nets]
         self._ip_site: dict[str, str] = {}
@@ -137,17 +146,26 @@ class SiteRegistry:
 
     def _reindex(self) -> None:
         holders: dict[bytes, list[str]] = {}
+        seeders: dict[bytes, list[str]] = {}
         ip_site: dict[str, str] = {}
+        site_at: dict[tuple[str, int], str] = {}
         stuck: dict[bytes, frozenset[tuple[str, int]]] = {}
         for s in self._sites.values():
             for h in s.can_seed | s.seeding:
                 holders.setdefault(h, []).append(s.name)
+            for h in s.seeding:
+                seeders.setdefault(h, []).append(s.name)
             for ip in s.peer_ips:
                 ip_site.setdefault(ip, s.name)
+            for ep in s.peer_endpoints:
+                site_at.setdefault(ep, s.name)
             for h in s.stuck:
                 stuck[h] = stuck.get(h, frozenset()) | s.peer_endpoints
         self.holders = {h: tuple(names) for h, names in holders.items()}
+        self.seeders = {h: tuple(names) for h, names in seeders.items()}
         self._ip_site = ip_site
+        self.site_at = site_at
+        self.endpoints = {s.name: tuple(sorted(s.peer_endpoints)) for s in self._sites.values()}
         self.stuck = stuck
 
     def get(self, name: str) -> Site | None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Proc, command, free_port, http_ok, wait_for
-from tests.repo.repo_support import (SAMPLE, SECRETS, ThreadedServer, make_torrent, publish_body, publish_sync,
+from tests.support import command, wait_for
+from tests.repo.repo_support import (SAMPLE, ThreadedServer, make_torrent, publish_body, publish_sync, repo_process,
                                      sized_torrent, tracker_app)
 from torrents import metainfo
 from torrents.sample import sample_lfn
@@ -38,37 +38,25 @@ def repo(tmp_path_factory):
     """A running `bt-repo run` with published datasets; yields (base URL, newest sample Metainfo)."""
     tmp = tmp_path_factory.mktemp("repo-browser")
     swarms: dict = {}
-    with ThreadedServer(tracker_app(swarms)) as tracker:
-        cfg = tmp / "btswarm.toml"
-        secrets = ", ".join(f'{k} = "{v}"' for k, v in SECRETS.items())
-        cfg.write_text(f'[repo]\ntracker = "{tracker.url}"\nsite_secrets = {{ {secrets} }}\n')
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        proc = Proc([command("bt-repo"), "run", "--config", str(cfg), "--listen", f"127.0.0.1:{port}",
-                     "--state", str(tmp / "state")], tmp / "bt-repo.log")
-        try:
-            wait_for(lambda: http_ok(f"{url}/healthz"), timeout=20, what="bt-repo /healthz")
-            files = sample_files()
-            old = sized_torrent(SAMPLE, dict(list(files.items())[:27]))
-            new = sized_torrent(SAMPLE, files)
-            description = ("Merged DPD_IDCOMM from the 2008 cosmic-ray run 91949 (physics_IDCosmic stream), "
-                           "reprocessed with r653, p26.")
-            for torrent, meta, record, site in ((*old, "site1"), (*new, "site1"), (*new, "site2")):
-                status, answer = publish_sync(url, SAMPLE, publish_body(torrent, meta, record, site=site,
-                                                                        description=description), site=site)
-                assert status in (200, 201), answer
-            for name, size in (("mc08.105200.T1_McAtNlo_Jimmy.recon.AOD.e357_s462_r541", 7 * 2**30),
-                               ("data09_900GeV.00141811.physics_MinBias.merge.AOD.f187_m305", 350 * 2**20)):
-                torrent, meta, record = sized_torrent(name, {"AOD.027139._00001.pool.root.1": size})
-                assert publish_sync(url, name, publish_body(torrent, meta, record, site="site2"),
-                                    site="site2")[0] == 201
-            torrent, meta, record = make_torrent(tmp, XSS_NAME, {"a.root": 100})
-            assert publish_sync(url, XSS_NAME, publish_body(torrent, meta, record, description=XSS_DESCRIPTION))[0] == 201
-            swarms[new[1].info_hash] = SWARM
-            yield url, new[1]
-        finally:
-            code = proc.stop()
-        assert code == 0, proc.log()
+    with ThreadedServer(tracker_app(swarms)) as tracker, repo_process(tmp, tracker.url) as (url, _):
+        files = sample_files()
+        old = sized_torrent(SAMPLE, dict(list(files.items())[:27]))
+        new = sized_torrent(SAMPLE, files)
+        description = ("Merged DPD_IDCOMM from the 2008 cosmic-ray run 91949 (physics_IDCosmic stream), "
+                       "reprocessed with r653, p26.")
+        for torrent, meta, record, site in ((*old, "site1"), (*new, "site1"), (*new, "site2")):
+            status, answer = publish_sync(url, SAMPLE, publish_body(torrent, meta, record, site=site,
+                                                                    description=description), site=site)
+            assert status in (200, 201), answer
+        for name, size in (("mc08.105200.T1_McAtNlo_Jimmy.recon.AOD.e357_s462_r541", 7 * 2**30),
+                           ("data09_900GeV.00141811.physics_MinBias.merge.AOD.f187_m305", 350 * 2**20)):
+            torrent, meta, record = sized_torrent(name, {"AOD.027139._00001.pool.root.1": size})
+            assert publish_sync(url, name, publish_body(torrent, meta, record, site="site2"),
+                                site="site2")[0] == 201
+        torrent, meta, record = make_torrent(tmp, XSS_NAME, {"a.root": 100})
+        assert publish_sync(url, XSS_NAME, publish_body(torrent, meta, record, description=XSS_DESCRIPTION))[0] == 201
+        swarms[new[1].info_hash] = SWARM
+        yield url, new[1]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 KEYS = {"dataset", "info_hash", "directory", "files", "bytes_total", "bytes_done", "bytes_downloaded", "bytes_redundant", "seconds", "rate",
         "first_byte_at", "sources", "hash_failures", "hash_failures_by_source", "banned", "web_seed_switches",
-        "workers", "exit_status", "exit_code", "timeline"}
+        "workers", "exit_status", "exit_code", "sources_over_time", "timeline"}
 PARENT_STEPS = ["imported", "configured", "resolved", "parsed", "workers_started"]  # bt-get's own, in order
 WORKER_STEPS = ["session", "torrent_added", "connected", "first_byte"]  # the worker's (another process)
 
@@ -139,3 +139,23 @@ def test_bad_usage_exits_2(dataset, tmp_path, args, message):
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines()[-1] == message
     assert result.stdout == ""
+
+
+def test_max_rate_caps_the_whole_run_not_each_worker(dataset, seed, tmp_path):
+    # Two workers under one cap of 8 MiB/s: 24 MiB takes at least ~3 s. Each worker at the whole
+    # cap would take half that; a lower bound on the time cannot fail on a loaded machine.
+    peer = seed()
+    cap = 8 * 2**20
+    result, doc = bt_get_json(str(dataset.torrent), "-o", str(tmp_path), "--peer", peer, "--workers", "2",
+                              "--max-rate", "8MiB/s")
+    assert result.returncode == 0, result.stderr
+    assert doc["seconds"] >= 0.85 * dataset.meta.total_size / cap, doc["seconds"]
+    for f in dataset.meta.files:
+        assert same_bytes(dataset.root / f.lfn, tmp_path / dataset.name / f.lfn), f.lfn
+
+
+def test_a_rate_that_is_not_one_is_refused_naming_the_flag(dataset, tmp_path):
+    result = bt_get(str(dataset.torrent), "-o", str(tmp_path), "--max-rate", "fast")
+    assert result.returncode == 2, result.stderr
+    assert "--max-rate" in result.stderr and "not a rate (examples: 50MB/s, 400mbit" in result.stderr
+    assert not (tmp_path / dataset.name).exists()

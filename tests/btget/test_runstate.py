@@ -156,3 +156,23 @@ def test_a_tracker_saying_no_does_not_end_a_run_that_has_peers():
     step(state, progress(1, 10, peers=1, connected=True), 0.5)
     step(state, TrackerReply(1, False, "http://a/announce", "no", definitive=True), 1.0)
     assert state.ended is None
+
+
+def test_a_tracker_saying_no_ends_a_run_whose_connections_sent_nothing():
+    # The sites' web seeds answer 404 for a torrent the federation never published; sibling workers have
+    # nothing to trade: connected, but no byte from anyone (issue 26: exit 7 after 30 s, or no end at all).
+    state = RunState.start(policy(trackers=("http://a/announce",)), 0.0)
+    step(state, progress(1, 0, peers=2, connected=True), 0.5)
+    step(state, progress(2, 0, peers=1, connected=True), 0.5)
+    assert state.seeded is True
+    step(state, TrackerReply(1, False, "http://a/announce", "no", definitive=True), 3.5)
+    (end,) = [a for a in step(state, TrackerReply(2, False, "http://a/announce", "no", definitive=True), 3.6)
+              if isinstance(a, End)]
+    assert (end.ending, str(end.error)) == (Ending.FAILED, "ds: tracker http://a/announce: no")
+
+
+def test_a_tracker_saying_no_does_not_end_a_run_that_received_bytes_not_yet_verified():
+    state = RunState.start(policy(workers=1, trackers=("http://a/announce",)), 0.0)
+    step(state, progress(1, 0, peers=1, connected=True, downloaded=16384), 0.5)
+    step(state, TrackerReply(1, False, "http://a/announce", "no", definitive=True), 3.5)
+    assert state.ended is None

@@ -57,6 +57,17 @@ def test_pieces_of_a_range_cross_file_boundaries():
     assert m.piece_range_in_file(0, 1) == (0, 0)  # piece 0 holds nothing of file 1
 
 
+@pytest.mark.parametrize("have, covered", [
+    ([True] * 6, [100, 250, 0, 30]),
+    ([False] * 6, [0, 0, 0, 0]),
+    ([False, True, False, False, False, True], [36, 28 + 30, 0, 30]),  # pieces that straddle count in part
+    ([True, False, True, True, True, False], [64, 250 - 28 - 30, 0, 0]),
+])
+def test_bytes_of_each_file_the_pieces_we_have_hold(have, covered):
+    m = PieceMap([100, 250, 0, 30], 64)
+    assert [m.covered(i, have) for i in range(4)] == covered
+
+
 @given(st.lists(st.integers(0, 500), min_size=1, max_size=8), st.integers(1, 97), st.data())
 def test_segments_and_pieces_agree(sizes, piece_length, data):
     m = PieceMap(sizes, piece_length)

@@ -220,7 +220,7 @@ async def test_heartbeat_body_follows_the_contract_and_comes_at_once_on_change(p
         path = tracker.calls[0][0]
         assert path == f"/api/sites/{SITE}/heartbeat"
         assert set(beat) == {"site", "kind", "control_url", "peers", "can_seed", "seeding", "stuck", "load",
-                             "capacity"}
+                             "capacity", "built"}
         assert beat["kind"] == "T2" and beat["stuck"] == []
         assert (beat["site"], beat["control_url"], beat["seeding"], beat["load"], beat["capacity"]) == \
             (SITE, url, [], 0, 50)
@@ -236,6 +236,8 @@ async def test_heartbeat_body_follows_the_contract_and_comes_at_once_on_change(p
                               timeout=5, what="a heartbeat after the seed started")
         assert time.monotonic() - started < 2
         assert (seeding["seeding"], seeding["load"]) == ([ih], 1)
+        # On the site's clock: built before the start (no seed listed) < started < built after it (listed).
+        assert beat["built"] < answer["started"] < seeding["built"]
         assert proc.stop() == 0
     finally:
         await tracker.stop()

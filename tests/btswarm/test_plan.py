@@ -13,6 +13,7 @@ from btswarm.ready import RseInfo, SiteInfo
 from btrepo.config import RepoConfig
 from btserver.config import ServerConfig
 from torrents.config import load_section
+from torrents.errors import BtswarmError
 from tracker.config import TrackerConfig
 
 
@@ -118,3 +119,66 @@ def test_two_trackers_share_our_redis_and_every_site_knows_both(tmp_path):
     joined = dataclasses.replace(fed, redis_port=0, redis_url="redis://127.0.0.1:6400/3")
     assert [s.label for s in plan.services(joined, Path("/bin"))][0] == "tracker"
     assert plan.configs(joined)["tracker2"]["tracker"]["redis_url"] == "redis://127.0.0.1:6400/3"
+
+
+def test_web_seed_urls_from_the_command_line_reach_each_sites_config(tmp_path):
+    door = "http://127.0.0.1:1094/store/{dataset}/{lfn}"
+    own = "https://door2.example:2880/atlas/{dataset}/{lfn}"
+    names = ["site1", "site2", "site3"]
+    urls = plan.web_seed_urls([door, f"site2={own}"], names)
+    assert urls == {"site1": (door,), "site2": (door, own), "site3": (door,)}
+    fed = dataclasses.replace(layout(tmp_path), web_seed_urls=plan.web_seed_urls([f"site3={own}"], names))
+    for label, sections in plan.configs(fed).items():
+        if label.startswith("site"):
+            path = tmp_path / f"{label}.toml"
+            path.write_text(plan.toml(sections))
+            server = load_section("server", ServerConfig, path, environ={})
+            assert server.web_seed_urls == ((own,) if label == "site3" else ()), label
+
+
+@pytest.mark.parametrize("value, problem", [
+    ("site9=http://h/{dataset}/{lfn}", "--web-seed-url: 'site9=http://h/{dataset}/{lfn}': no site 'site9' "
+                                       "(the sites are site1, site2)"),
+    ("ftp://h/{dataset}/{lfn}", "--web-seed-url: 'ftp://h/{dataset}/{lfn}': not an http:// or https:// URL"),
+])
+def test_a_bad_web_seed_url_is_refused_before_anything_starts(value, problem):
+    with pytest.raises(BtswarmError) as info:
+        plan.web_seed_urls([value], ["site1", "site2"])
+    assert str(info.value) == problem
+
+
+def test_the_t3_is_a_t3_in_the_tracker_and_repository_configs(tmp_path):
+    t3 = plan.Site(plan.T3_NAME, plan.T3_IP, 7100, 7101, "t3-secret")
+    configs = plan.configs(dataclasses.replace(layout(tmp_path, 2), t3=t3))
+    for label, section, cls in (("tracker", "tracker", TrackerConfig), ("repo", "repo", RepoConfig)):
+        path = tmp_path / f"{label}.toml"
+        path.write_text(plan.toml(configs[label]))
+        loaded = load_section(section, cls, path, environ={})
+        assert loaded.site_kinds == {"t3": "T3"}
+        assert [loaded.kind_of(s) for s in ("site1", "site2", "t3")] == ["T2", "T2", "T3"]
+    assert configs["t3"]["server"]["kind"] == "T3"
+
+
+def test_redis_replicas_and_sentinels_and_the_trackers_follow_the_master(tmp_path):
+    import dataclasses
+
+    fed = dataclasses.replace(layout(tmp_path, 2), more_tracker_ports=(7002,), redis_port=7009,
+                              redis_replica_ports=(7780,), sentinel_ports=(7790, 7791, 7792))
+    path = tmp_path / "tracker.toml"
+    path.write_text(plan.toml(plan.configs(fed)["tracker"]))
+    t = load_section("tracker", TrackerConfig, path, environ={})
+    assert (t.redis_sentinels, t.redis_master) == (("127.0.0.1:7790", "127.0.0.1:7791", "127.0.0.1:7792"), "btswarm")
+    services = {s.label: s for s in plan.services(fed, Path("/venv/bin"))}
+    assert list(services)[:5] == ["redis", "redis-replica1", "sentinel1", "sentinel2", "sentinel3"]
+    replica = services["redis-replica1"].argv
+    # A data server asks the sentinels its role before it starts (btswarm/redisnode.py), then is redis-server.
+    assert replica[:3] == ("/venv/bin/python", "-m", "btswarm.redisnode") and "--me=127.0.0.1:7780" in replica
+    command = replica[replica.index("--") + 1:]
+    assert command[0] == "redis-server" and command[-3:] == ("--replicaof", "127.0.0.1", "7009")
+    assert services["sentinel2"].argv[-1] == "--sentinel"
+    assert services["sentinel2"].health_url == "redis://127.0.0.1:7791/0"
+    # One replica: the master does not wait for it to write (losing it would stop every write).
+    assert "--min-replicas-to-write" not in services["redis"].argv
+    two = dataclasses.replace(fed, redis_replica_ports=(7780, 7781))
+    argv = {s.label: s.argv for s in plan.services(two, Path("/venv/bin"))}["redis"]
+    assert argv[argv.index("--min-replicas-to-write") + 1] == "1"

@@ -19,8 +19,7 @@ def dataset_name(client: str) -> str:
 
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory):
-    """Two sites, seeds on demand, idle after 3 s; a swarm with one seed needs no more (min_seeds 1),
-    so a bt-get in a swarm that a client seeds is not handed a site."""
+    """Two sites, seeds on demand, idle after 3 s, one seed per swarm (min_seeds 1)."""
     tmp = tmp_path_factory.mktemp("clients-federation")
     data = tmp / "data"
     for k, name in enumerate(thirdparty.NAMES):

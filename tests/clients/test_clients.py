@@ -1,9 +1,10 @@
 """Every common client from Debian with btswarm, as real processes: qbittorrent-nox, rtorrent, ctorrent, aria2c.
 
 Each one fetches a dataset of a real federation from seeds its sites start on
-demand (bytes identical), then, as a T3 running that client would, seeds it in
-the federation's swarm to a bt-get; and each seeds a swarm of its own, through
-an open tracker, to a bt-get. The bt-get runs on the client's address (but
+demand (bytes identical), then, as a T3 running that client would, seeds it on
+(a seed of the federation's swarm at the tracker) to a bt-get given its
+address; and each seeds a swarm of its own, through an open tracker, to a
+bt-get. The bt-get runs on the client's address (but
 for ctorrent's, which it refuses to talk to): the client's bytes are credited
 to it by address, not to a worker of bt-get.
 """
@@ -21,7 +22,7 @@ from btswarm.trees import compare_trees
 from tests.clients import thirdparty
 from tests.clients.conftest import dataset_name
 from tests.support import command, wait_for
-from torrents import metainfo, sample, urls
+from torrents import bencoding, metainfo, sample, urls
 
 pytestmark = pytest.mark.slow
 
@@ -66,12 +67,17 @@ def test_client_fetches_from_on_demand_seeds_then_seeds_a_bt_get(federation, nam
     # The sites count what they sent twice a second.
     wait_for(lambda: fed.uploaded_total() > sent_before, 10, "a site to have sent the client's bytes", interval=0.2)
 
-    # The sites' seeds idle out; the client seeds on (the tracker counts it, and with it the swarm has its seed).
+    # The sites' seeds idle out; the client seeds on, a seed of the swarm at the tracker. It is no site's, so it
+    # would not keep a site from being asked (tracker/siteseeds.py): the bt-get it seeds to is given its address
+    # and a copy of the .torrent without trackers, so that every byte it gets is the client's.
     wait_for(lambda: seeds_at_sites(fed, info_hash) == 0, 30, "the sites' seeds to idle out", interval=0.2)
     wait_for(lambda: (s := swarm(fed.tracker_url, info_hash)) and s["seeds"] >= 1 and not s["sites"], 30,
              f"{name} to be the swarm's seed", interval=0.2)
     sent_before = fed.uploaded_total()
-    doc = bt_get(dataset, tmp_path / "bt-get", "--repo", fed.repo, "--listen", client.peer_address)
+    top = bencoding.decode(torrent.read_bytes())
+    trackerless = tmp_path / "trackerless.torrent"
+    trackerless.write_bytes(bencoding.encode({k: v for k, v in top.items() if k not in (b"announce", b"announce-list")}))
+    doc = bt_get(str(trackerless), tmp_path / "bt-get", "--peer", client.endpoint, "--listen", client.peer_address)
     assert compare_trees(fed.data / dataset, tmp_path / "bt-get" / dataset) == []
     # Every byte from the client, named by its address (bt-get shares it): not "other workers", no site.
     assert set(doc["sources"]) == {client.endpoint}, doc["sources"]

@@ -52,10 +52,14 @@ def start_federation(tmp: Path, *args: str, log_name: str = "up", env: Mapping[s
     return Federation(proc, fed, log_path)
 
 
-@pytest.fixture(scope="module")
-def federation(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("federation")
-    fed = start_federation(tmp, "--sites", "2", "--sample-files", "12", "--sample-size", "24M",
-                           "--idle-ttl", "6s", "--heartbeat", "1s")
+def running_federation(tmp_path_factory, name: str, *args: str):
+    """A module fixture's body: `btswarm up ARGS` for the module's tests, stopped cleanly after them."""
+    fed = start_federation(tmp_path_factory.mktemp(name), *args)
     yield fed
     assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory):
+    yield from running_federation(tmp_path_factory, "federation", "--sites", "2", "--sample-files", "12",
+                                  "--sample-size", "24M", "--idle-ttl", "6s", "--heartbeat", "1s")

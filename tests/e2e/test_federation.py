@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.request
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -28,6 +29,17 @@ def test_nothing_seeds_until_asked_then_bt_get_fetches_from_both_sites(federatio
     assert {"site1", "site2"} <= {k for k, v in doc["sources"].items() if v > 0}, doc["sources"]
     swarm = get_json(f"{federation.tracker_url}/api/swarms/{doc['info_hash']}")
     assert swarm["completed"] >= 1
+    # Bytes per source over time, ending where `sources` ends; `btswarm plot` draws a band for each.
+    series = doc["sources_over_time"]
+    assert [s["t"] for s in series] == sorted(s["t"] for s in series) and series[-1]["t"] == doc["seconds"]
+    assert series[-1]["sources"] == doc["sources"]
+    (tmp_path / "result.json").write_text(result.stdout)
+    plotted = subprocess.run([command("btswarm"), "plot", str(tmp_path / "result.json")], capture_output=True,
+                             text=True, timeout=60)
+    assert plotted.returncode == 0 and plotted.stdout.strip() == str(tmp_path / "result.svg"), plotted.stderr
+    svg = ET.parse(tmp_path / "result.svg").getroot()
+    bands = [e.get("data-name") for e in svg.iter("{http://www.w3.org/2000/svg}polygon")]
+    assert sorted(bands) == sorted(doc["sources"]), bands
 
 
 def test_second_t3_gets_bytes_from_the_first(federation, tmp_path):

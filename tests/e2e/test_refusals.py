@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import start_federation
-from tests.support import command
+from tests.support import command, wait_for
 from torrents import sample
 from torrents.build import build_torrent
 
@@ -124,3 +125,40 @@ def test_more_workers_than_the_host_can_run_are_capped_and_said(fed, tmp_path):
     started = min(2 * cores, 3)  # the sample has 3 files
     assert f"bt-get: warning: --workers 500: this host has {cores} cores; starting {started} (at most 2 per core)" \
         in out.stderr
+
+
+def forged(fed, tmp_path, query: str = "") -> tuple[Path, str]:
+    """The repository's .torrent of the dataset with one byte of its info dict changed (the name's last
+    character): a dataset the federation never published, with the sites' web seeds in its url-list as the
+    repository serves it, which answer 404 for every file of it. The path and the forged name."""
+    from btswarm.federation import get_bytes
+    from torrents import bencoding, urls
+
+    def served() -> dict | None:
+        top = bencoding.decode(get_bytes(f"{fed.repo}{urls.dataset_torrent(fed.dataset)}{query}"))
+        return top if query or top.get(b"url-list") else None  # the site's web seed listed once it is up
+
+    top = wait_for(served, 20, "the repository to list the site's web seed")
+    name = top[b"info"][b"name"]
+    top[b"info"][b"name"] = name[:-1] + (b"x" if name[-1:] != b"x" else b"y")
+    path = tmp_path / "forged.torrent"
+    path.write_bytes(bencoding.encode(top))
+    return path, top[b"info"][b"name"].decode()
+
+
+@pytest.mark.parametrize("query, args, web_seeds", [
+    ("", (), True),  # as the repository serves it: the sites' web seeds in url-list
+    ("", ("--no-web-seeds",), True),
+    ("?web_seeds=0", (), False),
+], ids=["url-list", "no-web-seeds", "without-url-list"])
+def test_a_forged_torrent_ends_with_the_trackers_words_not_the_sites(fed, tmp_path, query, args, web_seeds):
+    torrent, name = forged(fed, tmp_path, query)
+    from torrents import metainfo
+    assert bool(metainfo.parse(torrent.read_bytes()).url_list) is web_seeds
+    # Generous: the run must end (it waited 30 s and blamed the sites, or never ended); the words decide.
+    out = bt_get(str(torrent), "-o", str(tmp_path / "out"), *args, timeout=90)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"bt-get: error: {name}: tracker {fed.announce}: unknown info_hash: not published in this "
+        "federation"), out.stderr
+    assert "the sites may be unable" not in out.stderr

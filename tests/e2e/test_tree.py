@@ -51,6 +51,8 @@ def build_tree(root: Path, outside: Path) -> None:
     os.makedirs(root / "arch/arm64/boot/dts")
     os.symlink("../../../arm/boot/dts", root / "arch/arm64/boot/dts/arm")  # a directory link inside
     os.symlink("xt_TCPMSS.c", root / "net/netfilter/alias.c")  # a file link inside
+    # written as the Linux tree's asm-compat.h is (`../.././../…`): arrives as written, not normalised
+    os.symlink("./../netfilter/./xt_tcpmss.c", root / "net/netfilter/odd-form.c")
     os.symlink("../missing/file.c", root / "net/dangling.c")  # to nothing: a torrent cannot carry it
     outside.write_bytes(b"not for the swarm")
     os.symlink(outside, root / "escape")  # leaves the storage roots: refused, said
@@ -80,6 +82,7 @@ def test_every_file_of_the_tree_arrives_exactly(tree, tmp_path):
     assert {f["status"] for f in doc["files"]} == {"complete"}
     assert diff(tree.source, tmp_path / NAME, "escape", "dangling.c", ".bt-get") == ""
     assert os.readlink(tmp_path / NAME / "arch/arm64/boot/dts/arm") == "../../../arm/boot/dts"
+    assert os.readlink(tmp_path / NAME / "net/netfilter/odd-form.c") == "./../netfilter/./xt_tcpmss.c"
     assert (tmp_path / NAME / "net/netfilter/xt_tcpmss.c").read_bytes() == \
         (tree.source / "net/netfilter/xt_tcpmss.c").read_bytes()
 
@@ -94,7 +97,8 @@ def test_what_is_refused_is_counted_and_listed(tree):
                           "excluded or refused); refused") for r in ds["refused"]), ds["refused"]
     assert record["left_out"]["site1"]["count"] == 2
     assert {f["lfn"]: f.get("symlink") for f in record["files"] if f.get("symlink")} == {
-        "arch/arm64/boot/dts/arm": "arch/arm/boot/dts", "net/netfilter/alias.c": "net/netfilter/xt_TCPMSS.c"}
+        "arch/arm64/boot/dts/arm": "arch/arm/boot/dts", "net/netfilter/alias.c": "net/netfilter/xt_TCPMSS.c",
+        "net/netfilter/odd-form.c": "net/netfilter/xt_tcpmss.c"}
     page = urllib.request.urlopen(f"{tree.repo}/datasets/{NAME}", timeout=5).read().decode()
     assert "Left out by sites" in page and "leaves the storage roots" in page
     scan = subprocess.run([command("bt-server"), "scan", "--config", str(tree.state / "config" / "site1.toml")],

@@ -7,7 +7,6 @@ SIGSTOP, corrupted bytes, a full file system.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -17,9 +16,8 @@ import urllib.request
 from pathlib import Path
 
 from tests.e2e.conftest import Federation, get_json, start_federation  # noqa: F401  (re-exported)
-from tests.support import command, wait_for
+from tests.support import command, verified_bytes, wait_for  # noqa: F401  (verified_bytes re-exported)
 from torrents import procs, sample
-from torrents.metainfo import Metainfo
 from torrents.procs import children, fd_count  # noqa: F401  (re-exported)
 
 
@@ -81,37 +79,6 @@ def bt_get_popen(fed: Federation, out: Path, *args: str) -> subprocess.Popen:
 
 def bytes_on_disk(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file() and ".bt-get" not in p.parts)
-
-
-def verified_bytes(meta: Metainfo, directory: Path) -> int:
-    """Bytes of the pieces whose data in `directory` (DIR/NAME) matches the torrent's SHA1: what a rerun need not fetch."""
-    spans = []  # (start offset, length, path or None for a pad file)
-    pos = 0
-    for f in meta.files:
-        spans.append((pos, f.length, None if f.pad else directory / f.lfn))
-        pos += f.length
-    total, plen, good = pos, meta.piece_length, 0
-    for index in range(meta.num_pieces):
-        lo, hi = index * plen, min(total, (index + 1) * plen)
-        data = bytearray()
-        for start, length, path in spans:
-            a, b = max(lo, start), min(hi, start + length)
-            if a >= b:
-                continue
-            chunk = b""
-            if path is not None:
-                try:
-                    with open(path, "rb") as fh:
-                        fh.seek(a - start)
-                        chunk = fh.read(b - a)
-                except OSError:
-                    pass
-            else:
-                chunk = bytes(b - a)
-            data += chunk.ljust(b - a, b"\0")
-        if hashlib.sha1(data).digest() == meta.pieces[index * 20:(index + 1) * 20]:
-            good += sum(max(0, min(hi, s + n) - max(lo, s)) for s, n, p in spans if p is not None)
-    return good
 
 
 def wait_restarted(fed: Federation, label: str, old_pid: int, health: str, timeout: float = 30) -> int:

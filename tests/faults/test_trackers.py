@@ -29,15 +29,20 @@ RATE = 2_000_000  # bytes/s per site: the 16 MiB sample takes ~4 s, long enough 
 INTERVAL = 4
 
 
-@pytest.fixture(scope="module")
-def fed(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("trackers")
+def two_trackers(tmp, idle_ttl: str, *more: str):
+    """`btswarm up --redis --trackers 2` (and `more`) on two throttled sites, a 16 MiB sample, heartbeats 1 s."""
     fed = start_throttled(tmp, RATE, "--sites", "2", "--sample-files", "8", "--sample-size", "16M",
-                          "--idle-ttl", "3s", "--heartbeat", "1s", "--redis", "--trackers", "2",
+                          "--idle-ttl", idle_ttl, "--heartbeat", "1s", "--redis", "--trackers", "2", *more,
                           env={"BTSWARM_TRACKER_INTERVAL": str(INTERVAL), "BTSWARM_TRACKER_MIN_INTERVAL": "2",
                                "BTSWARM_TRACKER_REDIS_TIMEOUT": "0.5"})
     fed.hash = fed.info_hash(fed.dataset)
     assert len(fed.ready.trackers) == 2
+    return fed
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    fed = two_trackers(tmp_path_factory.mktemp("trackers"), "3s")
     yield fed
     assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
 
@@ -61,38 +66,6 @@ def idle(fed) -> None:
     wait_for(lambda: fed.seeding() == {"site1": 0, "site2": 0}, timeout=30, interval=0.2, what="idle sites")
     wait_for(lambda: get_json(f"{fed.tracker_url}/api/swarms/{fed.hash}")["seeds"] == 0, timeout=3 * INTERVAL + 5,
              interval=0.2, what="no seed left in the swarm")
-
-
-def test_200_first_announces_over_two_trackers_start_each_site_once(fed):
-    # First in the module, on sites that seeded nothing lately: a site's heartbeat built just
-    # before a seed start (its old seeds had just idled out) and received just after it takes the
-    # new seed out of the swarm again, and a second start is asked (2 runs in 10 right after the
-    # hung-tracker test below; the start's own race, a claim won after another tracker's start
-    # ended, is closed in tracker/seeding.py and tested in tests/tracker/test_redis.py).
-    idle(fed)
-    posts = seed_requests(fed)
-    h = bytes.fromhex(fed.hash)
-    urls = []
-    for i in range(200):
-        q = urllib.parse.urlencode({"info_hash": h, "peer_id": b"-FL0002-" + f"{i:012d}".encode(),
-                                    "port": 20000 + i, "left": 1000, "compact": 1, "event": "started"},
-                               quote_via=urllib.parse.quote)  # a space byte is %20: '+' is a literal plus
-        urls.append(f"{fed.ready.trackers[i % 2]}?{q}")
-    answers = asyncio.run(flood(urls, 200, 60))
-    assert not any(b"failure reason" in a for a in answers)
-    # A site counts a start when it answers it: on a loaded host the announces' start_wait can end
-    # first. Wait for each site's count, then a moment for any second one.
-    def starts() -> dict[str, float]:
-        after = seed_requests(fed)
-        return {n: after[n] - posts[n] for n in after}
-    wait_for(lambda: all(v >= 1 for v in starts().values()), timeout=15, interval=0.2,
-             what="each site to answer its start")
-    time.sleep(1.0)
-    delta = starts()
-    print(f"200 first announces over two trackers: seed start POSTs per site {delta}")
-    assert delta == {"site1": 1, "site2": 1}, delta  # min_seeds 2: each site once, by one tracker
-    seeded = [a for a in answers if bencoding.decode(a)[b"complete"] >= 1]
-    assert len(seeded) == 200, "announces at both trackers waited for the starts"
 
 
 def test_a_tracker_killed_mid_transfer_the_other_has_the_whole_swarm(fed, tmp_path, record_property):
@@ -131,6 +104,36 @@ def test_a_hung_tracker_costs_a_new_client_one_tracker_timeout(fed, tmp_path, re
     assert 4.0 < first_byte < 12.0, first_byte  # was 30 s + start-up with the default timeouts
 
 
+def test_200_first_announces_over_two_trackers_start_each_site_once(fed):
+    # Right after the hung-tracker test, whose seeds have just idled out: a site's heartbeat built
+    # before a start and received after it took the new seed out of the swarm, and the site was asked
+    # again (2 runs in 10; the heartbeat's `built` stamp closes it: tests/tracker/test_seeding.py).
+    idle(fed)
+    posts = seed_requests(fed)
+    h = bytes.fromhex(fed.hash)
+    urls = []
+    for i in range(200):
+        q = urllib.parse.urlencode({"info_hash": h, "peer_id": b"-FL0002-" + f"{i:012d}".encode(),
+                                    "port": 20000 + i, "left": 1000, "compact": 1, "event": "started"},
+                               quote_via=urllib.parse.quote)  # a space byte is %20: '+' is a literal plus
+        urls.append(f"{fed.ready.trackers[i % 2]}?{q}")
+    answers = asyncio.run(flood(urls, 200, 60))
+    assert not any(b"failure reason" in a for a in answers)
+    # A site counts a start when it answers it: on a loaded host the announces' start_wait can end
+    # first. Wait for each site's count, then a moment for any second one.
+    def starts() -> dict[str, float]:
+        after = seed_requests(fed)
+        return {n: after[n] - posts[n] for n in after}
+    wait_for(lambda: all(v >= 1 for v in starts().values()), timeout=15, interval=0.2,
+             what="each site to answer its start")
+    time.sleep(1.0)
+    delta = starts()
+    print(f"200 first announces over two trackers: seed start POSTs per site {delta}")
+    assert delta == {"site1": 1, "site2": 1}, delta  # min_seeds 2: each site once, by one tracker
+    seeded = [a for a in answers if bencoding.decode(a)[b"complete"] >= 1]
+    assert len(seeded) == 200, "announces at both trackers waited for the starts"
+
+
 def test_redis_hung_then_restarted_mid_transfer(fed, tmp_path, record_property):
     idle(fed)
     out = tmp_path / "out"
@@ -145,7 +148,8 @@ def test_redis_hung_then_restarted_mid_transfer(fed, tmp_path, record_property):
         t0 = time.monotonic()
         with urllib.request.urlopen(announce, timeout=10) as resp:
             answer = bencoding.decode(resp.read())
-        assert answer == {b"failure reason": b"tracker: swarm store unavailable, retry later"}
+        # From the tracker's memory (tracker/fallback.py): the sites' seeds its heartbeats list, back in 5 s.
+        assert answer[b"interval"] == min(5, INTERVAL) and answer[b"complete"] >= 1, answer
         assert time.monotonic() - t0 < 2.0
     finally:
         os.kill(redis, signal.SIGKILL)  # a stopped process dies too; the supervisor starts an empty one

@@ -7,19 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
+import sqlite3
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import aiohttp
 from aiohttp import web
 
+from btrepo import db as repo_db
+from tests.support import Proc, command, free_port, http_ok, wait_for
 from torrents import auth, bencoding, metainfo
 from torrents.servicekit import web as tweb
 from torrents.build import build_dataset, build_torrent
@@ -107,8 +111,20 @@ def publish_sync(base_url: str, name: str, body: Any, *, site: str = "site1") ->
         return exc.code, json.load(exc)
 
 
+def catalog_before(path: Path, marker: str) -> sqlite3.Connection:
+    """A catalog at `path` whose schema stops before the first migration containing `marker`, as an
+    older bt-repo left it."""
+    conn = repo_db.connect(str(path))
+    upto = next(i for i, m in enumerate(repo_db.MIGRATIONS) if marker in m)
+    for version, script in enumerate(repo_db.MIGRATIONS[:upto]):
+        for statement in repo_db._statements(script):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version + 1}")
+    return conn
+
+
 def tracker_app(swarms: Mapping[str, dict]) -> web.Application:
-    """A tracker stand-in serving GET /api/swarms/{hex} as docs/contracts.md fixes it."""
+    """A tracker stand-in serving GET /api/swarms/{hex} and GET /api/swarms as docs/contracts.md fixes them."""
 
     async def swarm(request: web.Request) -> web.Response:
         h = request.match_info["hex"]
@@ -116,8 +132,12 @@ def tracker_app(swarms: Mapping[str, dict]) -> web.Application:
             return web.json_response({"error": f"{h}: no such swarm"}, status=404)
         return web.json_response({"info_hash": h, **swarms[h]})
 
+    async def listed(request: web.Request) -> web.Response:
+        return web.json_response({"swarms": [{"info_hash": h, **doc} for h, doc in swarms.items()]})
+
     app = web.Application()
     app.router.add_get("/api/swarms/{hex}", swarm)
+    app.router.add_get("/api/swarms", listed)
     return app
 
 
@@ -170,3 +190,22 @@ def sized_torrent(name: str, files: Mapping[str, int], *,
     data = metainfo.dump(metainfo.info_dict(name, ordered, plen, pieces), announce)
     record = [{"lfn": lfn, "size": size, "adler32": f"{zlib.adler32(lfn.encode()):08x}"} for lfn, size in ordered]
     return data, metainfo.parse(data), record
+
+
+@contextlib.contextmanager
+def repo_process(tmp: Path, tracker_url: str, *args: str) -> Iterator[tuple[str, Proc]]:
+    """A real `bt-repo run [ARGS]` (state and log under `tmp`, SECRETS, the tracker at `tracker_url`),
+    answering /healthz; yields its base URL and process; stopped at the end, which must exit 0."""
+    cfg = tmp / "btswarm.toml"
+    secrets = ", ".join(f'{k} = "{v}"' for k, v in SECRETS.items())
+    cfg.write_text(f'[repo]\ntracker = "{tracker_url}"\nsite_secrets = {{ {secrets} }}\n')
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = Proc([command("bt-repo"), "run", "--config", str(cfg), "--listen", f"127.0.0.1:{port}",
+                 "--state", str(tmp / "state"), *args], tmp / "bt-repo.log")
+    try:
+        wait_for(lambda: http_ok(f"{url}/healthz"), timeout=20, what="bt-repo /healthz")
+        yield url, proc
+    finally:
+        code = proc.stop()
+    assert code == 0, proc.log()

@@ -1,7 +1,7 @@
 """T2 and T3 holders apart, and live seeds in listings: the real repository app, real SQLite.
 
-A T3 sharing what it fetched publishes with `"kind": "T3"` (bt-get --share, through its
-bt-server); the repository lists it beside, not among, the storage sites: in the API
+A T3 sharing what it fetched (bt-get --share, through its bt-server) is one by the repository's
+configuration (`[repo] site_kinds`); the repository lists it beside, not among, the storage sites: in the API
 (`t2_sites`, `t3_sites`, `/api/sites` kind), on the dataset page and the sites page.
 `GET /api/datasets?swarm=1` adds each row's swarm from the tracker (bt-get --search).
 """
@@ -15,7 +15,8 @@ import pytest
 from btrepo import db as repo_db
 from btrepo.app import create_app
 from btrepo.config import RepoConfig
-from tests.repo.repo_support import SAMPLE, SECRETS, make_torrent, publish, publish_body, tracker_app
+from tests.repo.repo_support import (SAMPLE, SECRETS, catalog_before, make_torrent, publish, publish_body,
+                                    tracker_app)
 from tests.support import free_port
 
 FILES = {"DPD_IDCOMM.051203._00001.pool.root.1": 40_000, "DPD_IDCOMM.051203._00002.pool.root.1": 25_000}
@@ -23,7 +24,8 @@ SECRETS_T3 = {**SECRETS, "alice_T3": "secret-alice"}
 
 
 async def _repo(aiohttp_client, tmp_path, tracker: str):
-    config = RepoConfig(state=str(tmp_path / "state"), tracker=tracker, site_secrets=SECRETS_T3)
+    config = RepoConfig(state=str(tmp_path / "state"), tracker=tracker, site_secrets=SECRETS_T3,
+                        site_kinds={"alice_T3": "T3"})
     return await aiohttp_client(create_app(config))
 
 
@@ -103,12 +105,7 @@ async def test_listing_with_swarm_says_null_when_the_tracker_is_down(repo, tmp_p
 def test_the_kind_column_migrates_an_older_catalog(tmp_path):
     """A catalog made before site kinds (schema 3): its sites become T2s, nothing else changes."""
     path = tmp_path / "catalog.sqlite"
-    conn = repo_db.connect(str(path))
-    kind_migration = next(i for i, m in enumerate(repo_db.MIGRATIONS) if "sites ADD COLUMN kind" in m)
-    for version, script in enumerate(repo_db.MIGRATIONS[:kind_migration]):
-        for statement in repo_db._statements(script):
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {version + 1}")
+    conn = catalog_before(path, "sites ADD COLUMN kind")
     conn.execute("INSERT INTO sites (name, first_seen) VALUES ('site1', '2024-01-01T00:00:00.000000Z')")
     assert repo_db.migrate(conn) == len(repo_db.MIGRATIONS)
     assert conn.execute("SELECT name, kind FROM sites").fetchall() == [("site1", "T2")]

@@ -51,3 +51,24 @@ def test_registering_again_is_harmless_and_a_second_rse_adds_its_replicas(local_
         local_rucio.register_dataset(rse, scope, "lr.two", src)
     (rep,) = local_rucio.client().list_replicas([{"scope": scope, "name": "lr.two"}], schemes=["file"])
     assert set(rep["rses"]) == {rse1, rse2}
+
+
+def test_rucio_upload_into_an_rse_it_made_needs_no_quota_step(local_rucio, tmp_path):
+    # `rucio upload` adds the replica, then a rule; with no account limit on the RSE the rule
+    # fails with "not enough quota left" and the command still exits 0.
+    import subprocess
+    import sys
+
+    rse, scope = unique("LU"), unique("lu")
+    local_rucio.add_rse(rse, tmp_path / "rse")
+    local_rucio.add_scope(scope)
+    src = make_files(tmp_path / "up", {"later.root": 12_345})
+    rucio = Path(sys.executable).parent / "rucio"
+    proc = subprocess.run([str(rucio), "upload", "--rse", rse, "--scope", scope, str(src / "later.root")],
+                          env=local_rucio.env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "quota" not in proc.stderr + proc.stdout
+    (rule,) = local_rucio.client().list_replication_rules({"scope": scope, "name": "later.root"})
+    assert (rule["rse_expression"], rule["state"]) == (rse, "OK")
+    (rep,) = local_rucio.client().list_replicas([{"scope": scope, "name": "later.root"}], schemes=["file"])
+    assert Path(pfn_path(rep["rses"][rse][0])).read_bytes() == (src / "later.root").read_bytes()

@@ -47,8 +47,9 @@ async def heartbeat(client: TestClient, site: str, body: dict, *, secret: str | 
 
 
 def beat_body(site: str, control_url: str, peers: list[str], can_seed: list[bytes], *, seeding: list[bytes] = (),
-              load: int = 0, capacity: int = 10) -> dict:
+              load: int = 0, capacity: int = 10, built: int | None = None) -> dict:
     return {"site": site, "control_url": control_url, "peers": peers, "can_seed": [h.hex() for h in can_seed],
-            "seeding": [h.hex() for h in seeding], "load": load, "capacity": capacity}
+            "seeding": [h.hex() for h in seeding], "load": load, "capacity": capacity,
+            **({"built": built} if built is not None else {})}
 
 

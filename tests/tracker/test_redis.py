@@ -67,10 +67,10 @@ async def test_redis_gone_gives_a_failure_reason_in_bounded_time_and_the_tracker
         assert b"interval" in await announce_raw(app, query(H, port=7001))
         server.stop()
         t0 = time.monotonic()
-        answers = [await announce_raw(app, query(H, port=7002)) for _ in range(5)]
+        answers = [bencoding.decode(await announce_raw(app, query(H, port=7002))) for _ in range(5)]
         assert time.monotonic() - t0 < 3.0
-        assert all(bencoding.decode(a) == {b"failure reason": b"tracker: swarm store unavailable, retry later"}
-                   for a in answers), answers
+        # Answered from this process's memory (tracker/fallback.py), and asked back soon.
+        assert all(a[b"interval"] == 5 and a[b"incomplete"] == 1 for a in answers), answers
         async with app.session.get(app.make_url("/metrics")) as resp:
             assert 'btswarm_tracker_announces_total{result="store_down"} 5.0' in await resp.text()
         server.start()  # same port, empty: the swarm is rebuilt by the next announces
@@ -80,16 +80,23 @@ async def test_redis_gone_gives_a_failure_reason_in_bounded_time_and_the_tracker
         await until(ok, 5, what="the tracker reconnects by itself")
 
 
-async def test_a_hung_redis_costs_an_announce_at_most_the_redis_timeout(make_app, tmp_path):
+async def test_a_hung_redis_costs_an_announce_at_most_the_redis_timeout_and_it_gets_the_sites_seeds(make_app,
+                                                                                                      tmp_path):
     with RedisServer(tmp_path / "redis") as server:
-        app = await make_app(redis_config(server.url, open=True, redis_timeout=0.5))
+        app = await make_app(redis_config(server.url, redis_timeout=0.5))
+        site = beat_body("site1", "http://127.0.0.2:9", ["127.0.0.2:6881"], [H], seeding=[H])
+        assert await heartbeat(app, "site1", site) == 200
         assert b"interval" in await announce_raw(app, query(H, port=7001))
         os.kill(server.proc.pid, signal.SIGSTOP)
         try:
             t0 = time.monotonic()
-            answers = await asyncio.gather(*(announce_raw(app, query(H, port=7100 + i)) for i in range(20)))
+            answers = await asyncio.gather(*(announce_raw(app, query(H, b"-TT0001-%012d" % i, port=7100 + i))
+                                             for i in range(20)))
             took = time.monotonic() - t0
-            assert all(b"failure reason" in a for a in answers) and took < 2.0, took
+            assert took < 2.0, took
+            # From what this tracker knows: the seed site1's heartbeat lists, the peers announced meanwhile.
+            for a in map(bencoding.decode, answers):
+                assert a[b"interval"] == 5 and b"\x7f\x00\x00\x02\x1a\xe1" in a[b"peers"], a
         finally:
             os.kill(server.proc.pid, signal.SIGCONT)
 
@@ -110,7 +117,8 @@ async def test_any_tracker_answers_any_announce_the_same_way(make_app, redis_ser
         return b"failure reason" not in await announce_raw(b, query(H, port=7001))
     await until(known_at_b, 3, what="b learns the site from Redis")
     answer = await announce(b, query(H, b"-TT0001-000000000002", port=7002))
-    assert answer[b"complete"] == 1 and answer[b"incomplete"] == 2
+    # The seed site1's heartbeat lists (127.0.0.2:6881), and the one announced to a (127.0.0.1:6881).
+    assert answer[b"complete"] == 2 and answer[b"incomplete"] == 2
     assert b"\x7f\x00\x00\x01\x1a\xe1" in answer[b"peers"]  # handed out by b
     async with a.session.get(a.make_url(f"/api/swarms/{H.hex()}")) as resp:
         assert (await resp.json())["sites"] == ["site1"]

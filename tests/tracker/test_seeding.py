@@ -27,6 +27,7 @@ class StandInSite:
     def __init__(self, name: str, ip: str, *, status: int = 200, delay: float = 0.3) -> None:
         self.name, self.ip, self.status, self.delay = name, ip, status, delay
         self.posts: list[str] = []
+        self.clock = 0  # the site's stamps (bt-server's heartbeat.stamp): heartbeats' `built`, starts' `started`
         self.verifier = auth.Verifier({name: SECRETS[name]})
         app = web.Application()
         app.router.add_post("/api/seeds", self.seeds)
@@ -40,7 +41,12 @@ class StandInSite:
         await asyncio.sleep(self.delay)
         if self.status != 200:
             return web.json_response({"error": f"{self.name}: at capacity", "capacity": 1}, status=self.status)
-        return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [f"{self.ip}:6881"]})
+        return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [f"{self.ip}:6881"],
+                                  "started": self.stamp()})
+
+    def stamp(self) -> int:
+        self.clock += 1
+        return self.clock
 
     async def __aenter__(self) -> "StandInSite":
         await self.server.start_server()
@@ -86,6 +92,39 @@ async def test_fifty_concurrent_announces_send_one_post_per_site(make_client):
         for a in answers:
             got = {a[b"peers"][i:i + 6] for i in range(0, len(a[b"peers"]), 6)}
             assert got & seeds, "every answer carries a seed"
+
+
+async def test_a_heartbeat_built_before_a_start_and_received_after_it_keeps_the_new_seed(make_client):
+    """The order two trackers met 2 runs in 10: a site's heartbeat built just before a seed start
+    (its old seed had just idled out) and received just after it took the new seed out of the
+    swarm, and the next announce asked the site a second time."""
+    client = await make_client(TrackerConfig(site_secrets=SECRETS, start_wait=3.0, trust_ip=True))
+
+    async def seeds() -> int:
+        async with client.session.get(client.make_url(f"/api/swarms/{H.hex()}")) as resp:
+            return (await resp.json())["seeds"] if resp.status == 200 else 0
+
+    async with StandInSite("site1", "127.0.0.2", delay=0) as site:
+        def body(seeding: list[bytes]) -> dict:
+            return beat_body("site1", site.url, ["127.0.0.2:6881"], [H], seeding=seeding, built=site.stamp())
+
+        assert await heartbeat(client, "site1", body([H])) == 200  # its old seed of H...
+        # ...idles out: its 'stopped' announce, then the heartbeat that no longer lists H, built now and
+        # delivered after the start below.
+        await announce(client, query(H, b"-LT2110-site1seed000", port=6881, left=0, event="stopped", ip="127.0.0.2"))
+        assert await seeds() == 0
+        late = body([])
+        first = await announce(client, query(H, port=7001))
+        assert site.posts == [H.hex()] and first[b"complete"] == 1 and await seeds() == 1
+        assert await heartbeat(client, "site1", late) == 200
+        assert await seeds() == 1, "a heartbeat built before the start took its seed out of the swarm"
+        second = await announce(client, query(H, b"-TT0001-000000000002", port=7002))
+        assert site.posts == [H.hex()], f"site1 asked {len(site.posts)} times"
+        assert second[b"complete"] == 1
+        # Heartbeats built after the start still settle a seed whose 'stopped' announce was lost.
+        assert await heartbeat(client, "site1", body([H])) == 200
+        assert await heartbeat(client, "site1", body([])) == 200
+        assert await seeds() == 0
 
 
 async def test_site_that_answered_429_is_skipped_for_the_backoff(make_client):
@@ -179,3 +218,45 @@ def test_handout_prefers_own_site_then_seeds():
     chosen = handout.select(store.peers(H), ("127.0.0.7", 9), 8, site_of=site_of, requester_site="home",
                             rng=random.Random(3))
     assert [p.ip for p in chosen] == ["127.0.0.7"] * 4 + ["127.0.0.6"] * 3 + ["127.0.0.5"]
+
+
+# --- a seed that is not a site's never keeps the sites away (issue 26) -------------------------
+
+SITE1_SEED = bytes([127, 0, 0, 2]) + (6881).to_bytes(2, "big")
+
+
+def _compact(answer: dict) -> set[bytes]:
+    return {answer[b"peers"][i:i + 6] for i in range(0, len(answer[b"peers"]), 6)}
+
+
+async def test_a_peer_that_says_it_is_a_seed_does_not_keep_the_site_from_being_asked(make_client):
+    client = await make_client(TrackerConfig(site_secrets=SECRETS, start_wait=3.0, trust_ip=True))
+    async with StandInSite("site1", "127.0.0.2", delay=0) as site:
+        await publish(client, site)
+        # A liar (or an unreachable T3) announces left=0 before any leecher: a seed of the swarm, not a site's.
+        claim = await announce(client, query(H, b"-LI0001-000000000001", port=9001, left=0, ip="127.0.0.88"))
+        assert claim[b"complete"] == 1 and site.posts == []
+        answer = await announce(client, query(H, port=7001))
+        assert site.posts == [H.hex()]
+        assert SITE1_SEED in _compact(answer)
+        async with client.session.get(client.make_url(f"/api/swarms/{H.hex()}")) as resp:
+            swarm = await resp.json()
+        assert (swarm["seeds"], swarm["sites"]) == (2, ["site1"])
+
+
+async def test_every_leecher_gets_a_site_seed_however_many_other_seeds_crowd_the_swarm(make_client):
+    client = await make_client(TrackerConfig(site_secrets=SECRETS, start_wait=3.0, trust_ip=True))
+    async with StandInSite("site1", "127.0.0.2", delay=0) as site:
+        await publish(client, site)
+        for i in range(60):  # more than any numwant: a sample of the seeds would miss the site's
+            await announce(client, query(H, b"-LI0001-%012d" % i, port=9000 + i, left=0, ip="127.0.0.88"))
+        await announce(client, query(H, port=7001))
+        assert site.posts == [H.hex()]
+        for i in range(20):
+            answer = await announce(client, query(H, b"-TT0001-%012d" % i, port=7100 + i, numwant=5))
+            peers = _compact(answer)
+            assert len(peers) == 5 and SITE1_SEED in peers, i
+            listed = await announce(client, query(H, b"-TT0002-%012d" % i, port=7200 + i, numwant=5, compact=0))
+            assert len(listed[b"peers"]) == 5
+            assert any((p[b"ip"], p[b"port"]) == (b"127.0.0.2", 6881) for p in listed[b"peers"]), i
+        assert site.posts == [H.hex()]  # the site was asked once: its seed counts

@@ -113,3 +113,36 @@ async def test_holders_are_the_sites_up_that_list_the_info_hash_now(make_client)
     assert await heartbeat(client, "site1", beat_body("site1", "http://127.0.0.2:8700", ["127.0.0.2:6881"], [H])) == 200
     now[0] += 10  # site2's last beat is 35 s old: three missed
     assert await holders() == ["site1"]
+
+
+async def test_a_heartbeat_that_claims_another_kind_than_configured_is_403_and_changes_nothing(make_client, caplog):
+    from tracker.config import TrackerConfig
+    client = await make_client(TrackerConfig(site_secrets=SECRETS, site_kinds={"site3": "T3"}))
+    t3_as_t2 = {**beat_body("site3", "http://127.0.0.4:8700", ["127.0.0.4:6881"], [H]), "kind": "T2"}
+    path = "/api/sites/site3/heartbeat"
+    raw = json.dumps(t3_as_t2).encode()
+    async with client.session.post(client.make_url(path), data=raw,
+                                   headers=auth.sign(SECRETS["site3"], "site3", "POST", path, raw)) as resp:
+        assert resp.status == 403
+        assert (await resp.json())["error"] == (
+            'site3: claims to be a T2 site but [tracker] site_kinds makes it a T3: set [server] kind = "T3" at '
+            "site3, or ask the federation's operators to change [tracker] site_kinds")
+    assert "heartbeat from site3 refused: claims to be a T2 site" in caplog.text
+    assert await heartbeat(client, "site1", {**beat_body("site1", "http://127.0.0.2:8700", [], [H]),
+                                             "kind": "T3"}) == 403
+    assert await sites_json(client) == []
+    # The configured kind, or none said: accepted, and listed with the configured kind.
+    assert await heartbeat(client, "site3", {**t3_as_t2, "kind": "T3"}) == 200
+    assert await heartbeat(client, "site1", beat_body("site1", "http://127.0.0.2:8700", [], [H])) == 200
+    assert [(s["name"], s["kind"]) for s in await sites_json(client)] == [("site1", "T2"), ("site3", "T3")]
+
+
+def test_site_kinds_name_sites_with_a_secret_and_known_kinds():
+    import pytest
+
+    from torrents.errors import ConfigError
+    from tracker.config import TrackerConfig
+    with pytest.raises(ConfigError, match=r"\[tracker\] site_kinds: t3x: no secret for it in site_secrets"):
+        TrackerConfig(site_secrets=SECRETS, site_kinds={"t3x": "T3"}).check_roles()
+    with pytest.raises(ConfigError, match="site_kinds: site3: kind must be one of T2, T3, got 'T0'"):
+        TrackerConfig(site_secrets=SECRETS, site_kinds={"site3": "T0"})

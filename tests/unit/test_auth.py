@@ -7,7 +7,7 @@ import hmac
 
 import pytest
 
-from torrents.auth import H_NONCE, H_SIG, H_SITE, H_TIME, Verifier, sign
+from torrents.auth import H_NONCE, H_SIG, H_SITE, H_TIME, StaleRequest, Verifier, sign
 from torrents.errors import AuthError
 
 SECRETS = {"site1": "secret-one", "site2": "secret-two"}
@@ -172,3 +172,19 @@ def test_nonce_memory_forgets_what_can_no_longer_be_replayed():
     assert list(v._nonces) == ["site1\0late"]
     stale = sign("secret-one", "site1", "POST", PATH, BODY, now=T0, nonce="n0")
     assert refused(v, "POST", PATH, stale, BODY) == "site1: request timestamp is 601 s off (limit 300 s)"
+
+
+def test_a_stale_request_carries_the_signers_clock_offset():
+    v, clock = verifier()
+    headers = sign("secret-one", "site1", "POST", PATH, BODY, now=T0 + 600.7)  # its clock 10 minutes ahead
+    with pytest.raises(StaleRequest) as info:
+        v.verify("POST", PATH, headers, BODY)
+    assert (info.value.site, round(info.value.offset), info.value.limit) == ("site1", 600, 300)
+    assert str(info.value) == "site1: request timestamp is -600 s off (limit 300 s)"
+
+
+def test_a_stale_request_with_a_wrong_signature_is_a_bad_signature_not_a_clock():
+    # Checked in this order, no one without the secret can make a service warn about a site's clock.
+    v, _ = verifier()
+    headers = sign("not-the-secret", "site1", "POST", PATH, BODY, now=T0 + 600)
+    assert refused(v, "POST", PATH, headers, BODY) == "site1: bad signature"

@@ -198,7 +198,9 @@ def test_section_must_be_a_table(home, tmp_path):
     ("[get]\ntimeout = -3", "[get] timeout: duration is negative, got -3"),
     ("[get]\nmax_connections = 0", "[get] max_connections: must be at least 1, got 0"),
     ("[server]\nupload_rate_limit = 'fast'",
-     "[server] upload_rate_limit: not a size (examples: 512, 256K, 16MiB, 4G), got 'fast'"),
+     "[server] upload_rate_limit: not a rate (examples: 50MB/s, 400mbit, 2G, 0 for no limit), got 'fast'"),
+    ("[get]\nmax_rate = '12 parsecs'",
+     "[get] max_rate: not a rate (examples: 50MB/s, 400mbit, 2G, 0 for no limit), got '12 parsecs'"),
     ("[server]\nmax_seeds = 0", "[server] max_seeds: must be at least 1, got 0"),
     ("[tracker]\ninterval = 0", "[tracker] interval: must be at least 1, got 0"),
     ("[get]\nrepo = 8080", "[get] repo: expected a string, got 8080"),
@@ -325,3 +327,25 @@ def test_rucio_errors_name_the_sub_table(home, tmp_path):
                                             'username = "u"\npassword = "p"\ndatasets = ["s:*"]\n'
                                             'pfn_map = {"root://d//x/" = "/x/"}\n')).endswith(
         "[server.rucio] rse: the site's RSE is needed to list its replicas")
+
+
+def test_url_lists_from_the_environment_stay_whole(home):
+    """Before: `$BTSWARM_SERVER_WEB_SEED_URLS=http://...` was split on ':' ('http' is not an http:// URL)."""
+    door = "http://127.0.0.1:1094/store/{dataset}/{lfn}"
+    env = {"BTSWARM_SERVER_WEB_SEED_URLS": f"{door}, https://door2.example:2880/atlas/{{dataset}}/{{lfn}}",
+           "BTSWARM_SERVER_TRACKERS": "http://t1.example:6969,http://t2.example:6969",
+           "BTSWARM_SERVER_STORAGE_ROOTS": "/pnfs/a:/pnfs/b,/dcache"}
+    cfg = load_config(environ=env).server
+    assert cfg.web_seed_urls == (door, "https://door2.example:2880/atlas/{dataset}/{lfn}")
+    assert cfg.tracker_urls() == ("http://t1.example:6969", "http://t2.example:6969")
+    assert cfg.storage_roots == ("/pnfs/a", "/pnfs/b", "/dcache")
+
+
+def test_split_list_rule():
+    from torrents.config import split_list
+    assert split_list("/data/a:/data/b") == ["/data/a", "/data/b"]  # $PATH style, as before
+    assert split_list("/data/a:") == ["/data/a"]
+    assert split_list("http://h:1/x") == ["http://h:1/x"]
+    assert split_list("scope:name.*,scope2:other") == ["scope:name.*", "scope2:other"]  # DIDs
+    assert split_list(" a , ,b ") == ["a", "b"]
+    assert split_list("") == []

@@ -407,9 +407,10 @@ names = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters
        st.one_of(st.none(), st.text(min_size=1, max_size=20)))
 def test_encoded_directly_is_the_same_bytes_as_the_dict_encoded(files, links, private, announce, urls, comment):
     links = {k: v for k, v in links.items() if k not in files}
+    texts = {k: "./" + v for k, v in list(links.items())[:1]}  # any text: the encoders only carry it
     pieces = b"\x07" * 40
-    as_dict = info_dict("ds", list(files.items()), 16 * KiB, pieces, private, links)
-    direct = metainfo.encode_info("ds", list(files.items()), 16 * KiB, pieces, private, links)
+    as_dict = info_dict("ds", list(files.items()), 16 * KiB, pieces, private, links, texts)
+    direct = metainfo.encode_info("ds", list(files.items()), 16 * KiB, pieces, private, links, texts)
     assert direct == bencoding.encode(as_dict)
     assert metainfo.dump_encoded(direct, announce, urls, comment) == dump(as_dict, announce, urls, comment)
 
@@ -426,3 +427,22 @@ def test_with_url_list_keeps_the_info_bytes_as_they_are_and_replaces_only_what_i
     assert again.url_list == ("http://new/", "http://o/") and again.announce == "http://t/"
     assert parse(with_url_list(data, [], drop=["http://o/", "http://s/"])).url_list == ()
     assert b"url-list" not in with_url_list(data, [], drop=["http://o/", "http://s/"])
+
+
+def _linked(text: bytes) -> bytes:
+    return bencoding.encode({b"info": {b"name": b"ds", b"piece length": 16 * KiB, b"pieces": b"\x01" * 20,
+                                       b"files": [{b"length": 10, b"path": [b"a", b"x"]},
+                                                  {b"attr": b"l", b"length": 0, b"path": [b"b", b"y"],
+                                                   b"symlink path": [b"a", b"x"], b"symlink text": text}]}})
+
+
+def test_a_links_own_text_is_carried_when_it_leads_to_its_target():
+    meta = parse(_linked(b"./../a/./x"))
+    link = meta.files[1]
+    assert (link.target, link.link_text) == ("a/x", "./../a/./x")
+
+
+@pytest.mark.parametrize("text", [b"../../etc/passwd", b"/a/x", b"../a/other", b"../a/x\x01", b"."])
+def test_a_link_text_leading_elsewhere_than_its_symlink_path_is_refused(text):
+    with pytest.raises(MetainfoError, match=r"b/y: symlink text .* does not lead to 'a/x'"):
+        parse(_linked(text))

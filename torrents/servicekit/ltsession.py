@@ -116,6 +116,24 @@ def session(listen_ip: str, port: int = 0, **kw: Any) -> "lt.session":
     return lt.session(settings(listen_ip, port, **kw))
 
 
+def limit_everyone(ses: "lt.session", exempt: tuple[str, ...] = ()) -> None:
+    """Put every peer in libtorrent's global peer class, `exempt` addresses (IPv4) apart.
+
+    libtorrent puts peers on loopback and private networks in its "local"
+    class, which rate limits and unchoke slots skip: a site's limits protect
+    its storage from every peer, the campus ones too (the federation's T3s
+    are often on private networks), and a T3's cap is for its campus link.
+    An exempt address (bt-get's own, where its sibling workers listen)
+    stays local: trading between workers never crosses the link.
+    """
+    everyone = lt.ip_filter()
+    everyone.add_rule("0.0.0.0", "255.255.255.255", 1 << lt.session.global_peer_class_id)
+    everyone.add_rule("::", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 1 << lt.session.global_peer_class_id)
+    for ip in exempt:
+        everyone.add_rule(ip, ip, 1 << lt.session.local_peer_class_id)
+    ses.set_peer_class_filter(everyone)
+
+
 # libtorrent's own parse limits, as wide as torrents.metainfo.parse's (which every torrent
 # passes first): its defaults (10 MB, 3 million tokens) refuse a 200,000-file torrent.
 _LIMITS = metainfo.DEFAULT_READ_LIMITS

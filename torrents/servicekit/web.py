@@ -12,6 +12,7 @@ import json
 import logging
 import signal
 import ssl
+import time
 from typing import Any, Awaitable, Callable
 
 import aiohttp
@@ -19,10 +20,10 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from yarl import URL
 
-from torrents import auth
+from torrents import auth, clockskew
 from torrents.servicekit import sdnotify, tls
 from torrents.errors import (AuthError, BencodeError, BtswarmError, ConfigError, Conflict, DatasetError,
-                             MetainfoError, NotFound)
+                             Forbidden, MetainfoError, NotFound)
 
 log = logging.getLogger("btswarm.web")
 
@@ -31,7 +32,7 @@ MAX_URL = 8 * 1024  # what a service answers; longer is a styled 414, not the pa
 _PARSER_LINE_LIMIT = 64 * 1024  # what aiohttp reads before giving up with its own plain-text answer
 REGISTRY_KEY = web.AppKey("metrics_registry", CollectorRegistry)
 
-_STATUS = {NotFound: 404, AuthError: 401, MetainfoError: 400, DatasetError: 400, BencodeError: 400,
+_STATUS = {NotFound: 404, AuthError: 401, Forbidden: 403, MetainfoError: 400, DatasetError: 400, BencodeError: 400,
            ConfigError: 400, Conflict: 409}
 
 
@@ -55,6 +56,11 @@ async def error_middleware(request: web.Request, handler: Callable[[web.Request]
         if exc.status >= 400 and exc.content_type != "application/json" and request.path.startswith("/api/"):
             return json_error(exc.status, exc.reason)
         raise
+    except auth.StaleRequest as exc:
+        # The signer learns its clock is the reason, and its offset to the millisecond from our time
+        # (clock_offset_s, from its whole-second timestamp, is ±0.5 s).
+        return json_error(401, str(exc), clock_offset_s=round(exc.offset, 1), limit_s=exc.limit,
+                          server_time=time.time())
     except BtswarmError as exc:
         return json_error(status_for(exc), str(exc))
     except Exception:
@@ -84,7 +90,16 @@ async def read_signed(request: web.Request, verifier: auth.Verifier, max_body: i
         if len(buf) > max_body:
             raise web.HTTPRequestEntityTooLarge(max_size=max_body, actual_size=len(buf))
     body = bytes(buf)
-    site = verifier.verify(request.method, request.raw_path, request.headers, body)
+    try:
+        site = verifier.verify(request.method, request.raw_path, request.headers, body)
+    except auth.StaleRequest as exc:
+        if verifier.clocks.off(exc.site, exc.offset):
+            log.warning("%s %s: its clock is %d s %s this host's: its signed requests are refused beyond %d s "
+                        "until its clock is set (NTP)", verifier.signer, exc.site, abs(round(exc.offset)),
+                        "ahead of" if exc.offset > 0 else "behind", exc.limit)
+        raise
+    if verifier.clocks.in_step(site):
+        log.info("%s %s: its clock is within %d s of this host's again", verifier.signer, site, verifier.max_skew)
     return site, body
 
 
@@ -95,21 +110,62 @@ def parse_json_body(body: bytes, subject: str = "request") -> Any:
         raise BtswarmError(subject, f"body is not valid JSON ({exc})") from None
 
 
+class PeerClock:
+    """This host's clock against one service it signs requests to (`whose`: "the tracker's").
+
+    Measured on every answer (from its Date header to ±1 s, or to the
+    millisecond from the server's time a stale refusal carries), said once when that service refuses us for it, again when the
+    offset moves by clockskew.STEP, and once when requests go through again.
+    """
+
+    def __init__(self, whose: str, url: str, logger: logging.Logger = log) -> None:
+        self.whose, self.url, self._log = whose, url, logger
+        self.offset: float | None = None  # ours minus theirs, seconds; None until an answer came
+        self.refused = False  # the last answer was a refusal for our clock
+        self._said = clockskew.Reports()
+
+    def answered(self, status: int, doc: Any, date: str | None, sent: float, received: float) -> None:
+        """One answer to a request sent at `sent` (this host's time), read at `received`."""
+        if status == 401 and isinstance(doc, dict) and isinstance(doc.get("clock_offset_s"), (int, float)):
+            server = doc.get("server_time")
+            self.refused = True
+            self.offset = ((sent + received) / 2 - server if isinstance(server, (int, float))
+                           else float(doc["clock_offset_s"]))
+            if self._said.off(self.url, self.offset):
+                self._log.warning("%s at %s: it refuses signed requests more than %s s off; set this host's "
+                                  "clock (NTP)", self.problem(), self.url, doc.get("limit_s", auth.MAX_SKEW))
+            return
+        offset = clockskew.offset_from_date(date, sent, received)
+        if offset is not None:
+            self.offset = offset
+        self.refused = False
+        if 200 <= status < 300 and self._said.in_step(self.url):
+            self._log.info("this host's clock agrees with %s at %s again", self.whose, self.url)
+
+    def problem(self) -> str:
+        return clockskew.describe(self.offset or 0.0, self.whose)
+
+
 async def signed_request(session: aiohttp.ClientSession, method: str, url: str, *, site: str, secret: str,
-                         payload: Any = None, timeout: float = 10.0) -> tuple[int, Any]:
-    """Send a signed JSON request → (status, decoded JSON or None). Network errors propagate."""
+                         payload: Any = None, timeout: float = 10.0,
+                         clock: PeerClock | None = None) -> tuple[int, Any]:
+    """Send a signed JSON request → (status, decoded JSON or None). Network errors propagate.
+    `clock` hears each answer (this host's clock against the server's)."""
     body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
     # Sign the path exactly as it goes on the wire (percent-encoded by yarl, as
     # the receiver's request.path_qs sees it), so names with spaces or '<' verify.
     target = URL(url)
     headers = auth.sign(secret, site, method, target.raw_path_qs, body)
     headers["Content-Type"] = "application/json"
+    sent = time.time()
     async with session.request(method, target, data=body, headers=headers,
                                timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
         try:
             data = await resp.json(content_type=None)
         except (json.JSONDecodeError, aiohttp.ContentTypeError, UnicodeDecodeError):
             data = None
+        if clock is not None:
+            clock.answered(resp.status, data, resp.headers.get("Date"), sent, time.time())
         return resp.status, data
 
 
@@ -134,23 +190,26 @@ def client_error(exc: BaseException, hint: str) -> str:
     return tls.certificate_problem(exc, hint) or (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
 
-def run(app: web.Application, host: str, port: int, *, name: str, ssl_context: ssl.SSLContext | None = None) -> None:
+def run(app: web.Application, host: str, port: int, *, name: str, ssl_context: ssl.SSLContext | None = None,
+        reuse_port: bool = False) -> None:
     """Serve (with TLS when `ssl_context`) until SIGINT/SIGTERM; the cleanup contexts run on the way out.
 
     Once the socket listens, systemd hears READY=1 (torrents.servicekit.sdnotify), and not before:
     a unit ordered after this one starts when the service really answers.
     """
-    asyncio.run(_serve(app, host, port, name, ssl_context))
+    asyncio.run(_serve(app, host, port, name, ssl_context, reuse_port))
 
 
-async def _serve(app: web.Application, host: str, port: int, name: str, ssl_context: ssl.SSLContext | None) -> None:
+async def _serve(app: web.Application, host: str, port: int, name: str, ssl_context: ssl.SSLContext | None,
+                 reuse_port: bool) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     runner = web.AppRunner(app, access_log=None, handle_signals=False, max_line_size=_PARSER_LINE_LIMIT,
                            max_field_size=_PARSER_LINE_LIMIT)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+        # reuse_port: beside other processes on the same port (torrents.servicekit.prefork).
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_port=reuse_port or None)
         await site.start()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)

@@ -6,19 +6,23 @@
 -- KEYS[2] leechers  sorted set: compact endpoint -> expiry (ms)
 -- KEYS[3] peers     hash: compact endpoint -> peer id (20 bytes) .. site name;
 --                   field "#d": completed count; "#x": until when the swarm index holds it
--- KEYS[4] (optional) the announcer's site: sorted set of its peers in this swarm -> expiry
+-- KEYS[4] starts    hash: site name -> the site's stamp of its last start of this swarm (its own clock)
+-- KEYS[5] (optional) the announcer's site: sorted set of its peers in this swarm -> expiry
 -- ARGV: now_ms, ttl_ms, member, value, op ("s" seed, "l" leecher, "x" stopped,
---       "n" record nothing), completed ("1"/"0"), numwant, listed ("1"/"0"), max_peers
+--       "n" record nothing), completed ("1"/"0"), numwant, listed ("1"/"0"), max_peers,
+--       stamp, site: a seed a site started ("s": recorded in KEYS[4]), or a heartbeat's build time
+--       ("x": nothing is removed if the site stamped a start at or after it); "" for none
 -- Returns {complete, incomplete, downloaded, index_until or 0, peers4, peers6, {members...}, {peer ids...}}
 -- (members and peer ids only when listed)
 --
 -- About ten commands on the usual path; the keys' TTL is renewed only when
 -- the swarm index is (once per half ttl), to 2 x ttl, which outlives every
 -- member's expiry: a swarm's keys vanish 1-2 ttl after its last announce.
-local S, L, P, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local S, L, P, T, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local me, value, op = ARGV[3], ARGV[4], ARGV[5]
 local numwant, max_peers = tonumber(ARGV[7]), tonumber(ARGV[9])
+local stamp, site = ARGV[10], ARGV[11]
 local keep = 2 * ttl
 
 local function trim(z)
@@ -34,6 +38,15 @@ trim(L)
 if A then redis.call('ZREMRANGEBYSCORE', A, '-inf', now) end
 
 local until_ms = now + ttl
+if stamp ~= '' then
+  local last = tonumber(redis.call('HGET', T, site) or '-1')
+  if op == 'x' and last >= tonumber(stamp) then
+    op = 'n'  -- a heartbeat built before the site's last start of this swarm: it says nothing of that seed
+  elseif op == 's' and last < tonumber(stamp) then
+    redis.call('HSET', T, site, stamp)
+    redis.call('PEXPIRE', T, keep)
+  end
+end
 if op == 's' or op == 'l' then
   local into, other = S, L
   if op == 'l' then into, other = L, S end

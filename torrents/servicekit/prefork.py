@@ -1,9 +1,9 @@
-"""`bt-tracker run --processes N`: N copies of the tracker on one port, the kernel spreading connections.
+"""`--processes N` (bt-tracker, bt-repo): N copies of a service on one port, the kernel spreading connections.
 
 Each child binds the same address with SO_REUSEPORT, so the kernel hands
 every new connection to one of them; the state they must agree on lives
-in Redis, which is why more than one process needs `store = "redis"`.
-The parent only forks, waits and forwards: a child that dies is started
+outside them: the tracker's in Redis (so more than one process needs
+`store = "redis"`), the repository's in its SQLite catalog. The parent only forks, waits and forwards: a child that dies is started
 again (at most MAX_RESTARTS in RESTART_WINDOW seconds), SIGTERM or SIGINT
 stops every child and then the parent. A killed child loses only the
 connections it had open; clients retry, and the others serve them.
@@ -17,14 +17,26 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import time
 from typing import Callable
 
-log = logging.getLogger("btswarm.tracker.prefork")
+log = logging.getLogger("btswarm.prefork")
 
 MAX_RESTARTS = 5
 RESTART_WINDOW = 60.0
 EXIT_BIND = 3  # a child that could not bind: nothing to restart
+
+
+def listening(serve: Callable[[], None], name: str, listen: str) -> int:
+    """A child's exit code for `serve()` (one process of `name` on `listen`): 0 once it returns,
+    EXIT_BIND, said on stderr, when it cannot listen."""
+    try:
+        serve()
+    except OSError as exc:
+        print(f"{name}: error: {listen}: cannot listen ({exc.strerror or exc})", file=sys.stderr)
+        return EXIT_BIND
+    return 0
 
 
 def run(n: int, serve: Callable[[int], int], *, name: str) -> int:

@@ -1,0 +1,40 @@
+"""The dataset's links as the site wrote them.
+
+A BEP 47 link names its target relative to the torrent's root, so libtorrent
+writes the plain relative path (`a/b`) where the site's link read `a/./b`
+(the Linux tree has one). The .torrent carries such a text ("symlink text");
+once the download is complete the links libtorrent wrote are given it back.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from torrents.dataset import plain_link_text
+from torrents.metainfo import Metainfo
+
+
+def rewrites(meta: Metainfo) -> list[tuple[str, str, str]]:
+    """(LFN, the text a client writes, the site's text) of each link whose text differs."""
+    return [(f.lfn, plain_link_text(f.lfn, f.target), f.link_text)
+            for f in meta.files if f.target is not None and f.link_text is not None]
+
+
+def restore(root: Path, meta: Metainfo) -> int:
+    """Give the links under `root` their site's text; only a link that holds the plain text is
+    touched (so a rerun, or a file the user put there, is left alone). Returns how many."""
+    done = 0
+    for lfn, plain, text in rewrites(meta):
+        path = root / lfn
+        try:
+            if os.readlink(path) != plain:
+                continue
+        except OSError:  # not there, or not a link
+            continue
+        tmp = path.with_name(f".{path.name}.btswarm-link")
+        tmp.unlink(missing_ok=True)
+        os.symlink(text, tmp)
+        os.replace(tmp, path)  # atomic: the link is never missing
+        done += 1
+    return done
