@@ -99,12 +99,7 @@ def main() -> int:
     ap.add_argument("--client-rate", default="400mbit", help="the client's uplink (downlinks are free)")
     ap.add_argument("--size", default=None, help="dataset size (default 200M, --quick 100M)")
     args = ap.parse_args()
-    from btswarm import netns
-
-    try:
-        netns.require("bench_ratecap")
-    except netns.NetnsError as e:
-        raise SystemExit(f"bench_ratecap: {e}") from None
+    bl.require_shaping("bench_ratecap")
     shaping.parse_rate(args.site_rate), shaping.parse_rate(args.client_rate)  # a bad rate: said before any work
     with bl.workdir("ratecap", args.keep) as work:
         doc = run(work, args)

@@ -780,12 +780,7 @@ def main() -> int:
     args = ap.parse_args()
     global SITE_RTT
     SITE_RTT = shaping.parse_delay(args.rtt, "--rtt")
-    from btswarm import netns
-
-    try:
-        netns.require("bench_wan")
-    except netns.NetnsError as e:
-        raise SystemExit(f"bench_wan: {e}") from None
+    bl.require_shaping("bench_wan")
     with bl.workdir("wan", args.keep) as work:
         doc = run(work, args, args.only, args.runs or 3)
     doc["targets"] = TARGETS

@@ -167,12 +167,7 @@ def main() -> int:
     ap.add_argument("--rate", default="100mbit", help="each site's uplink R (and the client's)")
     ap.add_argument("--size", default=None, help="dataset size (default 400M, --quick 200M)")
     args = ap.parse_args()
-    from btswarm import netns
-
-    try:
-        netns.require("bench_webseed")
-    except netns.NetnsError as e:
-        raise SystemExit(f"bench_webseed: {e}") from None
+    bl.require_shaping("bench_webseed")
     with bl.workdir("webseed", args.keep) as work:
         doc = run(work, args)
     doc["targets"] = TARGETS

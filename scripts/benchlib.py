@@ -162,6 +162,16 @@ def require(*tools: str) -> None:
             raise SystemExit(f"bench: {tool}: not installed (bash scripts/install-system-deps.sh)")
 
 
+def require_shaping(name: str) -> None:
+    """End a shaped-links benchmark with one line when shaping cannot work here (not root, no ip/tc)."""
+    from btswarm import netns
+
+    try:
+        netns.require(name)
+    except netns.NetnsError as e:
+        raise SystemExit(f"{name}: {e}") from None
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
