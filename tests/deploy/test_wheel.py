@@ -61,7 +61,11 @@ def build(hook: str, source: Path, out: Path) -> Path:
 
 def dependency_paths(venv: Path) -> list[str]:
     """The running interpreter's import path minus the stdlib and wherever the checkout is importable."""
-    stdlib = {os.path.realpath(sysconfig.get_path(k)) for k in ("stdlib", "platstdlib")}
+    # The base interpreter's: inside a venv "platstdlib" is the venv's lib/pythonX.Y, which holds
+    # site-packages (every dependency would be left out).
+    bases = {"base": sys.base_prefix, "installed_base": sys.base_prefix, "platbase": sys.base_exec_prefix,
+             "installed_platbase": sys.base_exec_prefix}
+    stdlib = {os.path.realpath(sysconfig.get_path(k, vars=bases)) for k in ("stdlib", "platstdlib")}
     out = []
     for entry in sys.path:
         real = os.path.realpath(entry or ".")
