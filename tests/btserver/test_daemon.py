@@ -27,6 +27,7 @@ from torrents.errors import AuthError
 from torrents.sample import generate
 from torrents.servicekit.web import signed_request
 
+from btswarm.federation import WaitTimeout
 from tests.support import command, free_port, until, wait_for
 
 SITE, SECRET = "site1", "daemon-test-secret"
@@ -99,11 +100,17 @@ def test_a_libtorrent_client_downloads_a_dataset_from_a_running_daemon(procs, tm
     for f in data.iterdir():
         assert (got / f.name).read_bytes() == f.read_bytes(), f.name
 
-    # Every byte sent, counted: the dataset, and a block or two more when a loaded client timed a
-    # request out and asked again (payload counts what went out).
+    # Every byte sent, counted: the dataset, and some blocks more when a loaded client timed
+    # requests out and asked again (payload counts what went out; a CI run saw more than four
+    # blocks). Counting a byte twice would be 2x; 5% more is resending, not double counting.
     def counted(value: float | None) -> bool:
-        return value is not None and ds["total_size"] <= value <= ds["total_size"] + 4 * 16384
-    wait_for(lambda: counted(uploaded_metric(url)), timeout=10, what="upload counted in /metrics")
+        return value is not None and ds["total_size"] <= value <= ds["total_size"] * 1.05
+    seen: list[float | None] = []
+    try:
+        wait_for(lambda: counted(seen.append(uploaded_metric(url)) or seen[-1]), timeout=20,
+                 what="upload counted in /metrics")
+    except WaitTimeout:
+        pytest.fail(f"/metrics counts {seen[-1]} bytes uploaded for a {ds['total_size']}-byte dataset")
     shown = subprocess.run([command("bt-server"), "status", "--url", url], capture_output=True, text=True,
                            timeout=20)
     assert shown.returncode == 0
