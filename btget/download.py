@@ -32,7 +32,7 @@ from btget.sourcelog import SourceLog
 from btget.events import Connect, Event, Listening, Progress, Rates, Stop, Tick, Verified, WebSeeds, WorkerGone
 from btget.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, SetRates, SetWebSeeds, Show,
                             StartVerify, observe, step)
-from btget.worker import WorkerSpec
+from btget.worker import STOP_WITHIN, WorkerSpec, remove_stale
 from btget.worker import run as worker_main
 
 log = logging.getLogger("btget.download")
@@ -328,7 +328,7 @@ def _stop_all(procs: dict[int, WorkerProcess], state: RunState, display: Display
                 p.conn.send(Stop())
             except (OSError, ValueError):
                 p.gone = True
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + STOP_WITHIN + 5
 
     def waiting() -> list[multiprocessing.connection.Connection]:
         return [p.conn for k, p in procs.items() if not p.gone and not state.workers[k].stopped]
@@ -350,6 +350,7 @@ def _stop_all(procs: dict[int, WorkerProcess], state: RunState, display: Display
             log.warning("worker %d did not stop; terminating pid %d", p.spec.index, p.process.pid)
             p.process.terminate()
             p.process.join(5)
+            remove_stale(p.spec)  # what it would have removed on its way out
         p.conn.close()
 
 

@@ -47,6 +47,12 @@ WEB_SEED_HASHFAILS = 2
 REFUSALS_DEFINITIVE = 3  # connections a tracker refused in a row before that is its answer
 REASONS_DEFINITIVE = 2  # refusals with a reason in a row before that is its answer
 REASON_RECHECK = 3  # seconds before asking a tracker that gave a reason once more
+# A worker told to stop is done within STOP_WITHIN s (the parent waits that and a margin, then ends it
+# by PID); the last SAVE_WITHIN of them are for the resume state, after any recheck of a full disk.
+# One budget: a recheck and a save bounded apart (12 + 10 s) outlasted the parent's wait under load
+# and left the full disk's stale state behind.
+STOP_WITHIN = 15.0
+SAVE_WITHIN = 5.0
 
 
 @dataclass(frozen=True)
@@ -352,7 +358,7 @@ class Worker:
                 _replace(self.spec.resume_path, self.spec.stale_path)
             kind = "disk_full" if code in (errno.ENOSPC, errno.EDQUOT) else "file"
             problem = "disk full (free some space, then run bt-get again: it resumes)" if kind == "disk_full" \
-                else f"{a.error.message()} ({a.operation})"
+                else a.error.message()
             self._fail(kind, _filename(a) or self.spec.save_path, problem)
         elif isinstance(a, lt.listen_failed_alert):
             self._fail("listen", self.spec.listen_ip, f"cannot listen ({a.error.message()})")
@@ -493,15 +499,15 @@ class Worker:
         write_resume(self.spec.resume_path, data, room=self.spec.stale_path if self.write_failed else None)
 
     def shutdown(self) -> None:
+        deadline = time.monotonic() + STOP_WITHIN
         if self.write_failed:
-            self._recheck()
+            self._recheck(deadline - SAVE_WITHIN)
         self.save_resume(force=True)
-        deadline = time.monotonic() + 10
         while self.pending_saves and time.monotonic() < deadline:
             if self.ses.wait_for_alert(200) is not None:
                 for alert in self.ses.pop_alerts():
                     self.on_alert(alert)
-        _remove(self.spec.stale_path)  # unused: the check was cut short, or a new state was written
+        remove_stale(self.spec)  # unused: the check was cut short, or a new state was written
         self.status = self.handle.status()
         if self.phase is WorkerPhase.FETCHING:
             self._count_sources()
@@ -509,8 +515,8 @@ class Worker:
         self.send(self.progress(events.Phase.STOPPED, files=True))
         self.ses.pause()
 
-    def _recheck(self) -> None:
-        """After a failed write, find what is on disk by hashing the files (bounded: the parent waits 20 s).
+    def _recheck(self, until: float) -> None:
+        """After a failed write, find what is on disk by hashing the files, by `until` (monotonic).
 
         libtorrent counts a piece once it passed its check, before it is written. While it is fetching,
         it takes back a piece whose write fails (60 MiB into 40 MiB: 165 pieces passed, 159 written and
@@ -521,10 +527,10 @@ class Worker:
         check fetches nothing. Without a check (cut short), no state is saved: the rerun checks."""
         lt = self.lt
         self.handle.pause()
-        if self._wait_for(lt.torrent_paused_alert, 5):
+        if self._wait_for(lt.torrent_paused_alert, min(5.0, until - time.monotonic())):
             self.handle.force_recheck()
             self.handle.resume()
-            self.rechecked = self._wait_for(lt.torrent_checked_alert, 12)
+            self.rechecked = self._wait_for(lt.torrent_checked_alert, until - time.monotonic())
         self.status = self.handle.status()
 
     def _wait_for(self, kind: type, seconds: float) -> bool:
@@ -681,6 +687,11 @@ def _replace(src: str, dst: str) -> None:
         pass
     except OSError as exc:
         log.warning("%s: cannot rename to %s (%s)", src, dst, exc.strerror)
+
+
+def remove_stale(spec: WorkerSpec) -> None:
+    """Drop the state kept aside after a failed write: the rerun then checks the files instead."""
+    _remove(spec.stale_path)
 
 
 def _remove(path: str) -> None:
