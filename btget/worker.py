@@ -150,7 +150,10 @@ class Worker:
         self.connected = False  # some peer connected at some point (sent to the parent)
         self.connected_at: float | None = None  # time.time() of the first peer connection
         self.reannounce = Reannounce()  # when losing every seed asks the tracker again
-        self.web_urls = set(spec.web_seeds)  # the web seeds in use now
+        self.web_urls = set(spec.web_seeds)  # the web seeds in use now (as the parent names them)
+        from btget import doorrelay
+
+        self.relays = doorrelay.Relays()  # libtorrent asks each http web seed through one (btget/doorrelay.py)
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0
         self.bans_seen = False  # libtorrent banned some peer: maybe a web seed (see _banned_web_seeds)
@@ -184,6 +187,7 @@ class Worker:
     # --- set-up -------------------------------------------------------------------
     def _params(self) -> Any:
         atp = torrent_params(self.lt, self.spec)
+        atp.url_seeds = [self._relayed(u) for u in self.spec.web_seeds]
         wanted = set(self.spec.wanted)
         files = atp.ti.layout()
         self.piece_length = atp.ti.piece_length()
@@ -305,6 +309,7 @@ class Worker:
             self._flushed()
         elif isinstance(a, (lt.peer_connect_alert, lt.peer_disconnected_alert)):
             ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
+            ep = ep and self.relays.door_of((ep[0], ep[1]))  # a web seed's relay: the door it stands for
             pid = a.pid.to_bytes() if getattr(a, "pid", None) is not None else b""
             if isinstance(a, lt.peer_connect_alert):
                 self.connected = True  # an attempt (libtorrent posts it before the connection is made)
@@ -326,7 +331,7 @@ class Worker:
         elif isinstance(a, lt.hash_failed_alert):
             self.ledger.hash_failed()
         elif isinstance(a, lt.peer_ban_alert):
-            self._banned(a.endpoint)
+            self._banned(self.relays.door_of((a.endpoint[0], a.endpoint[1])))
             if self.web_urls:
                 self.bans_seen = True
                 self._banned_web_seeds()
@@ -467,9 +472,9 @@ class Worker:
         """Use exactly the web seeds the parent named (adding and removing url seeds on the handle)."""
         wanted = set(command.urls)
         for url in sorted(self.web_urls - wanted):
-            self.handle.remove_url_seed(url)  # its connection closes; its requests go back to the picker
+            self.handle.remove_url_seed(self.relays.local(url))  # its connection closes; its requests go back
         for url in sorted(wanted - self.web_urls):
-            self.handle.add_url_seed(url)
+            self.handle.add_url_seed(self._relayed(url))
         self.web_urls = wanted
         self.ledger.web_seeds |= _endpoints(command.urls)
         self.probe = command.probe
@@ -480,11 +485,17 @@ class Worker:
         from the torrent, so they are the URLs gone from the handle; looked at on the ban alert and
         again every STALL_CHECK, in case the removal came later) and `also` (dropped here)."""
         for url in also & self.web_urls:
-            self.handle.remove_url_seed(url)
-        gone = (self.web_urls - set(self.handle.url_seeds())) | (also & self.web_urls)
+            self.handle.remove_url_seed(self.relays.local(url))
+        gone = (self.web_urls - {self.relays.original(u) for u in self.handle.url_seeds()}) | (also & self.web_urls)
         for url in sorted(gone):
             self.send(events.WebSeedBanned(self.spec.index, url))
         self.web_urls -= gone
+
+    def _relayed(self, url: str) -> str:
+        """The URL libtorrent is given for web seed `url`: its relay's, counted as a web seed's endpoint."""
+        local = self.relays.local(url)
+        self.ledger.web_seeds |= self.relays.endpoints
+        return local
 
     # --- resume state ---------------------------------------------------------------
     def save_resume(self, force: bool = False) -> None:
@@ -514,6 +525,7 @@ class Worker:
             self._attribute_rest()
         self.send(self.progress(events.Phase.STOPPED, files=True))
         self.ses.pause()
+        self.relays.close()
 
     def _recheck(self, until: float) -> None:
         """After a failed write, find what is on disk by hashing the files, by `until` (monotonic).
@@ -553,7 +565,8 @@ class Worker:
             return
         info = self.lt.peer_info
         busy = info.connecting | info.handshake
-        connections = [sources.Connection(p.ip[0], p.ip[1], p.total_download, p.pid.to_bytes(),
+        door = self.relays.door_of
+        connections = [sources.Connection(*door((p.ip[0], p.ip[1])), p.total_download, p.pid.to_bytes(),
                                           web_seed=p.connection_type in self._web_seed_types,
                                           seed=bool(p.flags & info.seed), busy=bool(p.flags & busy),
                                           hashfails=p.num_hashfails) for p in peers]

@@ -11,7 +11,8 @@
 # own daemons; the packages' own services are not used); openssl (the TLS tests make their own CA)
 # and systemd for systemd-analyze, which checks deploy/systemd/ (it needs no systemd running: in a
 # container without it as PID 1 the package installs and `systemd-analyze verify` works); tmux, the
-# real terminal of bt-get's display test; faketime, the wrong clock of one site (tests/faults/test_clock.py).
+# real terminal of bt-get's display test; faketime, the wrong clock of one site (tests/faults/test_clock.py);
+# xrootd-server, a real storage door with its HTTP plugin as a site's web seed (tests/btget/test_door_xrootd.py).
 # Installs only what is missing.
 set -euo pipefail
 
@@ -22,7 +23,7 @@ declare -A need=(
   [qbittorrent-nox]=qbittorrent-nox [rtorrent]=rtorrent [ctorrent]=ctorrent
   [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-wlm [sacct]=slurm-wlm [munged]=munge
   [redis-server]=redis-server
-  [openssl]=openssl [systemd-analyze]=systemd [tmux]=tmux [faketime]=faketime
+  [openssl]=openssl [systemd-analyze]=systemd [tmux]=tmux [faketime]=faketime [xrootd]=xrootd-server
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -1,0 +1,249 @@
+"""A loopback relay in front of each plain-http web seed: libtorrent's pipelined requests sent on one at a time.
+
+libtorrent writes a web seed several requests at once (`urlseed_pipeline_size`,
+and one per file for a piece that spans files) and reads the answers in
+order. A door that answers only the first of them stalls the web seed until
+`urlseed_timeout` (20 s): Debian's XRootD 5.5.3 (XrdHttp) answers the first
+of two requests in one write and holds the second until more bytes arrive,
+which made a 48 MiB dataset of 30 files take 67-90 s from a door on a 100
+Mbit/s link, 4.3 s from nginx (docs/webseeds.md). Whether a door pipelines
+cannot be told before it stalls, so every http web seed goes through the
+relay: libtorrent talks to 127.0.0.1:PORT (one port per door, so its
+connections still name one door each), the relay sends each request to the
+door on a connection with nothing else in flight (up to `PARALLEL` at once,
+kept alive) and writes the answers back in the order they were asked. An
+https door is left direct: the relay would have to hold the T3's trust for
+it.
+
+The relay runs an asyncio loop in a thread of the worker process; `Relays`
+is its whole interface (`local(url)`, `door_of(endpoint)`, `close()`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+PARALLEL = 4  # requests of one libtorrent connection in flight to the door at once
+HEAD_LIMIT = 64 * 1024  # a request's or an answer's head beyond this is refused
+CHUNK = 256 * 1024
+CONNECT_TIMEOUT = 10.0
+
+
+@dataclass
+class Door:
+    """One web seed's door: where requests for BASE go, and its idle connections."""
+
+    base: str
+    host: str
+    port: int
+    path: str  # the base's path, ending in '/'
+    netloc: str
+    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, base: str) -> Door:
+        parts = urlsplit(base)
+        path = parts.path if parts.path.endswith("/") else parts.path + "/"
+        return cls(base, parts.hostname or "", parts.port or 80, path, parts.netloc)
+
+
+class Relays:
+    """The relays of one worker, started on first use; `local` and `close` may be called from any thread."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._local: dict[str, str] = {}  # door base URL → the relay's base URL
+        self._doors: dict[tuple[str, int], tuple[str, int]] = {}  # relay endpoint → door endpoint
+        self._servers: list[asyncio.base_events.Server] = []
+
+    def local(self, url: str) -> str:
+        """The URL libtorrent is given for web seed `url` (itself, for an https door or if no relay could start)."""
+        if not url.startswith("http://") or not urlsplit(url).hostname:
+            return url
+        if url not in self._local:
+            door = Door.of(url)
+            try:
+                port = self._call(self._listen(door))
+            except OSError as exc:
+                log.warning("%s: no relay (%s): libtorrent asks the door directly", url, exc.strerror)
+                return url
+            self._local[url] = f"http://127.0.0.1:{port}{door.path}"
+            self._doors[("127.0.0.1", port)] = (door.host, door.port)
+        return self._local[url]
+
+    def original(self, url: str) -> str:
+        """The web seed a URL given to libtorrent stands for."""
+        return next((door for door, mine in self._local.items() if mine == url), url)
+
+    def door_of(self, endpoint: tuple[str, int]) -> tuple[str, int]:
+        """The door behind a connection's endpoint (the endpoint itself if it is no relay)."""
+        return self._doors.get(endpoint, endpoint)
+
+    @property
+    def endpoints(self) -> set[tuple[str, int]]:
+        return set(self._doors)
+
+    def close(self) -> None:
+        if self._loop is None:
+            return
+        with contextlib.suppress(Exception):
+            self._call(self._shutdown(), timeout=5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+        self._loop = None
+
+    # --- the loop's side ------------------------------------------------------------------
+    def _call(self, coro, timeout: float = 10.0):
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever, name="web seed relay", daemon=True)
+            self._thread.start()
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _listen(self, door: Door) -> int:
+        server = await asyncio.start_server(lambda r, w: serve(door, r, w), "127.0.0.1", 0, limit=HEAD_LIMIT)
+        self._servers.append(server)
+        return server.sockets[0].getsockname()[1]
+
+    async def _shutdown(self) -> None:
+        for server in self._servers:
+            server.close()
+        for task in asyncio.all_tasks():
+            if task is not asyncio.current_task():
+                task.cancel()
+
+
+# --- HTTP/1.1, as much of it as a web seed's GETs need --------------------------------------
+async def serve(door: Door, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+    """One libtorrent connection: its requests read as they come, fetched up to PARALLEL at once, answered in order."""
+    answers: asyncio.Queue[asyncio.Task | None] = asyncio.Queue(PARALLEL)
+    writer = asyncio.create_task(_write_back(answers, client_w))
+    try:
+        while not writer.done():
+            try:
+                head = await client_r.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                break
+            request = _forwarded(head, door)
+            if request is None:
+                await answers.put(asyncio.create_task(_constant(b"400 Bad Request")))
+                break
+            await answers.put(asyncio.create_task(_fetch(door, request)))
+    finally:
+        with contextlib.suppress(asyncio.CancelledError):
+            await answers.put(None)
+            await writer
+        client_w.close()
+
+
+async def _write_back(answers: asyncio.Queue, client_w: asyncio.StreamWriter) -> None:
+    """Write each answer whole, in the order asked; an answer that failed ends the connection."""
+    while (task := await answers.get()) is not None:
+        try:
+            head, body, reusable = await task
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError):
+            head, body, reusable = _bad_gateway(), b"", False
+        try:
+            client_w.write(head + body)
+            await client_w.drain()
+        except ConnectionError:
+            return
+        if not reusable:
+            return
+
+
+def _forwarded(head: bytes, door: Door) -> bytes | None:
+    """The request as the door is sent it: its path under the door's base, its Host the door's."""
+    lines = head.decode("latin-1").split("\r\n")
+    try:
+        method, target, version = lines[0].split(" ")
+    except ValueError:
+        return None
+    if method not in ("GET", "HEAD") or not target.startswith("/") or not version.startswith("HTTP/1."):
+        return None
+    headers = [line for line in lines[1:] if line and not line.lower().startswith(("host:", "connection:"))]
+    # The relay's base has the door's path: the target is the door's as it stands.
+    return "\r\n".join([f"{method} {target} HTTP/1.1", f"Host: {door.netloc}", "Connection: keep-alive",
+                        *headers, "", ""]).encode("latin-1")
+
+
+async def _fetch(door: Door, request: bytes) -> tuple[bytes, bytes, bool]:
+    """Send `request` alone on a connection to the door; its answer: head, body, and whether it may be followed."""
+    reader, writer = await _connection(door)
+    writer.write(request)
+    await writer.drain()
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT * 3)
+    status, fields = _parse_head(head)
+    keep = fields.get("connection", "").lower() != "close"
+    no_body = request.startswith(b"HEAD ") or status in (204, 304) or 100 <= status < 200
+    if no_body:
+        body = b""
+    elif "content-length" in fields:
+        body = await reader.readexactly(int(fields["content-length"]))
+    elif fields.get("transfer-encoding", "").lower() == "chunked":
+        body = await _chunked(reader)
+    else:  # to the end of the connection
+        body, keep = await reader.read(), False
+        head = _with_length(head, len(body))
+    if keep:
+        door.idle.append((reader, writer))
+    else:
+        writer.close()
+    return head, body, True
+
+
+async def _connection(door: Door) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    while door.idle:
+        reader, writer = door.idle.pop()
+        if not reader.at_eof() and not writer.is_closing():
+            return reader, writer
+        writer.close()
+    return await asyncio.wait_for(asyncio.open_connection(door.host, door.port, limit=HEAD_LIMIT), CONNECT_TIMEOUT)
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise ValueError(f"not an HTTP answer: {lines[0][:80]!r}")
+    fields = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            fields[name.strip().lower()] = value.strip()
+    return int(parts[1]), fields
+
+
+async def _chunked(reader: asyncio.StreamReader) -> bytes:
+    """A chunked body as sent (sizes, data and trailer), read to its end."""
+    out = bytearray()
+    while True:
+        size_line = await reader.readuntil(b"\r\n")
+        out += size_line
+        size = int(size_line.split(b";")[0].strip(), 16)
+        if size == 0:
+            while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+                out += line
+            return bytes(out + b"\r\n")
+        out += await reader.readexactly(size + 2)
+
+
+def _with_length(head: bytes, length: int) -> bytes:
+    return head[:-2] + f"Content-Length: {length}\r\n\r\n".encode()
+
+
+def _bad_gateway() -> bytes:
+    return b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+async def _constant(status: bytes) -> tuple[bytes, bytes, bool]:
+    return b"HTTP/1.1 " + status + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", b"", False

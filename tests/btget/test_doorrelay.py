@@ -1,0 +1,91 @@
+"""btget/doorrelay.py against a door that answers one request per read, as XRootD 5.5.3 does (the real one:
+tests/btget/test_door_xrootd.py): pipelined requests answered whole and in order, bad input refused."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from btget.doorrelay import Relays
+
+BODY = bytes(range(256)) * 1024  # 256 KiB
+
+
+async def one_per_read(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Reads what has arrived, answers the first request in it and drops the rest: a door that
+    does not pipeline (worse than XRootD, which holds them until more bytes come)."""
+    while data := await reader.read(65536):
+        line = data.split(b"\r\n", 1)[0].decode()
+        ranged = next((h for h in data.decode().split("\r\n") if h.lower().startswith("range:")), None)
+        lo, hi = (int(x) for x in ranged.split("=")[1].split("-")) if ranged else (0, len(BODY) - 1)
+        status = "404 Not Found" if "missing" in line else "206 Partial Content"
+        body = b"" if "missing" in line else BODY[lo:hi + 1]
+        writer.write(f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        await writer.drain()
+    writer.close()
+
+
+@pytest.fixture
+async def relay():
+    server = await asyncio.start_server(one_per_read, "127.0.0.1", 0)
+    relays = Relays()
+    local = await asyncio.to_thread(relays.local, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/store/")
+    host, port = local.split("//")[1].split("/")[0].split(":")
+    yield relays, local, (host, int(port))
+    await asyncio.to_thread(relays.close)
+    server.close()
+
+
+def ask(endpoint, *requests: bytes) -> bytes:
+    """Write every request at once; read until the relay closes or goes quiet."""
+    with socket.create_connection(endpoint, timeout=10) as s:
+        s.sendall(b"".join(requests))
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while chunk := s.recv(1 << 20):
+            got += chunk
+        return got
+
+
+def get(path: str, lo: int, hi: int) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: x\r\nRange: bytes={lo}-{hi}\r\n\r\n".encode()
+
+
+async def test_pipelined_requests_are_answered_whole_and_in_order(relay):
+    relays, local, endpoint = relay
+    assert local.startswith("http://127.0.0.1:") and local.endswith("/store/")
+    ranges = [(0, 99), (100_000, 200_000), (5, 5), (250_000, 262_143), (1, 65_536)]
+    got = await asyncio.to_thread(ask, endpoint, *(get("/store/ds/f", lo, hi) for lo, hi in ranges))
+    for lo, hi in ranges:
+        head, _, got = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 206"), head
+        length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+        assert length == hi - lo + 1 and got[:length] == BODY[lo:hi + 1]
+        got = got[length:]
+    assert got == b""
+    # libtorrent's connection names the relay; the door behind it is what bt-get reports.
+    assert relays.door_of(endpoint) != endpoint and relays.door_of(("10.0.0.1", 80)) == ("10.0.0.1", 80)
+    assert relays.original(local) == local.replace(f":{endpoint[1]}", f":{relays.door_of(endpoint)[1]}")
+
+
+async def test_a_door_answer_other_than_206_passes_through_and_the_connection_goes_on(relay):
+    _, _, endpoint = relay
+    got = await asyncio.to_thread(ask, endpoint, get("/store/ds/missing", 0, 9), get("/store/ds/f", 0, 9))
+    assert got.startswith(b"HTTP/1.1 404") and got.endswith(BODY[:10])
+
+
+@pytest.mark.parametrize("bad", [b"POST /store/x HTTP/1.1\r\n\r\n", b"GET http://elsewhere/ HTTP/1.1\r\n\r\n",
+                                 b"nonsense\r\n\r\n"])
+async def test_a_request_the_relay_does_not_forward_gets_400_and_the_connection_ends(relay, bad):
+    _, _, endpoint = relay
+    got = await asyncio.to_thread(ask, endpoint, bad, get("/store/ds/f", 0, 9))
+    assert got.startswith(b"HTTP/1.1 400 Bad Request\r\n") and b"206" not in got
+
+
+def test_https_and_odd_urls_are_left_direct():
+    relays = Relays()
+    for url in ("https://door.example:2880/pnfs/", "ftp://x/", "http:///nohost/"):
+        assert relays.local(url) == url
+    relays.close()
