@@ -107,7 +107,7 @@ def test_a_libtorrent_client_downloads_a_dataset_from_a_running_daemon(procs, tm
         return value is not None and ds["total_size"] <= value <= ds["total_size"] * 1.05
     seen: list[float | None] = []
     try:
-        wait_for(lambda: counted(seen.append(uploaded_metric(url)) or seen[-1]), timeout=20,
+        wait_for(lambda: counted(seen.append(uploaded_metric(url)) or seen[-1]), timeout=10,
                  what="upload counted in /metrics")
     except WaitTimeout:
         pytest.fail(f"/metrics counts {seen[-1]} bytes uploaded for a {ds['total_size']}-byte dataset")
