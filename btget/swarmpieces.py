@@ -104,42 +104,53 @@ class SwarmPieces:
         self._stopping = False
         self._next_save = time.monotonic() + RESUME_INTERVAL
         self._pending_saves = 0
+        self.alerts = self._alert_table()
 
     # --- the alert pump (runs as a task on the server's loop) ------------------------------
     async def pump(self) -> None:
         """Wait for alerts in a thread, handle them on the loop (alerts live only until the next pop)."""
         while not self._stopping:
             if await asyncio.to_thread(self.ses.wait_for_alert, 200) is not None:
-                for a in self.ses.pop_alerts():
-                    self._on_alert(a)
+                self.alerts.drain(self.ses)
             if time.monotonic() >= self._next_save:
                 self.save_resume()
 
-    def _on_alert(self, a: Any) -> None:
+    def _alert_table(self) -> Any:
+        from torrents.servicekit import ltsession
+
         lt = self.lt
-        if isinstance(a, lt.piece_finished_alert):
-            piece = int(a.piece_index)
-            self.demand.arrived(piece)
-            for fut in self._waiters.pop(piece, []):
-                if not fut.done():
-                    fut.set_result(None)
-        elif isinstance(a, lt.hash_failed_alert):
-            self.hash_failures += 1
-        elif isinstance(a, lt.save_resume_data_alert):
-            self._pending_saves = max(0, self._pending_saves - 1)
-            worker.write_resume(self.spec.resume_path, lt.write_resume_data_buf(a.params))
-        elif isinstance(a, lt.save_resume_data_failed_alert):
-            self._pending_saves = max(0, self._pending_saves - 1)
-        elif isinstance(a, (lt.file_error_alert, lt.torrent_error_alert, lt.listen_failed_alert)):
-            message = f"{a.error.message()}"
-            log.warning("libtorrent: %s", a.message())
-            self.errors.append(message)
-        elif isinstance(a, (lt.peer_connect_alert, lt.peer_disconnected_alert)):
-            log.debug("%s", a.message())
-        elif isinstance(a, lt.tracker_reply_alert):
-            log.info("tracker %s: %d peers", a.tracker_url(), a.num_peers)
-        elif isinstance(a, lt.tracker_error_alert):
-            log.warning("tracker %s: %s", a.tracker_url(), a.failure_reason() or a.error.message())
+        return ltsession.Alerts({
+            lt.piece_finished_alert: self._on_piece, lt.hash_failed_alert: self._on_hash_failed,
+            lt.save_resume_data_alert: self._on_resume_data, lt.save_resume_data_failed_alert: self._on_resume_failed,
+            lt.file_error_alert: self._on_error, lt.torrent_error_alert: self._on_error,
+            lt.listen_failed_alert: self._on_error,
+            lt.peer_connect_alert: lambda a: log.debug("%s", a.message()),
+            lt.peer_disconnected_alert: lambda a: log.debug("%s", a.message()),
+            lt.tracker_reply_alert: lambda a: log.info("tracker %s: %d peers", a.tracker_url(), a.num_peers),
+            lt.tracker_error_alert: lambda a: log.warning("tracker %s: %s", a.tracker_url(),
+                                                          a.failure_reason() or a.error.message()),
+        })
+
+    def _on_piece(self, a: Any) -> None:
+        piece = int(a.piece_index)
+        self.demand.arrived(piece)
+        for fut in self._waiters.pop(piece, []):
+            if not fut.done():
+                fut.set_result(None)
+
+    def _on_hash_failed(self, a: Any) -> None:
+        self.hash_failures += 1
+
+    def _on_resume_data(self, a: Any) -> None:
+        self._pending_saves = max(0, self._pending_saves - 1)
+        worker.write_resume(self.spec.resume_path, self.lt.write_resume_data_buf(a.params))
+
+    def _on_resume_failed(self, a: Any) -> None:
+        self._pending_saves = max(0, self._pending_saves - 1)
+
+    def _on_error(self, a: Any) -> None:
+        log.warning("libtorrent: %s", a.message())
+        self.errors.append(a.error.message())
 
     # --- pieces ---------------------------------------------------------------------------
     def want(self, reader: int, pieces: Iterable[tuple[int, int]]) -> None:
@@ -286,8 +297,7 @@ class SwarmPieces:
         deadline = time.monotonic() + 10
         while self._pending_saves and time.monotonic() < deadline:
             if self.ses.wait_for_alert(200) is not None:
-                for a in self.ses.pop_alerts():
-                    self._on_alert(a)
+                self.alerts.drain(self.ses)
         self.ses.pause()
         for fd in self._fds.values():
             os.close(fd)

@@ -154,6 +154,7 @@ class Worker:
         from btget import doorrelay
 
         self.relays = doorrelay.Relays()  # libtorrent asks each http web seed through one (btget/doorrelay.py)
+        self.alerts = self._alert_table()
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0
         self.bans_seen = False  # libtorrent banned some peer: maybe a web seed (see _banned_web_seeds)
@@ -202,8 +203,7 @@ class Worker:
         next_resume = time.monotonic() + self.spec.resume_interval
         while self.stop["signal"] is None:
             if self.ses.wait_for_alert(50) is not None:
-                for alert in self.ses.pop_alerts():
-                    self.on_alert(alert)
+                self.alerts.drain(self.ses)
             while not self.parent_gone and self.conn.poll():
                 try:
                     command = self.conn.recv()
@@ -265,110 +265,129 @@ class Worker:
                 break
         self.shutdown()
 
-    def on_alert(self, a: Any) -> None:
+    # --- alerts: one handler each ------------------------------------------------------
+    def _alert_table(self) -> Any:
+        from torrents.servicekit import ltsession
+
         lt = self.lt
-        if isinstance(a, lt.state_update_alert):
-            for st in a.status:
-                self.status = st
-            if self.status is not None:
-                self._seeds_gone(self.status.num_seeds)
-                # The first report after the check carries what is on disk per file: the parent's
-                # "resuming: ... already verified" (one file_progress, not one per report).
-                checked = not self.checked and str(self.status.state).rsplit(".", 1)[-1] not in events.CHECKING
-                self.checked = self.checked or checked
-                self.send(self.progress(files=checked))
-        elif isinstance(a, lt.torrent_finished_alert):
-            if self.phase is WorkerPhase.FETCHING:
-                self.status = self.handle.status()
-                if self.first_byte_at is None and self.status.total_payload_download > 0:
-                    self.first_byte_at = time.time()  # all of it came within one turn of the loop
-                self._count_sources()
-                self._attribute_rest()
-                # Pieces pass their hash check while still in libtorrent's
-                # write queue: report "finished" only once the cache is flushed
-                # (cache_flushed_alert), so the parent's checksums read what is
-                # on disk. A flushing save_resume_data is not enough in 2.x: the
-                # parent then read files short of their last writes (1,000 files
-                # of 32 KiB: exit 5 in 4 runs of 6; with flush_cache, 0 of 8).
-                self.handle.save_resume_data(lt.torrent_handle.flush_disk_cache)
-                self.pending_saves += 1
-                self.handle.flush_cache()
-                self.phase = WorkerPhase.FLUSHING
-        elif isinstance(a, lt.piece_finished_alert):
-            # Saved every 0.5 s *and* every 1% of the share: on a fast link
-            # half a second is many pieces, which a kill -9 would cost again.
-            self.unsaved += self.piece_length
-            if self.unsaved >= self.save_every and self.phase is not WorkerPhase.FAILED:
-                self.save_resume()
-        elif isinstance(a, lt.save_resume_data_alert):
-            self.pending_saves = max(0, self.pending_saves - 1)
-            self._write_resume(lt.write_resume_data_buf(a.params))
-        elif isinstance(a, lt.save_resume_data_failed_alert):
-            self.pending_saves = max(0, self.pending_saves - 1)
-        elif isinstance(a, lt.cache_flushed_alert):
-            self._flushed()
-        elif isinstance(a, (lt.peer_connect_alert, lt.peer_disconnected_alert)):
-            ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
-            ep = ep and self.relays.door_of((ep[0], ep[1]))  # a web seed's relay: the door it stands for
-            pid = a.pid.to_bytes() if getattr(a, "pid", None) is not None else b""
-            if isinstance(a, lt.peer_connect_alert):
-                self.connected = True  # an attempt (libtorrent posts it before the connection is made)
-                if ep:
-                    self.ledger.connected(ep[0], ep[1], pid)
-                self.connected_at = self.connected_at or time.time()
-            else:
-                fetching = self.phase is WorkerPhase.FETCHING
-                if ep:  # connect_failed: refused, or timed out (a firewall that drops)
-                    self.ledger.disconnected(ep[0], ep[1], pid,
-                                             connect_failed=fetching and a.op == lt.operation_t.connect)
-                if fetching:
-                    if ep and (ep[0], ep[1]) not in self.ledger.web_seeds and \
-                            self.ledger.remote(ep[0], self.ledger.key(ep[0], ep[1])):
-                        self.reannounce.lost()
-                    # A site that cannot read its replica drops its seed at once, between two
-                    # status updates: look now, not at the next one.
-                    self._seeds_gone(self.handle.status(0).num_seeds)
-        elif isinstance(a, lt.hash_failed_alert):
-            self.ledger.hash_failed()
-        elif isinstance(a, lt.peer_ban_alert):
-            self._banned(self.relays.door_of((a.endpoint[0], a.endpoint[1])))
-            if self.web_urls:
-                self.bans_seen = True
-                self._banned_web_seeds()
-        elif isinstance(a, lt.tracker_error_alert):
-            # A dead or refusing tracker is the usual reason for "0 seeds":
-            # say so rather than let the user watch a still bar.
-            reason = a.failure_reason() or a.error.message()
-            # An https tracker whose certificate we cannot verify: final at once (our CAs do not
-            # change while we run).
-            untrusted = None if a.failure_reason() else tls.libtorrent_problem(reason, tls.FLAG_HINT)
-            # It answered with a reason twice (once may be a tracker that has not yet heard the
-            # site's heartbeat for a dataset just published), or nobody listens there, every time.
-            definitive = bool(untrusted) or a.times_in_row >= (
-                REASONS_DEFINITIVE if a.failure_reason() else REFUSALS_DEFINITIVE) \
-                and (bool(a.failure_reason()) or a.error.value() == errno.ECONNREFUSED)
-            reason = untrusted or reason
-            if a.failure_reason() and not definitive:
-                # Ask again soon rather than after libtorrent's half-minute back-off.
-                self.handle.force_reannounce(REASON_RECHECK, -1, self.lt.reannounce_flags_t.ignore_min_interval)
-            self.send(events.TrackerReply(self.spec.index, False, a.tracker_url(), reason, definitive))
-        elif isinstance(a, lt.tracker_reply_alert):
-            self.send(events.TrackerReply(self.spec.index, True, a.tracker_url(), f"{a.num_peers} peers"))
-        elif isinstance(a, lt.file_error_alert):
-            code = a.error.value()
-            if not self.write_failed:
-                self.write_failed = True
-                # The saved state may claim pieces that are not on disk (see _recheck): out of the way,
-                # where a rerun never reads it, its blocks kept for the state saved after the check.
-                _replace(self.spec.resume_path, self.spec.stale_path)
-            kind = "disk_full" if code in (errno.ENOSPC, errno.EDQUOT) else "file"
-            problem = "disk full (free some space, then run bt-get again: it resumes)" if kind == "disk_full" \
-                else a.error.message()
-            self._fail(kind, _filename(a) or self.spec.save_path, problem)
-        elif isinstance(a, lt.listen_failed_alert):
-            self._fail("listen", self.spec.listen_ip, f"cannot listen ({a.error.message()})")
-        elif isinstance(a, lt.torrent_error_alert):
-            self._fail("torrent", _filename(a) or "torrent", a.error.message())
+        return ltsession.Alerts({
+            lt.state_update_alert: self._on_state_update, lt.torrent_finished_alert: self._on_finished,
+            lt.piece_finished_alert: self._on_piece, lt.save_resume_data_alert: self._on_resume_data,
+            lt.save_resume_data_failed_alert: self._on_resume_failed, lt.cache_flushed_alert: lambda a: self._flushed(),
+            lt.peer_connect_alert: self._on_peer_connect, lt.peer_disconnected_alert: self._on_peer_disconnect,
+            lt.hash_failed_alert: lambda a: self.ledger.hash_failed(), lt.peer_ban_alert: self._on_ban,
+            lt.tracker_error_alert: self._on_tracker_error, lt.tracker_reply_alert: self._on_tracker_reply,
+            lt.file_error_alert: self._on_file_error,
+            lt.listen_failed_alert: lambda a: self._fail("listen", self.spec.listen_ip,
+                                                         f"cannot listen ({a.error.message()})"),
+            lt.torrent_error_alert: lambda a: self._fail("torrent", _filename(a) or "torrent", a.error.message()),
+        })
+
+    def _on_state_update(self, a: Any) -> None:
+        for st in a.status:
+            self.status = st
+        if self.status is not None:
+            self._seeds_gone(self.status.num_seeds)
+            # The first report after the check carries what is on disk per file: the parent's
+            # "resuming: ... already verified" (one file_progress, not one per report).
+            checked = not self.checked and str(self.status.state).rsplit(".", 1)[-1] not in events.CHECKING
+            self.checked = self.checked or checked
+            self.send(self.progress(files=checked))
+
+    def _on_finished(self, a: Any) -> None:
+        if self.phase is not WorkerPhase.FETCHING:
+            return
+        self.status = self.handle.status()
+        if self.first_byte_at is None and self.status.total_payload_download > 0:
+            self.first_byte_at = time.time()  # all of it came within one turn of the loop
+        self._count_sources()
+        self._attribute_rest()
+        # Pieces pass their hash check while still in libtorrent's write queue: report
+        # "finished" only once the cache is flushed (cache_flushed_alert), so the parent's
+        # checksums read what is on disk. A flushing save_resume_data is not enough in 2.x: the
+        # parent then read files short of their last writes (1,000 files of 32 KiB: exit 5 in 4
+        # runs of 6; with flush_cache, 0 of 8).
+        self.handle.save_resume_data(self.lt.torrent_handle.flush_disk_cache)
+        self.pending_saves += 1
+        self.handle.flush_cache()
+        self.phase = WorkerPhase.FLUSHING
+
+    def _on_piece(self, a: Any) -> None:
+        # Saved every 0.5 s *and* every 1% of the share: on a fast link half a second is many
+        # pieces, which a kill -9 would cost again.
+        self.unsaved += self.piece_length
+        if self.unsaved >= self.save_every and self.phase is not WorkerPhase.FAILED:
+            self.save_resume()
+
+    def _on_resume_data(self, a: Any) -> None:
+        self.pending_saves = max(0, self.pending_saves - 1)
+        self._write_resume(self.lt.write_resume_data_buf(a.params))
+
+    def _on_resume_failed(self, a: Any) -> None:
+        self.pending_saves = max(0, self.pending_saves - 1)
+
+    def _peer_of(self, a: Any) -> tuple[tuple[str, int] | None, bytes]:
+        """A peer alert's endpoint (a web seed's relay: the door it stands for) and peer id."""
+        ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
+        pid = a.pid.to_bytes() if getattr(a, "pid", None) is not None else b""
+        return (self.relays.door_of((ep[0], ep[1])) if ep else None), pid
+
+    def _on_peer_connect(self, a: Any) -> None:
+        ep, pid = self._peer_of(a)
+        self.connected = True  # an attempt (libtorrent posts it before the connection is made)
+        if ep:
+            self.ledger.connected(ep[0], ep[1], pid)
+        self.connected_at = self.connected_at or time.time()
+
+    def _on_peer_disconnect(self, a: Any) -> None:
+        ep, pid = self._peer_of(a)
+        fetching = self.phase is WorkerPhase.FETCHING
+        if ep:  # connect_failed: refused, or timed out (a firewall that drops)
+            self.ledger.disconnected(ep[0], ep[1], pid, connect_failed=fetching and a.op == self.lt.operation_t.connect)
+        if fetching:
+            if ep and ep not in self.ledger.web_seeds and self.ledger.remote(ep[0], self.ledger.key(*ep)):
+                self.reannounce.lost()
+            # A site that cannot read its replica drops its seed at once, between two status
+            # updates: look now, not at the next one.
+            self._seeds_gone(self.handle.status(0).num_seeds)
+
+    def _on_ban(self, a: Any) -> None:
+        self._banned(self.relays.door_of((a.endpoint[0], a.endpoint[1])))
+        if self.web_urls:
+            self.bans_seen = True
+            self._banned_web_seeds()
+
+    def _on_tracker_error(self, a: Any) -> None:
+        # A dead or refusing tracker is the usual reason for "0 seeds": say so rather than let
+        # the user watch a still bar.
+        said = a.failure_reason()
+        reason = said or a.error.message()
+        # An https tracker whose certificate we cannot verify: final at once (our CAs do not
+        # change while we run).
+        untrusted = None if said else tls.libtorrent_problem(reason, tls.FLAG_HINT)
+        # It answered with a reason twice (once may be a tracker that has not yet heard the
+        # site's heartbeat for a dataset just published), or nobody listens there, every time.
+        often = a.times_in_row >= (REASONS_DEFINITIVE if said else REFUSALS_DEFINITIVE)
+        definitive = bool(untrusted) or often and (bool(said) or a.error.value() == errno.ECONNREFUSED)
+        if said and not definitive:
+            # Ask again soon rather than after libtorrent's half-minute back-off.
+            self.handle.force_reannounce(REASON_RECHECK, -1, self.lt.reannounce_flags_t.ignore_min_interval)
+        self.send(events.TrackerReply(self.spec.index, False, a.tracker_url(), untrusted or reason, definitive))
+
+    def _on_tracker_reply(self, a: Any) -> None:
+        self.send(events.TrackerReply(self.spec.index, True, a.tracker_url(), f"{a.num_peers} peers"))
+
+    def _on_file_error(self, a: Any) -> None:
+        code = a.error.value()
+        if not self.write_failed:
+            self.write_failed = True
+            # The saved state may claim pieces that are not on disk (see _recheck): out of the way,
+            # where a rerun never reads it, its blocks kept for the state saved after the check.
+            _replace(self.spec.resume_path, self.spec.stale_path)
+        kind = "disk_full" if code in (errno.ENOSPC, errno.EDQUOT) else "file"
+        problem = "disk full (free some space, then run bt-get again: it resumes)" if kind == "disk_full" \
+            else a.error.message()
+        self._fail(kind, _filename(a) or self.spec.save_path, problem)
 
     def _fail(self, kind: str, subject: str, problem: str) -> None:
         self.phase = WorkerPhase.FAILED
@@ -516,8 +535,7 @@ class Worker:
         self.save_resume(force=True)
         while self.pending_saves and time.monotonic() < deadline:
             if self.ses.wait_for_alert(200) is not None:
-                for alert in self.ses.pop_alerts():
-                    self.on_alert(alert)
+                self.alerts.drain(self.ses)
         remove_stale(self.spec)  # unused: the check was cut short, or a new state was written
         self.status = self.handle.status()
         if self.phase is WorkerPhase.FETCHING:
@@ -526,6 +544,8 @@ class Worker:
         self.send(self.progress(events.Phase.STOPPED, files=True))
         self.ses.pause()
         self.relays.close()
+        if self.alerts.unhandled:
+            log.debug("worker %d: alerts not handled: %s", self.spec.index, self.alerts.unhandled)
 
     def _recheck(self, until: float) -> None:
         """After a failed write, find what is on disk by hashing the files, by `until` (monotonic).
@@ -550,9 +570,7 @@ class Worker:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if self.ses.wait_for_alert(200) is not None:
-                alerts = self.ses.pop_alerts()
-                for alert in alerts:
-                    self.on_alert(alert)
+                alerts = self.alerts.drain(self.ses)
                 if any(isinstance(a, kind) for a in alerts):
                     return True
         return False

@@ -146,6 +146,7 @@ class Seeder:
             self._ses = None
             raise SessionError(f"{self.listen_ip}:{self.port}", f"port is taken (libtorrent fell back to "
                                                                 f"{self._listen_port})")
+        self._alerts = self._alert_table()
         self._pump = threading.Thread(target=self._run_pump, name="btserver-alerts", daemon=True)
         self._pump.start()
         log.info("peer wire listening on %s", self.endpoint)
@@ -219,7 +220,7 @@ class Seeder:
             # No file check at start: the scan has just seen every file, a seed
             # mode check stats each one again (0.2 s for 10,000 files) and counts
             # the dataset's links as files of the wrong size; a file that went
-            # missing since is a read error on its first piece (see _handle).
+            # missing since is a read error on its first piece (see _on_file_error).
             atp.flags = (lt.torrent_flags.seed_mode | lt.torrent_flags.update_subscribe | lt.torrent_flags.upload_mode
                          | lt.torrent_flags.no_verify_files)
             if self.upload_slots:
@@ -315,67 +316,74 @@ class Seeder:
                 next_update = now + UPDATE_EVERY
             ses.wait_for_alert(int(UPDATE_EVERY * 1000))
             try:
-                for alert in ses.pop_alerts():
-                    self._handle(alert)
+                self._alerts.drain(ses)
                 self._reap()
                 self._watch_stuck()
             except Exception:  # the pump must outlive one bad alert
                 log.exception("alert pump")
 
-    def _handle(self, alert: object) -> None:
-        if isinstance(alert, lt.state_update_alert):
-            with self._lock:
-                now = self.clock()
-                for st in alert.status:
-                    ih = str(st.info_hashes.v1)
-                    seed = self._seeds.get(ih)
-                    if seed is None:
-                        continue
-                    seed.peers = st.num_peers
-                    seed.upload_rate = st.upload_payload_rate
-                    delta = st.total_payload_upload - seed.uploaded
-                    seed.uploaded = st.total_payload_upload
-                    if seed.peers:
-                        seed.last_active = now
-                    if delta > 0:
-                        self.counters.uploaded_total += delta
-                        if self.metrics:
-                            self.metrics.uploaded.labels(dataset=seed.name).inc(delta)
-        elif isinstance(alert, lt.torrent_checked_alert):
-            with self._lock:
-                seed = self._seeds.get(str(alert.handle.info_hashes().v1))
+    def _alert_table(self) -> ltsession.Alerts:
+        return ltsession.Alerts({
+            lt.state_update_alert: self._on_state_update, lt.torrent_checked_alert: self._on_checked,
+            lt.peer_connect_alert: self._on_peer_connect, lt.hash_failed_alert: self._on_hash_failed,
+            lt.file_error_alert: self._on_file_error,
+            lt.listen_failed_alert: lambda a: log.warning("libtorrent: %s", a.message()),
+            lt.torrent_error_alert: lambda a: log.warning("libtorrent: %s", a.message()),
+        })
+
+    def _on_state_update(self, alert) -> None:
+        with self._lock:
+            now = self.clock()
+            for st in alert.status:
+                seed = self._seeds.get(str(st.info_hashes.v1))
+                if seed is None:
+                    continue
+                seed.peers = st.num_peers
+                seed.upload_rate = st.upload_payload_rate
+                delta = st.total_payload_upload - seed.uploaded
+                seed.uploaded = st.total_payload_upload
+                if seed.peers:
+                    seed.last_active = now
+                if delta > 0:
+                    self.counters.uploaded_total += delta
+                    if self.metrics:
+                        self.metrics.uploaded.labels(dataset=seed.name).inc(delta)
+
+    def _on_checked(self, alert) -> None:
+        with self._lock:
+            seed = self._seeds.get(str(alert.handle.info_hashes().v1))
+        if seed is not None:
+            seed.ready.set()
+
+    def _on_peer_connect(self, alert) -> None:
+        with self._lock:
+            seed = self._seeds.get(str(alert.handle.info_hashes().v1))
             if seed is not None:
-                seed.ready.set()
-        elif isinstance(alert, lt.peer_connect_alert):
-            ih = str(alert.handle.info_hashes().v1)
-            with self._lock:
-                seed = self._seeds.get(ih)
-                if seed is not None:
-                    seed.last_active = self.clock()
-        elif isinstance(alert, lt.hash_failed_alert):
-            self.counters.hash_failures += 1
-            if self.metrics:
-                self.metrics.hash_failures.inc()
-            log.warning("seed %s: piece %d failed its hash check (data on disk differs from the torrent)",
-                        alert.handle.info_hashes().v1, alert.piece_index)
-            # Seed mode hashes a piece before its first send, so the bad bytes
-            # never left; but the replica is damaged.
-            self._damaged(alert.handle, f"piece {alert.piece_index} of the replica differs from the torrent",
-                          "replica failed its hash check")
-        elif isinstance(alert, lt.file_error_alert):
-            # A file the scan saw cannot be read now (gone, permissions, an I/O
-            # error): its pieces cannot be sent, and a peer waiting for them
-            # would wait for ever. Stop offering the dataset, so the tracker
-            # asks another site, and say which file.
-            self.counters.read_errors += 1
-            if self.metrics:
-                self.metrics.read_errors.inc()
-            name = _filename(alert)
-            log.warning("seed %s: %s", alert.handle.info_hashes().v1, alert.message())
-            self._damaged(alert.handle, f"cannot read {name or 'a file'} ({alert.error.message()})",
-                          "a file of the replica cannot be read")
-        elif isinstance(alert, (lt.listen_failed_alert, lt.torrent_error_alert)):
-            log.warning("libtorrent: %s", alert.message())
+                seed.last_active = self.clock()
+
+    def _on_hash_failed(self, alert) -> None:
+        self.counters.hash_failures += 1
+        if self.metrics:
+            self.metrics.hash_failures.inc()
+        log.warning("seed %s: piece %d failed its hash check (data on disk differs from the torrent)",
+                    alert.handle.info_hashes().v1, alert.piece_index)
+        # Seed mode hashes a piece before its first send, so the bad bytes
+        # never left; but the replica is damaged.
+        self._damaged(alert.handle, f"piece {alert.piece_index} of the replica differs from the torrent",
+                      "replica failed its hash check")
+
+    def _on_file_error(self, alert) -> None:
+        # A file the scan saw cannot be read now (gone, permissions, an I/O
+        # error): its pieces cannot be sent, and a peer waiting for them
+        # would wait for ever. Stop offering the dataset, so the tracker
+        # asks another site, and say which file.
+        self.counters.read_errors += 1
+        if self.metrics:
+            self.metrics.read_errors.inc()
+        name = _filename(alert)
+        log.warning("seed %s: %s", alert.handle.info_hashes().v1, alert.message())
+        self._damaged(alert.handle, f"cannot read {name or 'a file'} ({alert.error.message()})",
+                      "a file of the replica cannot be read")
 
     def _damaged(self, handle: object, problem: str, why: str) -> None:
         """Stop seeding a replica that cannot be served as it is (else libtorrent re-checks it and,

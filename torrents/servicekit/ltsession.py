@@ -164,3 +164,39 @@ def torrent_params(info: "lt.torrent_info", save_path: str, own_names: Mapping[i
     atp.save_path = save_path
     atp.renamed_files = dict(own_names)
     return atp
+
+
+class Alerts:
+    """Alerts to handlers by type: `Alerts({lt.state_update_alert: self._on_state, ...})`, then `alerts(a)` for
+    each popped alert, or `alerts.drain(ses)`. An alert nobody handles is counted by name (`unhandled`), not
+    dropped unseen: a handler missing for a type asked for in the alert mask shows there.
+
+    One table instead of an `isinstance` chain: each handler is a method of its own that a test can call,
+    and a handler that raises names its alert's type in the error.
+    """
+
+    def __init__(self, handlers: Mapping[type, Any]) -> None:
+        self._handlers = dict(handlers)
+        self._resolved: dict[type, Any] = {}  # an alert's own type → its handler (or None), found once
+        self.unhandled: dict[str, int] = {}
+
+    def __call__(self, alert: Any) -> None:
+        kind = type(alert)
+        if kind not in self._resolved:
+            self._resolved[kind] = next((self._handlers[k] for k in kind.__mro__ if k in self._handlers), None)
+        handler = self._resolved[kind]
+        if handler is None:
+            self.unhandled[kind.__name__] = self.unhandled.get(kind.__name__, 0) + 1
+            return
+        try:
+            handler(alert)
+        except Exception as exc:
+            exc.add_note(f"while handling a libtorrent {kind.__name__}")
+            raise
+
+    def drain(self, ses: "lt.session") -> list[Any]:
+        """Pop every pending alert and handle each, in order; returns them (they live until the next pop)."""
+        alerts = ses.pop_alerts()
+        for alert in alerts:
+            self(alert)
+        return alerts
