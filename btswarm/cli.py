@@ -136,7 +136,7 @@ def demo(state, output, sites, sample_size, workers, keep):
 
 
 BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "scale", "flood",
-           "rucio", "tree", "cost", "webseed", "ratecap", "repo"]
+           "rucio", "tree", "cost", "webseed", "ratecap", "repo", "door"]
 
 
 @cli.command()
