@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import click
 
-from torrents import log as tlog
+from torrents import log as btlog
 from torrents.cli import command_settings, run_main
 from torrents import metainfo
 from torrents.errors import BtswarmError, ConfigError, MetainfoError, UsageError
@@ -98,7 +98,7 @@ def command(**opts: Any) -> int:
     """Download TARGET: a dataset NAME, a FILE.torrent, an http(s) URL of one, or a magnet link.
 
     Or look before downloading: `bt-get --search QUERY`, `bt-get TARGET --list-files`."""
-    tlog.setup(opts["verbose"], "bt-get")
+    btlog.setup(opts["verbose"], "bt-get")
     return get(Options.from_click(opts))
 
 
@@ -326,9 +326,9 @@ def get(opts: Options) -> int:
     elif not opts.quiet:
         click.echo(report.human(doc))
         if isinstance(shared, dict):
-            from btget import share as sharing
+            from btget import handover
 
-            click.echo(sharing.human(shared))
+            click.echo(handover.human(shared))
     if error is not None:
         raise error
     if isinstance(shared, BtswarmError):
@@ -337,12 +337,12 @@ def get(opts: Options) -> int:
 
 
 def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -> dict[str, Any] | BtswarmError:
-    """--share: hand the verified dataset to this T3's bt-server (btget/share.py); said in `doc` either way."""
-    from btget import share as sharing
+    """--share: hand the verified dataset to this T3's bt-server (btget/handover.py); said in `doc` either way."""
+    from btget import handover
 
     try:
-        shared = sharing.share(directory, info_hash, opts.config_path)
-    except sharing.ShareError as exc:
+        shared = handover.share(directory, info_hash, opts.config_path)
+    except handover.ShareError as exc:
         doc["share"] = {"error": str(exc)}
         doc["exit_status"], doc["exit_code"] = exc.exit_status.name, int(exc.exit_status)
         return exc

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from torrents import devsecret
-from torrents import log as tlog
+from torrents import log as btlog
 from torrents.cli import command_settings, run_main
 from torrents.errors import BtswarmError, NotFound, UsageError
 from torrents.hostport import parse_hostport
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(config_path: str | None, listen: str | None, state: str | None, tls_cert: str | None, tls_key: str | None,
         ca_file: str | None, processes: int | None, verbose: int) -> None:
     """Serve until SIGTERM or SIGINT, then exit 0."""
-    tlog.setup(verbose, name="bt-repo")
+    btlog.setup(verbose, name="bt-repo")
     # Imported here so `bt-repo --help` stays quick and the app's import errors surface as errors.
     from btrepo.app import create_app
 

@@ -33,7 +33,7 @@ from torrents.servicekit.web import (PeerClock, add_metrics_route, client_sessio
 from btserver.config import ServerConfig
 
 from btserver import heartbeat, publisher, rucio_sync, weburls
-from btserver.catalog import Catalog
+from btserver.holdings import Catalog
 from btserver.inventory import Inventory, Prepared
 from btserver.metrics import Metrics
 from btserver.ratelimit import TokenBucket

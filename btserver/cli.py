@@ -247,7 +247,7 @@ def share(path: str, config_path: str | None, info_hash: str | None, wait: str, 
     again, or started, detached, when none answers (its PID and log in the state directory)."""
     from torrents.infohash import parse_info_hash
 
-    from btserver import sharing
+    from btserver import sharecommand
 
     btlog.setup(verbose, PROG)
     cfg = server_config.load(config_path)
@@ -258,7 +258,7 @@ def share(path: str, config_path: str | None, info_hash: str | None, wait: str, 
         raise ConfigError("--wait", exc.problem) from None
     import asyncio
 
-    done = asyncio.run(sharing.share(cfg, config_path, Path(path), hashed, wait=seconds, start=not no_start))
+    done = asyncio.run(sharecommand.share(cfg, config_path, Path(path), hashed, wait=seconds, start=not no_start))
     if as_json:
         click.echo(json.dumps(done.to_json(), indent=1))
         return int(ExitStatus.OK)
@@ -274,12 +274,12 @@ def share(path: str, config_path: str | None, info_hash: str | None, wait: str, 
 @config_option
 def stop(config_path: str | None) -> int:
     """Stop the daemon that `bt-server share` started (by the PID in the state directory)."""
-    from btserver import sharing
+    from btserver import sharecommand
 
     cfg = server_config.load(config_path)
-    pid = sharing.stop(Path(cfg.state))
+    pid = sharecommand.stop(Path(cfg.state))
     if pid is None:
-        raise NotFound(str(Path(cfg.state) / sharing.PID_FILE), "no daemon started by bt-server share runs "
+        raise NotFound(str(Path(cfg.state) / sharecommand.PID_FILE), "no daemon started by bt-server share runs "
                                                                  "(one under a service manager is stopped by it)")
     click.echo(f"stopped bt-server pid {pid}")
     return int(ExitStatus.OK)

@@ -22,7 +22,7 @@ from torrents.build import FileSum
 from torrents.dataset import Dataset, Problem
 from torrents.errors import BtswarmError
 
-from btserver import catalog, checksums, farm, layout, rucio_map, shares
+from btserver import checksums, farm, holdings, layout, rucio_map, sharelist
 from btserver.builder import BuildParams
 from btserver.config import ServerConfig
 from btserver.metacache import MetaCache
@@ -99,10 +99,10 @@ class Inventory:
         self.problems: list[Problem] = []
         self.excluded: dict[str, tuple[tuple[str, str], ...]] = {}
         self.done = threading.Event()
-        self.external = catalog.Catalog((), ())  # datasets read elsewhere (Rucio), set by set_external
-        self.shares: list[shares.Share] = []  # read again at each scan
+        self.external = holdings.Catalog((), ())  # datasets read elsewhere (Rucio), set by set_external
+        self.shares: list[sharelist.Share] = []  # read again at each scan
 
-    def set_external(self, cat: catalog.Catalog) -> None:
+    def set_external(self, cat: holdings.Catalog) -> None:
         """Datasets (and their problems) from the site's catalog service, used from the next prepare on."""
         self.external = cat
 
@@ -117,12 +117,12 @@ class Inventory:
         """Scan and prepare every dataset; `on_ready(new, replaced)` for each one that is ready."""
         report = Report()
         try:
-            self.shares = shares.load(self.state)
+            self.shares = sharelist.load(self.state)
         except BtswarmError as exc:  # a damaged list shares nothing until mended; the rest goes on
             report.problems.append(Problem("", exc.subject, exc.problem))
             self.shares = []
         external = self.external
-        cat = catalog.scan(self.config.roots, self.config.manifests, external.datasets, exclude=self.config.exclude,
+        cat = holdings.scan(self.config.roots, self.config.manifests, external.datasets, exclude=self.config.exclude,
                            allowed_roots=self.allowed_roots(), require_whole=self.config.require_whole,
                            shares=[(s.name, s.path) for s in self.shares])
         report.problems.extend(external.problems)

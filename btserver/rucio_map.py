@@ -27,7 +27,7 @@ from torrents.dataset import Dataset, DatasetFile
 from torrents.did import DID, parse_did
 from torrents.errors import BtswarmError
 
-from btserver.catalog import Catalog, Problem
+from btserver.holdings import Catalog, Problem
 
 SNAPSHOT_VERSION = 1
 

@@ -31,7 +31,7 @@ from torrents.did import DID, parse_did, parse_pattern
 from torrents.errors import BtswarmError
 
 from btserver import rucio_map
-from btserver.catalog import Catalog, Problem
+from btserver.holdings import Catalog, Problem
 from btserver.config import RucioConfig
 from btserver.metrics import Metrics
 from btserver.publisher import Retry

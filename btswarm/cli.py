@@ -13,7 +13,7 @@ from btswarm import demo as demo_mod
 from btswarm import run as run_mod
 from btswarm import shaping
 from btswarm import up as up_mod
-from torrents import log as logsetup
+from torrents import log as btlog
 from torrents.cli import command_settings, run_main
 from torrents.errors import BtswarmError
 from torrents.exitstatus import ExitStatus
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 @click.option("-v", "--verbose", count=True)
 def up(**params):
     """Run tracker, repository and SITES storage sites on loopback until Ctrl-C."""
-    logsetup.setup(params["verbose"], "btswarm")
+    btlog.setup(params["verbose"], "btswarm")
     try:
         return up_mod.run(_up_options(params), report=_say)
     except up_mod.Interrupted:

@@ -10,7 +10,7 @@ from pathlib import Path
 from btserver.config import ServerConfig
 
 from btserver import farm
-from btserver.catalog import scan
+from btserver.holdings import scan
 from btserver.inventory import Inventory
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from btserver import rucio_map
-from btserver.catalog import Catalog
+from btserver.holdings import Catalog
 from torrents.did import DID
 
 RSE = "UC_T2_DATADISK"

@@ -1,4 +1,4 @@
-"""A T3's shares (btserver/shares.py), read by the real Inventory; `bt-server share`'s verdict (pure)."""
+"""A T3's shares (btserver/sharelist.py), read by the real Inventory; `bt-server share`'s verdict (pure)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from btserver import shares, sharing
+from btserver import sharecommand, sharelist
 from btserver.config import ServerConfig
 from btserver.heartbeat import heartbeat_body
 from btserver.inventory import Inventory
@@ -19,12 +19,12 @@ NAME = "data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051
 
 def test_add_load_and_replace(tmp_path):
     one = generate(tmp_path / "dl", name=NAME, files=2, total_size=40_000)
-    assert shares.load(tmp_path / "state") == []
-    first = shares.Share(NAME, str(one), "ab" * 20)
-    assert shares.add(tmp_path / "state", first) == [first]
-    newer = shares.Share(NAME, str(one), "cd" * 20)
-    assert shares.add(tmp_path / "state", newer) == [newer]  # one share per name: the newest fetch
-    assert shares.load(tmp_path / "state") == [newer]
+    assert sharelist.load(tmp_path / "state") == []
+    first = sharelist.Share(NAME, str(one), "ab" * 20)
+    assert sharelist.add(tmp_path / "state", first) == [first]
+    newer = sharelist.Share(NAME, str(one), "cd" * 20)
+    assert sharelist.add(tmp_path / "state", newer) == [newer]  # one share per name: the newest fetch
+    assert sharelist.load(tmp_path / "state") == [newer]
 
 
 @pytest.mark.parametrize("doc, problem", [
@@ -35,18 +35,18 @@ def test_add_load_and_replace(tmp_path):
                                                                      "characters"),
 ])
 def test_a_damaged_list_is_named(tmp_path, doc, problem):
-    (tmp_path / shares.FILE).write_text(json.dumps(doc))
+    (tmp_path / sharelist.FILE).write_text(json.dumps(doc))
     with pytest.raises(BtswarmError) as err:
-        shares.load(tmp_path)
-    assert str(err.value) == f"{tmp_path / shares.FILE}: {problem}"
+        sharelist.load(tmp_path)
+    assert str(err.value) == f"{tmp_path / sharelist.FILE}: {problem}"
 
 
 def test_only_a_dataset_directory_is_shared(tmp_path):
     with pytest.raises(BtswarmError) as err:
-        shares.add(tmp_path / "state", shares.Share(NAME, str(tmp_path / "missing")))
+        sharelist.add(tmp_path / "state", sharelist.Share(NAME, str(tmp_path / "missing")))
     assert str(err.value) == f"{tmp_path / 'missing'}: no such directory"
     with pytest.raises(BtswarmError) as err:
-        shares.add(tmp_path / "state", shares.Share(".bt-get", str(tmp_path)))
+        sharelist.add(tmp_path / "state", sharelist.Share(".bt-get", str(tmp_path)))
     assert str(err.value).startswith(f"{tmp_path}: not a dataset directory (")
 
 
@@ -56,7 +56,7 @@ def test_the_inventory_prepares_shares_and_refuses_another_info_hash(tmp_path):
     (fetched / ".bt-get" / "resume").write_bytes(b"x" * 100)
     partial = generate(tmp_path / "dl", name="still.arriving", files=2, total_size=10_000)
     cfg = ServerConfig(kind="T3", site="t3", state=str(tmp_path / "state"), tracker="", repo="")
-    shares.add(cfg.state, shares.Share(NAME, str(fetched), None))
+    sharelist.add(cfg.state, sharelist.Share(NAME, str(fetched), None))
     report = Inventory(cfg).prepare()
     assert [p.name for p in report.prepared] == [NAME]  # what was shared, not the rest of the directory
     assert partial.name not in {p.name for p in report.prepared}
@@ -65,7 +65,7 @@ def test_the_inventory_prepares_shares_and_refuses_another_info_hash(tmp_path):
     assert sorted(f.lfn for f in shared_files) == sorted(p.name for p in fetched.iterdir() if p.is_file())
     good = prepared.info_hash
 
-    shares.add(cfg.state, shares.Share(NAME, str(fetched), "0" * 40))
+    sharelist.add(cfg.state, sharelist.Share(NAME, str(fetched), "0" * 40))
     report = Inventory(cfg).prepare()
     assert report.prepared == []
     assert [str(p) for p in report.problems] == [
@@ -97,4 +97,4 @@ H = "ab" * 20
     ({"error": "preparing datasets failed: OSError: x"}, ("fail", "preparing datasets failed: OSError: x")),
 ])
 def test_verdict(status, expected):
-    assert sharing.verdict(status, NAME, H) == expected
+    assert sharecommand.verdict(status, NAME, H) == expected

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from btserver import rucio_sync
-from btserver.catalog import Catalog
+from btserver.holdings import Catalog
 from btserver.config import RucioConfig
 from btserver.rucio_client import RucioClient, RucioNotFound, RucioRefused, RucioUnavailable
 from tests.rucio.conftest import make_files, unique

@@ -32,7 +32,7 @@ def scan(roots: Iterable[str], manifests: Iterable[str] = (), extra: Iterable[Da
          exclude: Sequence[str] = (), allowed_roots: Sequence[str] | None = None,
          require_whole: bool = False, shares: Iterable[tuple[str, str]] = ()) -> Catalog:
     """Read every dataset of the roots and manifests, plus `extra` (read elsewhere: Rucio) and the
-    shares ((name, directory): a T3's datasets fetched whole, btserver/shares.py); never raises for
+    shares ((name, directory): a T3's datasets fetched whole, btserver/sharelist.py); never raises for
     one bad file."""
     found: dict[str, Dataset] = {}
     problems: list[Problem] = []

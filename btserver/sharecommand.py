@@ -1,6 +1,6 @@
 """`bt-server share DIR/NAME`: a T3 joins the federation as a holder of a dataset it fetched whole.
 
-The dataset directory is added to the site's shares (btserver/shares.py);
+The dataset directory is added to the site's shares (btserver/sharelist.py);
 the site's daemon, `bt-server run` with `[server] kind = "T3"`, then
 prepares it, publishes it to the repository and tells the tracker it can
 seed it, exactly as a T2 does with its roots: seeds start on demand, stop
@@ -32,7 +32,7 @@ import aiohttp
 from torrents.errors import BtswarmError, ConfigError, Unreachable
 from torrents.servicekit.web import signed_request
 
-from btserver import shares
+from btserver import sharelist
 from btserver.config import ServerConfig
 
 PID_FILE = "bt-server.pid"  # <state>/: the daemon `share` started
@@ -132,8 +132,8 @@ async def share(cfg: ServerConfig, config_path: str | None, path: Path, info_has
     if not cfg.repo:
         raise ConfigError("[server] repo", "is empty: a share is published to the federation's repository")
     state = Path(cfg.state)
-    new = shares.Share(path.name, str(path.resolve()), info_hash)
-    shares.add(state, new)
+    new = sharelist.Share(path.name, str(path.resolve()), info_hash)
+    sharelist.add(state, new)
     url = control_url(cfg)
     deadline = time.monotonic() + wait
     async with aiohttp.ClientSession() as http:
