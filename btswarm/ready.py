@@ -1,6 +1,6 @@
 """The ready document: what `btswarm up` writes once its federation serves, and every reader reads.
 
-One typed structure: `up` builds it (btswarm.plan.ready_document) and
+One typed structure: `up` builds it (btswarm.topology.ready_document) and
 writes it (`write`, `to_json`); the running handle (btswarm.federation),
 `btswarm run`, the demo, the tests and the benchmarks read it (`read`,
 `from_json`) and use its attributes. The JSON keys are the field names;

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from btswarm import plan
+from btswarm import topology
 from btswarm.localrucio import LocalRucio
 from torrents.did import parse_did
 from torrents.errors import BtswarmError
@@ -56,8 +56,8 @@ def open_rucio(root: Path, report: Callable[[str], None]) -> Opened:
 
 
 def register(server: LocalRucio, scope: str, names: Sequence[str], site_data: Sequence[tuple[str, Path]],
-             state: Path, refresh: float, report: Callable[[str], None]) -> plan.RucioPlan:
-    """Place and register every dataset of each site's data at the site's RSE; the sites' Rucio plan."""
+             state: Path, refresh: float, report: Callable[[str], None]) -> topology.RucioPlan:
+    """Place and register every dataset of each site's data at the site's RSE; the sites' Rucio topology."""
     for name in names:
         parse_did(f"{scope}:{name}")  # a directory name Rucio (and a btswarm dataset name) can take
     server.add_scope(scope)
@@ -75,5 +75,5 @@ def register(server: LocalRucio, scope: str, names: Sequence[str], site_data: Se
             count += len(server.register_dataset(rse, scope, name, source, link=True))
         report(f"rucio: {site} holds {len(names)} datasets ({count} files) at RSE {rse}")
         rses.append((site, rse, prefix))
-    return plan.RucioPlan(url=server.url, root=server.root, password_file=server.password_file, scope=scope,
+    return topology.RucioPlan(url=server.url, root=server.root, password_file=server.password_file, scope=scope,
                           rses=tuple(rses), refresh=refresh)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from btswarm import netns, plan
+from btswarm import netns, topology
 from btswarm.ready import Ready
 from torrents.errors import BtswarmError
 
@@ -30,7 +30,7 @@ COUNTER_FILE = "run-counter"
 def client_addresses(ready: Ready) -> list[str]:
     """The shaped client addresses of a ready document, or the default client range when none is shaped."""
     shaped = [link.address for link in ready.links if link.label.startswith("client ")]
-    return shaped or [plan.client_ip(k) for k in range(32)]
+    return shaped or [topology.client_ip(k) for k in range(32)]
 
 
 def next_address(addresses: Sequence[str], counter: int) -> str:
@@ -39,7 +39,7 @@ def next_address(addresses: Sequence[str], counter: int) -> str:
 
 def read_ready(state: Path) -> Ready:
     try:
-        return Ready.read(state / plan.READY_COPY)
+        return Ready.read(state / topology.READY_COPY)
     except FileNotFoundError:
         raise BtswarmError(state, "no federation is up on this state directory (start `btswarm up` first, "
                                   "or pass its --state)") from None

@@ -14,7 +14,7 @@ from typing import Awaitable, Callable
 import aiohttp
 
 from btswarm import statelock
-from btswarm.plan import Service
+from btswarm.topology import Service
 from torrents.errors import BtswarmError
 
 log = logging.getLogger("btswarm.supervisor")

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from btswarm import netns, plan, redisserver, ruciofed, shaping, statelock, tundelay
+from btswarm import netns, redisserver, ruciofed, shaping, statelock, topology, tundelay
 from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
 from torrents import urls
@@ -54,9 +54,9 @@ class UpOptions:
     web_seed_urls: tuple[str, ...] = ()  # --web-seed-url [SITE=]TEMPLATE: the sites' own doors
 
     def link_plan(self) -> tuple[shaping.Link, ...]:
-        sites = [(plan.site_name(i), plan.site_ip(i)) for i in range(self.sites)]
-        clients = [plan.client_ip(k) for k in range(self.links.client_addresses)]
-        return shaping.plan(self.links, sites, clients, plan.BASELINE_IP)
+        sites = [(topology.site_name(i), topology.site_ip(i)) for i in range(self.sites)]
+        clients = [topology.client_ip(k) for k in range(self.links.client_addresses)]
+        return shaping.plan(self.links, sites, clients, topology.BASELINE_IP)
 
 
 def default_state_dir() -> Path:
@@ -64,19 +64,19 @@ def default_state_dir() -> Path:
     return Path(base) / "btswarm" / "up"
 
 
-def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> plan.Layout:
+def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> topology.Layout:
     """Addresses and ports: from --base-port (tracker P, repo P+1, site i P+10+2i / P+11+2i, its web seed
     P+520+i) or free."""
     if not 1 <= opts.sites <= 250:
         raise BtswarmError("--sites", f"{opts.sites} is out of range (1-250)")
     sites = []
     for i in range(opts.sites):
-        ip = plan.site_ip(i)
+        ip = topology.site_ip(i)
         if opts.base_port:
             cport, pport, wport = opts.base_port + 10 + 2 * i, opts.base_port + 11 + 2 * i, opts.base_port + 520 + i
         else:
             cport, pport, wport = free_port(ip), free_port(ip), free_port(ip)
-        sites.append(plan.Site(plan.site_name(i), ip, cport, pport, secrets.token_hex(16), wport))
+        sites.append(topology.Site(topology.site_name(i), ip, cport, pport, secrets.token_hex(16), wport))
     if not 1 <= opts.trackers <= 8:
         raise BtswarmError("--trackers", f"{opts.trackers} is out of range (1-8)")
     if opts.trackers > 1 and not (opts.redis or opts.redis_url):
@@ -98,17 +98,17 @@ def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> pla
                            for k in range(redisserver.SENTINELS if opts.redis_replicas else 0))
     # A T3 whose secret the tracker and repository hold, for `bt-get --share --config STATE/config/t3.toml`.
     t3_ports = ((opts.base_port + 10 + 2 * opts.sites, opts.base_port + 11 + 2 * opts.sites) if opts.base_port
-                else (free_port(plan.T3_IP), free_port(plan.T3_IP)))
-    t3 = plan.Site(plan.T3_NAME, plan.T3_IP, *t3_ports, secrets.token_hex(16))
-    return plan.Layout(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
+                else (free_port(topology.T3_IP), free_port(topology.T3_IP)))
+    t3 = topology.Site(topology.T3_NAME, topology.T3_IP, *t3_ports, secrets.token_hex(16))
+    return topology.Layout(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
                            idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data,
                            more_tracker_ports=more, redis_port=redis_port, redis_url=opts.redis_url, t3=t3,
-                           web_seed_urls=plan.web_seed_urls(opts.web_seed_urls, [s.name for s in sites]),
+                           web_seed_urls=topology.web_seed_urls(opts.web_seed_urls, [s.name for s in sites]),
                            redis_replica_ports=replica_ports, sentinel_ports=sentinel_ports)
 
 
 def prepare(opts: UpOptions, report: Callable[[str], None],
-            rucio: "ruciofed.Opened | None" = None) -> tuple[plan.Layout, list[str]]:
+            rucio: "ruciofed.Opened | None" = None) -> tuple[topology.Layout, list[str]]:
     """Create the state directory, the data (sample unless --data) and every config file;
     with `rucio`, register the data there and name the datasets by their DIDs."""
     opts.state.mkdir(parents=True, exist_ok=True)
@@ -156,12 +156,12 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
             path.write_text(redisserver.sentinel_config(fed.host, port, (fed.host, fed.redis_port)))
     conf_dir = opts.state / "config"
     conf_dir.mkdir(parents=True, exist_ok=True)
-    for label, sections in plan.configs(fed).items():
+    for label, sections in topology.configs(fed).items():
         path = conf_dir / f"{label}.toml"
         # Secrets inside: readable by the owner only.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(plan.toml(sections))
+            f.write(topology.toml(sections))
     return fed, names
 
 
@@ -231,7 +231,7 @@ def readiness(names: list[str], site_status: dict[str, dict], records: dict[str,
     return Readiness(tuple(waiting), tuple(dict.fromkeys(failures)), tuple(dict.fromkeys(warnings)))
 
 
-async def wait_published(fed: plan.Layout, names: list[str], timeout: float,
+async def wait_published(fed: topology.Layout, names: list[str], timeout: float,
                          report: Callable[[str], None] = lambda _: None) -> None:
     """Until readiness() is ready; StartError at once on a failure, or after `timeout` s."""
     deadline = time.monotonic() + timeout
@@ -358,12 +358,12 @@ async def _run_up(opts: UpOptions, report: Callable[[str], None], bin_dir: Path,
     loop = asyncio.get_running_loop()
     fed, names = await loop.run_in_executor(None, prepare, opts, report, rucio)
     async with Supervisor(opts.state / "logs", report=report, state=opts.state) as sup:
-        for service in plan.services(fed, bin_dir):
+        for service in topology.services(fed, bin_dir):
             await _or_stop(sup.start(service), stop)
             report(f"started {service.label}: {service.health_url.rsplit('/', 1)[0]}")
         await _or_stop(wait_published(fed, names, opts.timeout, report), stop)
-        doc = plan.ready_document(fed, names, netns=netns_name, links=links)
-        ready_files = [opts.state / plan.READY_COPY] + ([opts.ready_file] if opts.ready_file else [])
+        doc = topology.ready_document(fed, names, netns=netns_name, links=links)
+        ready_files = [opts.state / topology.READY_COPY] + ([opts.ready_file] if opts.ready_file else [])
         for path in ready_files:
             doc.write(path)
         report(banner(fed, names, netns_name, links))
@@ -392,7 +392,7 @@ async def _or_stop(work, stop: asyncio.Event):
     raise Interrupted()
 
 
-def banner(fed: plan.Layout, names: list[str], netns_name: str | None = None,
+def banner(fed: topology.Layout, names: list[str], netns_name: str | None = None,
            links: tuple[shaping.Link, ...] = ()) -> str:
     lines = [
         "btswarm federation is up:",

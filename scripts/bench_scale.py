@@ -52,7 +52,7 @@ from pathlib import Path
 
 import benchlib as bl
 import bench_tracker
-from btswarm import plan
+from btswarm import topology
 from btswarm.redisserver import RedisServer
 
 TRACKER_RSS_MB = 200
@@ -318,27 +318,27 @@ def federation(work: Path, store: str, n_sites: int, n_clients: int, n_datasets:
                     os.link(f, d / name / f.name)
         site_dirs.append(d)
     state = bl.fresh_dir(work / f"state-{store}")
-    sites = tuple(plan.Site(plan.site_name(i), plan.site_ip(i), bl.free_port(plan.site_ip(i)),
-                            bl.free_port(plan.site_ip(i)), os.urandom(8).hex()) for i in range(n_sites))
+    sites = tuple(topology.Site(topology.site_name(i), topology.site_ip(i), bl.free_port(topology.site_ip(i)),
+                            bl.free_port(topology.site_ip(i)), os.urandom(8).hex()) for i in range(n_sites))
     redis_port = bl.free_port("127.0.0.1") if store == "redis" else 0
-    fed = plan.Layout(state=state, data=site_dirs[0], tracker_port=bl.free_port("127.0.0.1"),
+    fed = topology.Layout(state=state, data=site_dirs[0], tracker_port=bl.free_port("127.0.0.1"),
                           repo_port=bl.free_port("127.0.0.1"), sites=sites, idle_ttl=1800.0, heartbeat_interval=5.0,
                           site_data=tuple(site_dirs), redis_port=redis_port)
     (state / "config").mkdir(parents=True)
     (state / "redis").mkdir()
-    for label, sections in plan.configs(fed).items():
-        (state / "config" / f"{label}.toml").write_text(plan.toml(sections))
+    for label, sections in topology.configs(fed).items():
+        (state / "config" / f"{label}.toml").write_text(topology.toml(sections))
     env = {**os.environ, "BTSWARM_SERVER_UPLOAD_RATE_LIMIT": str(site_rate)}
     size_of = {n: bl.dataset_size(src / n) for n in names}
     with bl.Procs() as procs:
         pids: dict[str, int] = {}
         t = time.monotonic()
-        for service in plan.services(fed, bl.BIN):
+        for service in topology.services(fed, bl.BIN):
             p = procs.start(list(service.argv), work / f"{store}-{service.label}.log", env=env)
             pids[service.label] = p.pid
             if not service.label.startswith("site"):
                 bl.wait_for(lambda: _healthy(service.health_url) or p.poll() is not None, 30, service.label)
-        bl.wait_for(lambda: all(_healthy(s.health_url) for s in plan.services(fed, bl.BIN)[-n_sites:]), 120,
+        bl.wait_for(lambda: all(_healthy(s.health_url) for s in topology.services(fed, bl.BIN)[-n_sites:]), 120,
                     "every site to answer")
         want = {n: {sites[i].name for i in range(n_sites) if holds(i, j, n_datasets)} for j, n in enumerate(names)}
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from btswarm import federation as fedlib
-from btswarm import plan
+from btswarm import topology
 from btswarm.federation import Federation, get_json  # noqa: F401  (for the scripts)
 from torrents import procs as proclib
 from torrents.procs import children, cpu_times, free_port  # noqa: F401  (for the scripts)
@@ -299,7 +299,7 @@ def start_seeds(fed: Federation, info_hash: str) -> None:
 
 
 # --- clients ---------------------------------------------------------------------------------------
-client_ip = plan.client_ip  # client k (0-based) on 127.0.0.(101+k)
+client_ip = topology.client_ip  # client k (0-based) on 127.0.0.(101+k)
 
 
 def bt_get_cmd(fed: Federation, name: str, out: Path, ip: str, *extra: str) -> list[str]:
@@ -325,7 +325,7 @@ class Nginx:
 
 
 @contextlib.contextmanager
-def nginx(work: Path, root: Path, ip: str = plan.BASELINE_IP, workers: int = 1) -> Iterator[Nginx]:
+def nginx(work: Path, root: Path, ip: str = topology.BASELINE_IP, workers: int = 1) -> Iterator[Nginx]:
     """nginx serving `root`, as a child process (daemon off) with its own config and prefix; stopped by PID."""
     prefix = fresh_dir(work / "nginx")
     (prefix / "logs").mkdir()

@@ -8,25 +8,25 @@ from pathlib import Path
 
 import pytest
 
-from btswarm import plan, shaping
+from btswarm import shaping, topology
 from btswarm.ready import Ready, RseInfo, SiteInfo, T3Info
 from torrents.errors import BtswarmError
 
 
-def layout(tmp_path: Path) -> plan.Layout:
-    sites = tuple(plan.Site(plan.site_name(i), plan.site_ip(i), 7010 + 2 * i, 7011 + 2 * i, f"s{i}", 7520 + i)
+def layout(tmp_path: Path) -> topology.Layout:
+    sites = tuple(topology.Site(topology.site_name(i), topology.site_ip(i), 7010 + 2 * i, 7011 + 2 * i, f"s{i}", 7520 + i)
                   for i in range(2))
-    t3 = plan.Site(plan.T3_NAME, plan.T3_IP, 7100, 7101, "t")
-    rucio = plan.RucioPlan(url="http://127.0.0.1:7200", root=tmp_path / "rucio", password_file=tmp_path / "pw",
+    t3 = topology.Site(topology.T3_NAME, topology.T3_IP, 7100, 7101, "t")
+    rucio = topology.RucioPlan(url="http://127.0.0.1:7200", root=tmp_path / "rucio", password_file=tmp_path / "pw",
                            scope="demo", rses=(("site1", "SITE1_X", tmp_path / "rse1"),
                                                ("site2", "SITE2_X", tmp_path / "rse2")))
-    return plan.Layout(state=tmp_path / "state", data=tmp_path / "data", tracker_port=7000, repo_port=7001,
+    return topology.Layout(state=tmp_path / "state", data=tmp_path / "data", tracker_port=7000, repo_port=7001,
                        sites=sites, more_tracker_ports=(7002,), redis_port=7009, rucio=rucio, t3=t3)
 
 
 def test_what_up_writes_reads_back_whole(tmp_path):
     links = (shaping.Link("127.0.0.2", 10_000_000, "site1"), shaping.Link("127.0.0.101", 5_000_000, "client 127.0.0.101"))
-    doc = plan.ready_document(layout(tmp_path), ["demo:ds"], netns="btswarm-x", links=links)
+    doc = topology.ready_document(layout(tmp_path), ["demo:ds"], netns="btswarm-x", links=links)
     path = tmp_path / "ready.json"
     doc.write(path)
     assert Ready.read(path) == doc
@@ -43,7 +43,7 @@ def test_what_up_writes_reads_back_whole(tmp_path):
 def test_the_json_keeps_its_shape(tmp_path):
     """`btswarm run`, scripts and users outside Python read these keys: the shape on disk stays."""
     fed = dataclasses.replace(layout(tmp_path), rucio=None, t3=None)
-    doc = json.loads(plan.ready_document(fed, ["ds"]).to_json())
+    doc = json.loads(topology.ready_document(fed, ["ds"]).to_json())
     assert sorted(doc) == sorted(["netns", "links", "tracker", "tracker_url", "trackers", "tracker_urls", "redis",
                                   "repo", "sites", "t3", "datasets", "state", "data"])
     assert doc["tracker"] == "http://127.0.0.1:7000/announce"
@@ -52,7 +52,7 @@ def test_the_json_keeps_its_shape(tmp_path):
                                "web_url": "http://127.0.0.2:7520"}
     assert (doc["t3"], doc["netns"], doc["links"], doc["datasets"]) == (None, None, [], ["ds"])
     assert doc["state"] == str(tmp_path / "state")
-    rucio = json.loads(plan.ready_document(layout(tmp_path), ["ds"]).to_json())["rucio"]
+    rucio = json.loads(topology.ready_document(layout(tmp_path), ["ds"]).to_json())["rucio"]
     assert rucio == {"url": "http://127.0.0.1:7200", "dir": str(tmp_path / "rucio"), "scope": "demo",
                      "rses": {"site1": {"rse": "SITE1_X", "prefix": str(tmp_path / "rse1")},
                               "site2": {"rse": "SITE2_X", "prefix": str(tmp_path / "rse2")}}}
@@ -68,7 +68,7 @@ def test_the_json_keeps_its_shape(tmp_path):
     (lambda d: d["rucio"]["rses"]["site2"].pop("rse"), "key rucio.rses.site2.rse: missing"),
 ])
 def test_a_malformed_or_older_document_names_the_file_and_the_key(tmp_path, change, problem):
-    doc = json.loads(plan.ready_document(layout(tmp_path), ["ds"]).to_json())
+    doc = json.loads(topology.ready_document(layout(tmp_path), ["ds"]).to_json())
     change(doc)
     path = tmp_path / "ready.json"
     path.write_text(json.dumps(doc))

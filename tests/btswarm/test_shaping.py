@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from btswarm import plan, run, shaping
+from btswarm import run, shaping, topology
 from torrents.errors import BtswarmError
 
 SITES = [("site1", "127.0.0.2"), ("site2", "127.0.0.3"), ("site3", "127.0.0.4")]
-CLIENTS = [plan.client_ip(k) for k in range(3)]
+CLIENTS = [topology.client_ip(k) for k in range(3)]
 
 
 @pytest.mark.parametrize("text, bps", [("100mbit", 100_000_000), ("1gbit", 10**9), ("500kbit", 500_000),
@@ -36,7 +36,7 @@ def test_format_rate_reads_back():
 
 def test_site_links_default_and_overrides():
     opts = shaping.LinkOptions.parse(["100mbit", "site3=10mbit"], "50mbit", client_addresses=3)
-    links = shaping.plan(opts, SITES, CLIENTS, plan.BASELINE_IP)
+    links = shaping.plan(opts, SITES, CLIENTS, topology.BASELINE_IP)
     assert [(link.label, link.address, link.rate) for link in links] == [
         ("site1", "127.0.0.2", 100_000_000), ("site2", "127.0.0.3", 100_000_000), ("site3", "127.0.0.4", 10_000_000),
         ("client 127.0.0.101", "127.0.0.101", 50_000_000), ("client 127.0.0.102", "127.0.0.102", 50_000_000),
@@ -45,7 +45,7 @@ def test_site_links_default_and_overrides():
 
 def test_only_overridden_sites_are_shaped_without_a_default():
     opts = shaping.LinkOptions.parse(["site2=10mbit"])
-    links = shaping.plan(opts, SITES, CLIENTS, plan.BASELINE_IP)
+    links = shaping.plan(opts, SITES, CLIENTS, topology.BASELINE_IP)
     assert [(link.label, link.rate) for link in links] == [("site2", 10_000_000)]  # no baseline: no default rate
     assert opts.shaped and not shaping.LinkOptions().shaped
 
@@ -68,9 +68,9 @@ def test_an_override_must_name_a_site():
 
 
 def test_colliding_addresses_are_refused():
-    sites = [(plan.site_name(i), plan.site_ip(i)) for i in range(60)]  # site59 is on 127.0.0.60, the baseline's
+    sites = [(topology.site_name(i), topology.site_ip(i)) for i in range(60)]  # site59 is on 127.0.0.60, the baseline's
     with pytest.raises(BtswarmError, match=r"^127\.0\.0\.60: shaped twice \(site59 and baseline\)"):
-        shaping.plan(shaping.LinkOptions.parse(["1gbit"]), sites, [], plan.BASELINE_IP)
+        shaping.plan(shaping.LinkOptions.parse(["1gbit"]), sites, [], topology.BASELINE_IP)
 
 
 def test_only_loopback_addresses():
@@ -106,8 +106,8 @@ class htb 1:1a root leaf 1a: prio 0 rate 10Mbit ceil 10Mbit burst 1600b cburst 1
 
 
 def test_btswarm_run_hands_out_the_shaped_client_addresses_in_turn():
-    layout = plan.Layout(state=Path("/s"), data=Path("/d"), tracker_port=7000, repo_port=8080, sites=())
-    ready = plan.ready_document(layout, ["ds"], netns="btswarm-x", links=(
+    layout = topology.Layout(state=Path("/s"), data=Path("/d"), tracker_port=7000, repo_port=8080, sites=())
+    ready = topology.ready_document(layout, ["ds"], netns="btswarm-x", links=(
         shaping.Link("127.0.0.2", 10**7, "site1"), shaping.Link("127.0.0.101", 10**7, "client 127.0.0.101"),
         shaping.Link("127.0.0.102", 10**7, "client 127.0.0.102")))
     addresses = run.client_addresses(ready)
@@ -153,7 +153,7 @@ def test_bad_delays_are_named(text, message):
 
 def test_delays_per_site_and_for_the_clients_reach_the_links():
     opts = shaping.LinkOptions.parse(["100mbit/40ms", "site3=10mbit/100ms"], "50mbit/10ms", client_addresses=1)
-    links = shaping.plan(opts, SITES, CLIENTS[:1], plan.BASELINE_IP)
+    links = shaping.plan(opts, SITES, CLIENTS[:1], topology.BASELINE_IP)
     assert [(link.label, link.rate, link.rtt) for link in links] == [
         ("site1", 10**8, 0.040), ("site2", 10**8, 0.040), ("site3", 10**7, 0.100),
         ("client 127.0.0.101", 5 * 10**7, 0.010), ("baseline", 10**8, 0.040)]
@@ -186,7 +186,7 @@ def test_delay_commands_a_tun_shaped_like_lo_and_lo_redirecting_the_delayed_addr
 def test_the_ready_document_keeps_each_links_round_trip(tmp_path):
     from btswarm.ready import Ready
 
-    layout = plan.Layout(state=Path("/s"), data=Path("/d"), tracker_port=7000, repo_port=8080, sites=())
+    layout = topology.Layout(state=Path("/s"), data=Path("/d"), tracker_port=7000, repo_port=8080, sites=())
     links = (shaping.Link("127.0.0.2", 10**8, "site1", 0.04), shaping.Link("127.0.0.101", 10**8, "client 127.0.0.101"))
-    plan.ready_document(layout, ["ds"], netns="btswarm-x", links=links).write(tmp_path / "ready.json")
+    topology.ready_document(layout, ["ds"], netns="btswarm-x", links=links).write(tmp_path / "ready.json")
     assert Ready.read(tmp_path / "ready.json").links == links

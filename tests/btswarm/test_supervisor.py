@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from btswarm.plan import Service
+from btswarm.topology import Service
 from btswarm.supervisor import StartError, Supervisor
 from tests.support import alive, free_port
 

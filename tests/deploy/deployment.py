@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.plan import toml
+from btswarm.topology import toml
 from tests.support import Proc, command, free_port, wait_for
 
 

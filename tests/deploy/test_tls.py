@@ -97,7 +97,7 @@ def test_a_service_without_the_ca_says_why_it_cannot_reach_the_tracker(tls_feder
     cfg.pop("ca_file")
     cfg.update(listen=f"{site.ip}:0", peer_listen=f"{site.ip}:0", control_url="", state=str(tmp_path / "state"),
                tls_cert="", tls_key="", repo="")
-    from btswarm.plan import toml
+    from btswarm.topology import toml
     config.write_text(toml({"server": cfg}))
     from tests.support import Proc, wait_for
     proc = Proc([command("bt-server"), "run", "--config", str(config), "-v"], tmp_path / "site.log",

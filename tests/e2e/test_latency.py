@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from btswarm import plan
+from btswarm import topology
 from btswarm.trees import compare_trees
 from tests.e2e.conftest import start_federation
 from tests.support import command
@@ -71,9 +71,9 @@ def control(fed, site: str) -> tuple[str, int]:
 
 
 @pytest.mark.parametrize("src, site, rtt", [
-    (plan.client_ip(0), "site1", SITE1_RTT),  # a client without delay ↔ site1
-    (plan.client_ip(0), "site2", SITE2_RTT),  # the override
-    (plan.site_ip(0), "site2", SITE1_RTT + SITE2_RTT),  # both ends delayed: their sum
+    (topology.client_ip(0), "site1", SITE1_RTT),  # a client without delay ↔ site1
+    (topology.client_ip(0), "site2", SITE2_RTT),  # the override
+    (topology.site_ip(0), "site2", SITE1_RTT + SITE2_RTT),  # both ends delayed: their sum
 ])
 def test_round_trip_is_what_was_asked(delayed, src, site, rtt):
     times = connect_rtts(delayed, src, control(delayed, site))
@@ -84,7 +84,7 @@ def test_round_trip_is_what_was_asked(delayed, src, site, rtt):
 def test_undelayed_addresses_keep_no_delay(delayed):
     """The tracker on 127.0.0.1 from a client without delay: loopback, not the delay line."""
     host, port = delayed.tracker_url.split("//")[1].rsplit(":", 1)
-    times = connect_rtts(delayed, plan.client_ip(1), (host, int(port)))
+    times = connect_rtts(delayed, topology.client_ip(1), (host, int(port)))
     assert statistics.median(times) < 0.005, [round(t * 1e3, 1) for t in times]
 
 
@@ -99,7 +99,7 @@ def test_rate_with_delay_is_the_links_rate(delayed, tmp_path):
     url = f"{delayed.site('site1').web_url}/data/{delayed.dataset}/{lfn}"
     before = delayed.link_bytes()["127.0.0.2"]
     with delayed.inside():
-        result = subprocess.run(["curl", "-sS", "--fail", "--interface", plan.client_ip(1), "-o",
+        result = subprocess.run(["curl", "-sS", "--fail", "--interface", topology.client_ip(1), "-o",
                                  str(tmp_path / lfn), "-w", "%{time_connect} %{time_starttransfer} %{time_total}",
                                  url], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from btswarm import plan
+from btswarm import topology
 from btswarm.trees import compare_trees
 from tests.e2e.conftest import start_federation
 from tests.support import command, wait_for
@@ -61,7 +61,7 @@ def test_bt_get_through_btswarm_run_on_shaped_links_gets_identical_bytes(shaped,
     # Both sites sent their part through their own link; the client sent (its requests and ACKs)
     # from a shaped client address, the one `btswarm run` gave it.
     assert sent["127.0.0.2"] > 0 and sent["127.0.0.3"] > 0, sent
-    assert sum(sent[plan.client_ip(k)] for k in range(4)) > 0, sent
+    assert sum(sent[topology.client_ip(k)] for k in range(4)) > 0, sent
 
 
 def window_rate(points: list[tuple[float, int]], seconds: float) -> float:
@@ -75,7 +75,7 @@ def test_site_link_limits_each_site_to_its_rate(shaped, tmp_path):
     """Each site's bytes through its htb class over the transfer: within 25% of its configured rate."""
     with shaped.inside():  # the federation's addresses exist only in its namespace
         proc = subprocess.Popen([command("bt-get"), shaped.dataset, "--repo", shaped.repo, "-o", str(tmp_path),
-                                 "--listen", plan.client_ip(3)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 "--listen", topology.client_ip(3)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True)
     samples = []
     try:
@@ -115,7 +115,7 @@ def test_fetch_completes_with_identical_bytes_when_one_of_two_sites_hangs(tmp_pa
         size = sum(p.stat().st_size for p in fed.source.iterdir())
         with fed.inside():
             proc = subprocess.Popen([command("bt-get"), fed.dataset, "--repo", fed.repo, "-o", str(out), "--json",
-                                     "--listen", plan.client_ip(0)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     "--listen", topology.client_ip(0)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True, start_new_session=True)
         try:
             # Both links are equal, so site2 has sent a sixth of the dataset when a third has arrived.
@@ -163,7 +163,7 @@ def test_four_t3s_at_once_get_identical_bytes_each_fed_by_at_most_one_site(tmp_p
                     # Each seeds on until stopped, so the others can take pieces from it to the end.
                     procs.append(subprocess.Popen(
                         [command("bt-get"), fed.dataset, "--repo", fed.repo, "-o", str(outs[k]), "--json", "-v",
-                         "--listen", plan.client_ip(k), "--seed-time", "10m"], stdout=subprocess.PIPE,
+                         "--listen", topology.client_ip(k), "--seed-time", "10m"], stdout=subprocess.PIPE,
                         stderr=log, start_new_session=True))
         wait_for(lambda: all(" complete in " in p.read_text(errors="replace") or q.poll() is not None
                              for p, q in zip(logs, procs)), timeout=180, interval=0.1, what="4 T3s complete")

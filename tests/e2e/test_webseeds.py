@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from btswarm import firewall, plan
+from btswarm import firewall, topology
 from btswarm.trees import compare_trees
 from tests.e2e.conftest import start_federation
 from tests.support import command, wait_for
@@ -58,7 +58,7 @@ def blocked(fed):
 def start_bt_get(fed, out: Path, client: int, *args: str) -> subprocess.Popen:
     with fed.inside():
         return subprocess.Popen([command("bt-get"), fed.dataset, "--repo", fed.repo, "-o", str(out), "--json", "-v",
-                                 "--listen", plan.client_ip(client), "--timeout", "120", *args],
+                                 "--listen", topology.client_ip(client), "--timeout", "120", *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from btswarm.trees import compare_trees
-from btswarm.plan import toml
+from btswarm.topology import toml
 from tests.faults.conftest import get_json, make_data, service_pid
 from tests.e2e.conftest import start_federation
 from tests.support import command, free_port, http_ok, wait_for

@@ -20,7 +20,7 @@ from urllib.parse import quote_from_bytes
 
 import pytest
 
-from btswarm import frozenfs, plan
+from btswarm import frozenfs, topology
 from btswarm.trees import compare_trees
 from tests.faults.conftest import get_json, start_federation
 from tests.support import command, wait_for
@@ -73,7 +73,7 @@ def test_site_with_frozen_storage_is_stuck_dropped_by_the_tracker_and_recovers(t
             def bt_get(k: int, out: Path) -> subprocess.Popen:
                 with fed.inside():
                     p = subprocess.Popen([command("bt-get"), fed.dataset, "--repo", fed.repo, "-o", str(out),
-                                          "--json", "--listen", plan.client_ip(k)], stdout=subprocess.PIPE,
+                                          "--json", "--listen", topology.client_ip(k)], stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, text=True, start_new_session=True)
                 procs.append(p)
                 return p
