@@ -9,14 +9,12 @@ from pathlib import Path
 
 import click
 
-from torrents import devsecret
 from torrents import log as btlog
 from torrents.cli import command_settings, run_main
-from torrents.errors import BtswarmError, NotFound, UsageError
-from torrents.hostport import parse_hostport
+from torrents.errors import NotFound, UsageError
 from torrents.statedir import check_writable
 from torrents.infohash import is_info_hash
-from torrents.servicekit import prefork, tls
+from torrents.servicekit import service, tls
 from torrents.servicekit import web as tweb
 
 from btrepo import config as repo_config
@@ -41,10 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML config file.")
 @click.option("--listen", metavar="HOST:PORT", help="Address to serve on (config [repo] listen).")
 @click.option("--state", metavar="DIR", help="Directory for the SQLite catalog (config [repo] state).")
-@click.option("--tls-cert", metavar="PEM", help="Serve https with this certificate (and --tls-key).")
-@click.option("--tls-key", metavar="PEM", help="The private key of --tls-cert.")
-@click.option("--ca-file", metavar="PEM", help="CAs trusted besides the system's, for an https tracker "
-              "(default: $BTSWARM_CA_FILE).")
+@service.tls_options("an https tracker")
 @click.option("--processes", type=int, help="Serve from N processes on one port (SO_REUSEPORT; config [repo] "
               "processes).")
 @click.option("-v", "--verbose", count=True, help="-v for info, -vv for debug logs on stderr.")
@@ -59,37 +54,27 @@ def run(config_path: str | None, listen: str | None, state: str | None, tls_cert
                                                       "tls_key": tls_key, "ca_file": ca_file,
                                                       "processes": processes})
     config.check_roles()
-    warning = devsecret.check("[repo] site_secrets", config.site_secrets,
-                              [("listen", config.listen), ("public_url", config.public_url),
-                               ("tracker", config.tracker)], SECRETS_HOW)
-    # On loopback only: said in the log (-v, as the units run it), not on a test's or a demo's terminal.
-    if warning:
-        log.info("%s", warning)
+    service.check_secrets(log, "[repo] site_secrets", config.site_secrets,
+                          [("listen", config.listen), ("public_url", config.public_url), ("tracker", config.tracker)],
+                          SECRETS_HOW)
     from btrepo.app import DB_FILE
 
     check_writable("[repo] state", config.state, [DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm"])
     ssl_context = tls.server_context(config.tls_cert, config.tls_key, "repo")
-    host, port = parse_hostport(config.listen)
     log.info("catalog in %s, tracker %s", config.state, config.tracker or "(none)")
-    if config.processes == 1:
-        try:
-            tweb.run(create_app(config), host, port, name="bt-repo", ssl_context=ssl_context)
-        except OSError as exc:  # port taken, state directory not writable
-            raise BtswarmError(config.listen, f"cannot listen ({exc.strerror or exc})") from None
-        return
-    from btrepo.app import open_catalog
+    if config.processes > 1:
+        from btrepo.app import open_catalog
 
-    # The schema is migrated here, once, before the fork: children migrating at once would race.
-    open_catalog(config).close()
+        # The schema is migrated here, once, before the fork: children migrating at once would race.
+        open_catalog(config).close()
 
-    def serve(index: int) -> int:
+    def start(host: str, port: int, index: int, reuse_port: bool) -> None:
         # One process samples the tracker's swarms for the pages; all read them.
         own = config if index == 0 else dataclasses.replace(config, swarm_sample_interval=0)
-        return prefork.listening(lambda: tweb.run(create_app(own), host, port, name=f"bt-repo[{index}]",
-                                                  ssl_context=ssl_context, reuse_port=True), "bt-repo", config.listen)
+        tweb.run(create_app(own), host, port, name=f"bt-repo[{index}]" if reuse_port else "bt-repo",
+                 ssl_context=ssl_context, reuse_port=reuse_port)
 
-    if prefork.run(config.processes, serve, name="bt-repo") != 0:
-        raise BtswarmError("bt-repo", f"{config.processes} processes: stopped after a failure (see above)")
+    service.serve(start, config.listen, processes=config.processes, name="bt-repo")
 
 
 @cli.command()

@@ -24,13 +24,12 @@ from typing import Any
 
 import click
 
-from torrents import devsecret
 from torrents import log as btlog
 from torrents.cli import command_settings, run_main
 from torrents.dataset import Dataset, read_manifest, scan_directory
 from torrents.errors import BtswarmError, ConfigError, DatasetError, NotFound, Unreachable
 from torrents.exitstatus import ExitStatus
-from torrents.hostport import parse_hostport
+from torrents.servicekit import service
 from torrents.statedir import check_writable
 from torrents.units import human_rate, human_size, parse_duration, parse_size
 
@@ -68,13 +67,9 @@ def server_options(f):
         click.option("--repo", help="Repository base URL."),
         click.option("--idle-ttl", help="Stop a seed after this long without a peer (e.g. 600, 10m)."),
         click.option("--max-seeds", type=int, help="Seeds active at once."),
-        click.option("--tls-cert", help="Serve the control API over https with this PEM certificate (and --tls-key)."),
-        click.option("--tls-key", help="The private key of --tls-cert."),
-        click.option("--ca-file", help="CAs trusted besides the system's, for an https tracker and repository "
-                                       "(default: $BTSWARM_CA_FILE)."),
     ]):
         f = opt(f)
-    return f
+    return service.tls_options("an https tracker and repository")(f)
 
 
 def load_server(config_path: str | None, **flags: Any) -> ServerConfig:
@@ -128,16 +123,12 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     btlog.setup(verbose, PROG)
     cfg = load_server(config_path, **flags)
     cfg.check_control_url()
-    warning = devsecret.check("[server] secret", {cfg.site: cfg.secret},
-                              [("listen", cfg.listen), ("control_url", cfg.control_url),
-                               *(("tracker", t) for t in cfg.tracker_urls()), ("repo", cfg.repo)], SECRET_HOW)
-    # On loopback only: said in the log (-v, as the units run it), not on a test's or a demo's terminal.
-    if warning:
-        log.info("%s", warning)
+    service.check_secrets(log, "[server] secret", {cfg.site: cfg.secret},
+                          [("listen", cfg.listen), ("control_url", cfg.control_url),
+                           *(("tracker", t) for t in cfg.tracker_urls()), ("repo", cfg.repo)], SECRET_HOW)
     check_writable("[server] state", cfg.state)
     ssl_context = tls.server_context(cfg.tls_cert, cfg.tls_key, "server")
     tls.trust_in_libtorrent(tls.ca_file(cfg.ca_file))  # the seeds' https announces
-    host, port = parse_hostport(cfg.listen)
     if not cfg.roots_may_appear:
         for root in cfg.roots:
             if not Path(root).is_dir():
@@ -146,10 +137,8 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     for manifest in cfg.manifests:
         if not Path(manifest).is_file():
             raise ConfigError(manifest, "no such manifest file")
-    try:
-        run_app(create_app(cfg), host, port, name=f"{PROG} {cfg.site}", ssl_context=ssl_context)
-    except OSError as exc:  # the control address is taken or not ours
-        raise BtswarmError(cfg.listen, f"cannot listen ({exc.strerror or exc})") from None
+    service.serve(lambda host, port, _index, _reuse: run_app(create_app(cfg), host, port, name=f"{PROG} {cfg.site}",
+                                                             ssl_context=ssl_context), cfg.listen, name=PROG)
 
 
 @cli.command()

@@ -6,14 +6,11 @@ import logging
 
 import click
 
-from torrents import devsecret
 from torrents import log as btlog
 from torrents.cli import command_settings, run_main
-from torrents.errors import BtswarmError, ConfigError
-from torrents.hostport import parse_hostport
-from torrents.servicekit import tls
+from torrents.errors import ConfigError
+from torrents.servicekit import service, tls
 from tracker import config as tracker_config
-from torrents.servicekit import prefork
 from tracker import fastpath
 from tracker.app import create_app
 
@@ -41,10 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 @click.option("--store", type=click.Choice(["memory", "redis"]), help="Where swarms, starts and sites are kept.")
 @click.option("--redis-url", help="The shared store with --store redis (redis://HOST:PORT/DB, unix:///PATH).")
 @click.option("--processes", type=int, help="Serve from N processes on one port (SO_REUSEPORT); needs --store redis.")
-@click.option("--tls-cert", metavar="PEM", help="Serve https with this certificate (and --tls-key).")
-@click.option("--tls-key", metavar="PEM", help="The private key of --tls-cert.")
-@click.option("--ca-file", metavar="PEM", help="CAs trusted besides the system's, for https sites and repository "
-              "(default: $BTSWARM_CA_FILE).")
+@service.tls_options("https sites and repository")
 @click.option("-v", "--verbose", count=True, help="-v info, -vv debug.")
 def run(config_path: str | None, listen: str | None, open_: bool | None, interval: int | None, store: str | None,
         redis_url: str | None, processes: int | None, tls_cert: str | None, tls_key: str | None,
@@ -60,31 +54,19 @@ def run(config_path: str | None, listen: str | None, open_: bool | None, interva
         raise ConfigError("processes", f"{config.processes} processes need store = \"redis\" "
                                        "(each process would keep swarms of its own)")
     config.check_roles()
-    warning = devsecret.check("[tracker] site_secrets", config.site_secrets,
-                              [("listen", config.listen), ("repo", config.repo)], SECRETS_HOW)
-    # On loopback only: said in the log (-v, as the units run it), not on a test's or a demo's terminal.
-    if warning:
-        log.info("%s", warning)
+    service.check_secrets(log, "[tracker] site_secrets", config.site_secrets,
+                          [("listen", config.listen), ("repo", config.repo)], SECRETS_HOW)
     ssl_context = tls.server_context(config.tls_cert, config.tls_key, "tracker")
-    host, port = parse_hostport(config.listen)
     log.info("open: %s, interval %d s, %d site secrets, store %s%s", config.open, config.interval,
              len(config.site_secrets), config.store, f" ({_store_label(config)})" if config.store == "redis" else "")
-    if config.processes == 1:
-        app = create_app(config)
-        try:
-            fastpath.run(app, host, port, name="bt-tracker", ssl_context=ssl_context)
-        except OSError as exc:
-            raise BtswarmError(config.listen, f"cannot listen ({exc.strerror or exc})") from None
-        return
-    create_app(config)  # a bad configuration fails here, once, not in every child
+    app = create_app(config)  # a bad configuration fails here, once, not in every child
 
-    def serve(index: int) -> int:
-        return prefork.listening(lambda: fastpath.run(create_app(config), host, port, name=f"bt-tracker[{index}]",
-                                                      reuse_port=True, ssl_context=ssl_context),
-                                 "bt-tracker", config.listen)
+    def start(host: str, port: int, index: int, reuse_port: bool) -> None:
+        fastpath.run(create_app(config) if reuse_port else app, host, port,
+                     name=f"bt-tracker[{index}]" if reuse_port else "bt-tracker", reuse_port=reuse_port,
+                     ssl_context=ssl_context)
 
-    if prefork.run(config.processes, serve, name="bt-tracker") != 0:
-        raise BtswarmError("bt-tracker", f"{config.processes} processes: stopped after a failure (see above)")
+    service.serve(start, config.listen, processes=config.processes, name="bt-tracker")
 
 
 def _store_label(config) -> str:
