@@ -65,7 +65,8 @@ from typing import Iterator
 
 import benchlib as bl
 
-from btswarm import federation as fedlib, frozenfs, shaping
+from btswarm import federation as fedlib, shaping
+from btswarm.testbed import frozenfs
 from torrents import urls
 
 SCENARIOS = ("single", "swarm", "batch", "hetero", "smallfiles", "hung", "arrival")
@@ -417,7 +418,7 @@ def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, co
 
 def batch(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int) -> dict:
     seeds_everywhere(fed, fed.info_hash(ds["name"]))
-    shard_sizes = shard_bytes(ds, 4)
+    shard_sizes = shard_bytes(fed, ds, 4)
     shards, whole = [], []
     for run_no in range(runs):
         r = bt_get_many(fed, work, ds, [["--shard", f"{k + 1}/4"] for k in range(4)], False, shard_sizes)
@@ -431,12 +432,14 @@ def batch(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int) -> dic
             "shard_bytes": shard_sizes, "runs_s": {"shards": shards, "whole": whole}}
 
 
-def shard_bytes(ds: dict, n: int) -> list[int]:
-    """What each `--shard K/n` fetches, by bt-get's own split (btget.plan)."""
-    from btget import plan as getplan
-
-    files = [getplan.PlanFile(i, lfn, size) for i, (lfn, size) in enumerate(zip(ds["lfns"], ds["sizes"]))]
-    return [sum(f.size for f in getplan.shard(files, k, n)) for k in range(1, n + 1)]
+def shard_bytes(fed: bl.Federation, ds: dict, n: int) -> list[int]:
+    """What each `--shard K/n` fetches, as bt-get says it (`--list-files --json`: no download)."""
+    sizes = []
+    for k in range(1, n + 1):
+        listed = bl.timed([str(bl.BIN / "bt-get"), ds["name"], "--repo", fed.repo, "--shard", f"{k}/{n}",
+                           "--list-files", "--json"], timeout=60)
+        sizes.append(json.loads(listed.stdout)["total_size"])
+    return sizes
 
 
 def single_only(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, bound: float, tag: str,

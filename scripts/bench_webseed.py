@@ -12,7 +12,7 @@ btswarm/shaping.py; downlinks free, no latency added); S is the dataset
            two-link bound S/(2R), and the bytes the sites' web seeds sent
            meanwhile (their /api/status `web`): the target is none at all.
   blocked  nftables in the federation's namespace drops TCP to both sites'
-           peer ports (btswarm/firewall.py; the HTTP listeners stay open):
+           peer ports (btswarm/testbed/firewall.py; the HTTP listeners stay open):
            bt-get (default mode) falls back by itself. Wall time (process
            start to exit) against S/(2R); the decision (`web_seed_switches`,
            seconds from bt-get's start); the time after it; bytes compared.
@@ -33,7 +33,8 @@ from pathlib import Path
 import benchlib as bl
 from bench_wan import check_complete, dataset, public, seeds_everywhere
 
-from btswarm import firewall, shaping
+from btswarm import shaping
+from btswarm.testbed import firewall
 from btswarm.trees import compare_trees
 from torrents import urls
 

@@ -7,7 +7,7 @@
 # federation, nftables for its firewall (peer ports blocked, web seeds open: tests/e2e/test_webseeds.py),
 # bindfs and fuse3 for bench_wan's frozen-storage site; the third-party BitTorrent
 # clients of tests/clients/ (qbittorrent-nox, rtorrent, ctorrent; aria2c above); and a real SLURM for
-# the batch-array tests (slurm-wlm, munge: btswarm/localslurm.py configures and starts its
+# the batch-array tests (slurm-wlm, munge: btswarm/testbed/localslurm.py configures and starts its
 # own daemons; the packages' own services are not used); openssl (the TLS tests make their own CA)
 # and systemd for systemd-analyze, which checks deploy/systemd/ (it needs no systemd running: in a
 # container without it as PID 1 the package installs and `systemd-analyze verify` works); tmux, the

@@ -161,3 +161,40 @@ def test_module_imports_in_a_fresh_interpreter(module, imported):
     done = imported[module]
     last = done.stderr.strip().splitlines()[-1:] or [""]
     assert done.returncode == 0, f"import {module} failed: {last[0]}\n{done.stderr}"
+
+
+# --- the benchmarks and the pure cores ------------------------------------------------------------------
+SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
+
+
+def script_violations(path: Path) -> list[str]:
+    """A benchmark runs the deployables as processes (bt-get, bt-server ...) and may use the library and the
+    umbrella (btswarm: federations, shaping, the test bed); never a deployable's insides or the tests'."""
+    bad = []
+    for line, module in imports(path):
+        other = part_of(module)
+        if other in SERVICES or module == "tests" or module.startswith("tests."):
+            bad.append(f"{path.relative_to(ROOT)}:{line}: imports {module}")
+    return sorted(set(bad))
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[p.name for p in SCRIPTS])
+def test_a_benchmark_imports_no_deployable(path):
+    assert script_violations(path) == []
+
+
+# Parsing, planning and policy, apart from I/O: each loads the standard library and other pure modules only.
+PURE = ["btget.runstate", "btget.webseeds", "btget.sources", "btget.plan", "btget.ratecap", "btget.reannounce",
+        "btget.siteshare", "btget.stall", "btget.readout", "tracker.handout", "tracker.siteseeds", "tracker.protocol",
+        "btrepo.identity", "btrepo.rights", "btserver.layout", "btserver.policy", "btserver.stuck", "btswarm.shaping",
+        "btswarm.delayline", "btswarm.topology"]
+
+
+def test_the_pure_modules_load_the_standard_library_only():
+    code = (f"import sys\nbefore = set(sys.modules)\nimport {', '.join(PURE)}\n"
+            "print(' '.join(sorted({m.split('.')[0] for m in set(sys.modules) - before})))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stdout.split())
+    ours = set(PACKAGES)
+    assert sorted(loaded - ours - set(sys.stdlib_module_names)) == []

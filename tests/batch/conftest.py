@@ -1,10 +1,10 @@
-"""A real SLURM (slurm-wlm + munge, btswarm.localslurm) next to a real federation, for batch-array tests."""
+"""A real SLURM (slurm-wlm + munge, btswarm.testbed.localslurm) next to a real federation, for batch-array tests."""
 
 from __future__ import annotations
 
 import pytest
 
-from btswarm import localslurm
+from btswarm.testbed import localslurm
 from tests.e2e.conftest import start_federation
 
 

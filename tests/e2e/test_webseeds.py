@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from btswarm import firewall, topology
+from btswarm import topology
+from btswarm.testbed import firewall
 from btswarm.trees import compare_trees
 from tests.e2e.conftest import start_federation
 from tests.support import command, wait_for

@@ -20,7 +20,8 @@ from urllib.parse import quote_from_bytes
 
 import pytest
 
-from btswarm import frozenfs, topology
+from btswarm import topology
+from btswarm.testbed import frozenfs
 from btswarm.trees import compare_trees
 from tests.faults.conftest import get_json, start_federation
 from tests.support import command, wait_for

@@ -8,7 +8,9 @@ site and a SIGTERM stop, then lists every call each service made that
 away. Run it after changing the units or a dependency (uvloop, libtorrent,
 SQLite): a call the filter refuses fails with EPERM (SystemCallErrorNumber).
 
-    .venv/bin/python scripts/check_unit_syscalls.py [--keep DIR]
+    .venv/bin/python -m tests.deploy.check_unit_syscalls [--keep DIR]   (from the checkout)
+
+A tool of the test bed (it runs the deployment of tests/deploy/), not a test: pytest does not collect it.
 
 Needs strace and systemd-analyze. Exit 1 when a service needs a call the units refuse.
 """
@@ -25,13 +27,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tests.deploy.deployment import Deployment
+from tests.support import command, wait_for
+from torrents import sample
+from torrents.procs import children
 
-from torrents.procs import children  # noqa: E402
-from tests.deploy.deployment import Deployment  # noqa: E402
-from tests.support import command, wait_for  # noqa: E402
-from torrents import sample  # noqa: E402
 
 
 NOBODY = 65534

@@ -14,7 +14,7 @@ does not know the array fields its writer emits (it warns "Unknown type
 ArrayJobId" on stderr), so `tasks()` maps array tasks to job IDs through
 `scontrol show job`, while the controller still remembers them.
 
-Command line, for a person: `python -m btswarm.localslurm DIR` runs one
+Command line, for a person: `python -m btswarm.testbed.localslurm DIR` runs one
 until Ctrl-C and prints the SLURM_CONF to export.
 """
 
@@ -285,7 +285,7 @@ def running(root: Path, timeout: float = 60.0) -> Iterator[Cluster]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m btswarm.localslurm DIR   (a SLURM of its own under DIR until Ctrl-C)",
+        print("usage: python -m btswarm.testbed.localslurm DIR   (a SLURM of its own under DIR until Ctrl-C)",
               file=sys.stderr)
         return 2
     try:
