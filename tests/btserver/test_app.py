@@ -188,3 +188,18 @@ async def test_a_crash_while_preparing_is_said_in_status_not_hidden_as_ready(aio
 async def status_when_ready(client) -> dict | None:
     doc = await status(client)
     return doc if doc["ready"] else None
+
+
+async def test_the_daemon_rescans_when_asked_directly(server, tmp_path):
+    from btserver.app import DAEMON
+
+    client = await server()
+    d = client.server.app[DAEMON]
+    generate(tmp_path / "root", name="ds.three", files=2, total_size=100_000, seed=3)
+    (tmp_path / "root" / "ds.one").rename(tmp_path / "ds.one.away")
+    # The first scan may still be finishing: the one that reads the roots as they are now ends after it.
+    done_after = d.scans + (2 if d.prepare_lock.locked() else 1)
+    d.rescan()  # what SIGHUP and POST /api/rescan call
+    await until(lambda: d.scans >= done_after, what="the rescan to finish")
+    doc = await status(client)
+    assert sorted(x["name"] for x in doc["datasets"]) == ["ds.three", "ds.two"]
