@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.federation import LaunchError
+from btswarm.federation import LaunchError, get_json
 from tests.e2e.conftest import start_federation
 from tests.faults.conftest import service_pid
 from tests.support import command, wait_for
@@ -107,8 +107,18 @@ def test_what_is_refused_is_counted_and_listed(tree):
 
 
 def idle(fed) -> None:
-    """No seed running: the next ones open their files afresh (a running seed keeps them open)."""
+    """No seed running: the next ones open their files afresh (a running seed keeps them open); and both
+    sites hold the dataset at the tracker again (a test before may have made one drop it, then rescan)."""
     wait_for(lambda: fed.seeding() == {"site1": 0, "site2": 0}, timeout=30, interval=0.2, what="idle seeds to stop")
+    swarm = f"{fed.tracker_url}/api/swarms/{fed.info_hash(NAME)}"
+
+    def holders() -> list[str]:
+        try:
+            return sorted(get_json(swarm).get("holders") or [])
+        except OSError:  # 404 before the first announce
+            return []
+    wait_for(lambda: holders() == ["site1", "site2"], timeout=30, interval=0.2,
+             what="both sites to hold the dataset at the tracker")
 
 
 def test_a_file_a_site_cannot_read_stops_its_seed_and_the_client_finishes_from_the_other(tree, tmp_path):
