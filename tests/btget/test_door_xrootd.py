@@ -34,7 +34,7 @@ def xrootd_door(procs):
     root/PATH) over HTTP."""
     if XROOTD is None:
         pytest.skip("needs Debian's xrootd-server (scripts/install-system-deps.sh)")
-    made = []
+    made, started = [], []
 
     def start(root: Path) -> str:
         # xrootd will not run as root: as root it is started as nobody, which cannot read pytest's
@@ -57,11 +57,14 @@ http.listingdeny true
             os.chmod(home, 0o755)
             argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv]
         proc = procs.start(f"xrootd-{http}", argv, cwd=str(home))
+        started.append(proc)
         wait_for(lambda: _answers(http) or proc.popen.poll() is not None, timeout=30, what="xrootd's HTTP door")
         assert proc.popen.poll() is None, f"xrootd exited {proc.popen.returncode}: {proc.log()}"
         return f"http://127.0.0.1:{http}/"
 
     yield start
+    for proc in started:  # before its directory goes
+        proc.stop()
     for home in made:
         shutil.rmtree(home, ignore_errors=True)
 
