@@ -34,6 +34,7 @@ PARALLEL = 4  # requests of one libtorrent connection in flight to the door at o
 HEAD_LIMIT = 64 * 1024  # a request's or an answer's head beyond this is refused
 CHUNK = 256 * 1024
 CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 30.0  # a door silent this long in the middle of an answer has failed it
 
 
 @dataclass
@@ -139,6 +140,10 @@ async def serve(door: Door, client_r: asyncio.StreamReader, client_w: asyncio.St
                 break
             await answers.put(asyncio.create_task(_fetch(door, request)))
     finally:
+        if writer.done():  # libtorrent went away: what it asked for is not wanted any more
+            while not answers.empty():
+                if (task := answers.get_nowait()) is not None:
+                    task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await answers.put(None)
             await writer
@@ -181,14 +186,14 @@ async def _fetch(door: Door, request: bytes) -> tuple[bytes, bytes, bool]:
     reader, writer = await _connection(door)
     writer.write(request)
     await writer.drain()
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CONNECT_TIMEOUT * 3)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
     status, fields = _parse_head(head)
     keep = fields.get("connection", "").lower() != "close"
     no_body = request.startswith(b"HEAD ") or status in (204, 304) or 100 <= status < 200
     if no_body:
         body = b""
     elif "content-length" in fields:
-        body = await reader.readexactly(int(fields["content-length"]))
+        body = await _read_exactly(reader, int(fields["content-length"]))
     elif fields.get("transfer-encoding", "").lower() == "chunked":
         body = await _chunked(reader)
     else:  # to the end of the connection
@@ -199,6 +204,17 @@ async def _fetch(door: Door, request: bytes) -> tuple[bytes, bytes, bool]:
     else:
         writer.close()
     return head, body, True
+
+
+async def _read_exactly(reader: asyncio.StreamReader, n: int) -> bytes:
+    """`n` bytes, each read bounded by READ_TIMEOUT (a door that stalls fails the answer, never hangs it)."""
+    out = bytearray()
+    while len(out) < n:
+        chunk = await asyncio.wait_for(reader.read(min(CHUNK, n - len(out))), READ_TIMEOUT)
+        if not chunk:
+            raise asyncio.IncompleteReadError(bytes(out), n)
+        out += chunk
+    return bytes(out)
 
 
 async def _connection(door: Door) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
