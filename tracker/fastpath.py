@@ -31,13 +31,12 @@ import asyncio
 import functools
 import logging
 import re
-import signal
 import ssl
 from typing import Callable
 
 from aiohttp import web
 
-from torrents.servicekit import sdnotify
+from torrents.servicekit.web import Listener, serve_until_stopped
 from tracker import protocol
 from tracker.announcer import Announcer
 from tracker.app import ANNOUNCER, BENCODED
@@ -233,7 +232,7 @@ class FastPathProtocol(asyncio.Protocol):
         handler.data_received(data)
 
 
-class FastPathServer:
+class FastPathServer(Listener):
     """The listening socket whose connections meet FastPathProtocol first (see the module docstring).
 
     Beside an AppRunner, of which only the public `server` (the protocol factory for
@@ -313,22 +312,7 @@ def run(app: web.Application, host: str, port: int, *, name: str, reuse_port: bo
 
 async def _serve(app: web.Application, host: str, port: int, name: str, reuse_port: bool = False,
                  ssl_context: ssl.SSLContext | None = None) -> None:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     server = FastPathServer(runner, host, port, reuse_port=reuse_port, ssl_context=ssl_context)
-    try:
-        await server.start()
-        url = f"{'https' if ssl_context else 'http'}://{host}:{server.port}"
-        log.info("%s listening on %s", name, url)
-        sdnotify.ready(f"listening on {url}")
-        await stop.wait()
-        sdnotify.stopping()
-    finally:
-        await server.stop()
-        await runner.cleanup()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+    await serve_until_stopped(runner, server, name=name, host=host, secure=ssl_context is not None)

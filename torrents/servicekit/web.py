@@ -183,31 +183,61 @@ def add_metrics_route(app: web.Application, registry: CollectorRegistry) -> None
 
 def run(app: web.Application, host: str, port: int, *, name: str, ssl_context: ssl.SSLContext | None = None,
         reuse_port: bool = False) -> None:
-    """Serve (with TLS when `ssl_context`) until SIGINT/SIGTERM; the cleanup contexts run on the way out.
-
-    Once the socket listens, systemd hears READY=1 (torrents.servicekit.sdnotify), and not before:
-    a unit ordered after this one starts when the service really answers.
-    """
+    """Serve (with TLS when `ssl_context`) until SIGINT/SIGTERM; the cleanup contexts run on the way out."""
     asyncio.run(_serve(app, host, port, name, ssl_context, reuse_port))
 
 
 async def _serve(app: web.Application, host: str, port: int, name: str, ssl_context: ssl.SSLContext | None,
                  reuse_port: bool) -> None:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
     runner = web.AppRunner(app, access_log=None, handle_signals=False, max_line_size=_PARSER_LINE_LIMIT,
                            max_field_size=_PARSER_LINE_LIMIT)
     await runner.setup()
-    try:
+    await serve_until_stopped(runner, _SiteListener(runner, host, port, ssl_context, reuse_port), name=name,
+                              host=host, secure=ssl_context is not None)
+
+
+class Listener:
+    """What `serve_until_stopped` starts and stops: aiohttp's own site here, the tracker's fast path there."""
+
+    port: int
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        """Stop listening (also when start failed); the runner's cleanup follows."""
+
+
+class _SiteListener(Listener):
+    def __init__(self, runner: web.AppRunner, host: str, port: int, ssl_context: ssl.SSLContext | None,
+                 reuse_port: bool) -> None:
         # reuse_port: beside other processes on the same port (torrents.servicekit.prefork).
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_port=reuse_port or None)
-        await site.start()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        url = f"{'https' if ssl_context else 'http'}://{host}:{port}"
+        self.site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_port=reuse_port or None)
+        self.runner, self.port = runner, port
+
+    async def start(self) -> None:
+        await self.site.start()
+        self.port = self.runner.addresses[0][1] if self.runner.addresses else self.port
+
+
+async def serve_until_stopped(runner: web.AppRunner, listener: Listener, *, name: str, host: str,
+                              secure: bool) -> None:
+    """The one serve loop of every service: listen, tell systemd READY=1 once the socket listens (and not
+    before: a unit ordered after this one starts when the service really answers), wait for SIGINT or
+    SIGTERM, then stop listening, run the app's cleanup contexts and take the signal handlers back."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await listener.start()
+        url = f"{'https' if secure else 'http'}://{host}:{listener.port}"
         log.info("%s listening on %s", name, url)
         sdnotify.ready(f"listening on {url}")
         await stop.wait()
         sdnotify.stopping()
     finally:
+        await listener.stop()
         await runner.cleanup()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
