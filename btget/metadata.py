@@ -64,15 +64,16 @@ def _child(uri: str, peers: tuple[tuple[str, int], ...], listen_ip: str, timeout
         h = ses.add_torrent(atp)
         for peer in peers:
             h.connect_peer(peer)
+        received: list = []
+        alerts = ltsession.Alerts({lt.metadata_received_alert: received.append})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             ses.wait_for_alert(POLL_MS)
-            for a in ses.pop_alerts():
-                if isinstance(a, lt.metadata_received_alert):
-                    ti = h.torrent_file()
-                    data = lt.bencode(lt.create_torrent(ti).generate())
-                    conn.send(("ok", bytes(data)))
-                    conn.close()
-                    return
+            alerts.drain(ses)
+            if received:
+                data = lt.bencode(lt.create_torrent(h.torrent_file()).generate())
+                conn.send(("ok", bytes(data)))
+                conn.close()
+                return
         conn.send(("timeout", None))
         conn.close()
