@@ -124,9 +124,15 @@ class Relays:
 
 
 # --- HTTP/1.1, as much of it as a web seed's GETs need --------------------------------------
+FAILED = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError)
+END, CLOSE = None, b""  # an answer's last item: the connection goes on / ends after it
+
+
 async def serve(door: Door, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-    """One libtorrent connection: its requests read as they come, fetched up to PARALLEL at once, answered in order."""
-    answers: asyncio.Queue[asyncio.Task | None] = asyncio.Queue(PARALLEL)
+    """One libtorrent connection: its requests read as they come, fetched up to PARALLEL at once, answered in
+    order; the answer at the head of the line is streamed as it arrives (a whole-file range from a slow door
+    must not wait whole in the relay: libtorrent drops a web seed silent for urlseed_timeout)."""
+    answers: asyncio.Queue = asyncio.Queue(PARALLEL)  # (task, its items), in the order asked
     writer = asyncio.create_task(_write_back(answers, client_w))
     try:
         while not writer.done():
@@ -134,36 +140,50 @@ async def serve(door: Door, client_r: asyncio.StreamReader, client_w: asyncio.St
                 head = await client_r.readuntil(b"\r\n\r\n")
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
                 break
+            items: asyncio.Queue = asyncio.Queue()
             request = _forwarded(head, door)
             if request is None:
-                await answers.put(asyncio.create_task(_constant(b"400 Bad Request")))
+                items.put_nowait(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                items.put_nowait(CLOSE)
+                await answers.put((None, items))
                 break
-            await answers.put(asyncio.create_task(_fetch(door, request)))
+            await answers.put((asyncio.create_task(_fetch(door, request, items)), items))
+    except asyncio.CancelledError:
+        pass  # the relay is closing
     finally:
-        if writer.done():  # libtorrent went away: what it asked for is not wanted any more
+        current = asyncio.current_task()
+        if writer.done() or (current is not None and current.cancelling()):  # what was asked is not wanted
             while not answers.empty():
-                if (task := answers.get_nowait()) is not None:
+                task, _ = answers.get_nowait()
+                if task is not None:
                     task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await answers.put(None)
-            await writer
+            writer.cancel()
+        else:  # libtorrent said all it will: the answers still due go out first
+            with contextlib.suppress(asyncio.CancelledError):
+                await answers.put(None)
+                await writer
         client_w.close()
 
 
 async def _write_back(answers: asyncio.Queue, client_w: asyncio.StreamWriter) -> None:
-    """Write each answer whole, in the order asked; an answer that failed ends the connection."""
-    while (task := await answers.get()) is not None:
-        try:
-            head, body, reusable = await task
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError):
-            head, body, reusable = _bad_gateway(), b"", False
-        try:
-            client_w.write(head + body)
-            await client_w.drain()
-        except ConnectionError:
-            return
-        if not reusable:
-            return
+    """Write each answer as its items come, in the order asked; an answer that failed ends the connection
+    (with 502 when nothing of it was sent yet)."""
+    while (entry := await answers.get()) is not None:
+        _, items = entry
+        sent = False
+        while (item := await items.get()) is not END:
+            if item is CLOSE or isinstance(item, BaseException):
+                if isinstance(item, BaseException) and not sent:
+                    with contextlib.suppress(ConnectionError):
+                        client_w.write(_bad_gateway())
+                        await client_w.drain()
+                return
+            try:
+                client_w.write(item)
+                await client_w.drain()
+            except ConnectionError:
+                return
+            sent = True
 
 
 def _forwarded(head: bytes, door: Door) -> bytes | None:
@@ -181,40 +201,40 @@ def _forwarded(head: bytes, door: Door) -> bytes | None:
                         *headers, "", ""]).encode("latin-1")
 
 
-async def _fetch(door: Door, request: bytes) -> tuple[bytes, bytes, bool]:
-    """Send `request` alone on a connection to the door; its answer: head, body, and whether it may be followed."""
-    reader, writer = await _connection(door)
-    writer.write(request)
-    await writer.drain()
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
-    status, fields = _parse_head(head)
-    keep = fields.get("connection", "").lower() != "close"
-    no_body = request.startswith(b"HEAD ") or status in (204, 304) or 100 <= status < 200
-    if no_body:
-        body = b""
-    elif "content-length" in fields:
-        body = await _read_exactly(reader, int(fields["content-length"]))
-    elif fields.get("transfer-encoding", "").lower() == "chunked":
-        body = await _chunked(reader)
-    else:  # to the end of the connection
-        body, keep = await reader.read(), False
-        head = _with_length(head, len(body))
-    if keep:
-        door.idle.append((reader, writer))
-    else:
-        writer.close()
-    return head, body, True
-
-
-async def _read_exactly(reader: asyncio.StreamReader, n: int) -> bytes:
-    """`n` bytes, each read bounded by READ_TIMEOUT (a door that stalls fails the answer, never hangs it)."""
-    out = bytearray()
-    while len(out) < n:
-        chunk = await asyncio.wait_for(reader.read(min(CHUNK, n - len(out))), READ_TIMEOUT)
-        if not chunk:
-            raise asyncio.IncompleteReadError(bytes(out), n)
-        out += chunk
-    return bytes(out)
+async def _fetch(door: Door, request: bytes, items: asyncio.Queue) -> None:
+    """Send `request` alone on a connection to the door; put its answer in `items` as it arrives (head, body
+    chunks, then END), or the error that ended it."""
+    try:
+        reader, writer = await _connection(door)
+        writer.write(request)
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
+        status, fields = _parse_head(head)
+        keep = fields.get("connection", "").lower() != "close"
+        no_body = request.startswith(b"HEAD ") or status in (204, 304) or 100 <= status < 200
+        if no_body:
+            items.put_nowait(head)
+        elif "content-length" in fields:
+            items.put_nowait(head)
+            left = int(fields["content-length"])
+            while left:
+                chunk = await asyncio.wait_for(reader.read(min(CHUNK, left)), READ_TIMEOUT)
+                if not chunk:
+                    raise asyncio.IncompleteReadError(b"", left)
+                left -= len(chunk)
+                items.put_nowait(chunk)
+        elif fields.get("transfer-encoding", "").lower() == "chunked":
+            items.put_nowait(head + await _chunked(reader))
+        else:  # to the end of the connection: its length is known only then
+            body, keep = await reader.read(), False
+            items.put_nowait(_with_length(head, len(body)) + body)
+        if keep:
+            door.idle.append((reader, writer))
+        else:
+            writer.close()
+        items.put_nowait(END)
+    except FAILED as exc:
+        items.put_nowait(exc)
 
 
 async def _connection(door: Door) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -259,7 +279,3 @@ def _with_length(head: bytes, length: int) -> bytes:
 
 def _bad_gateway() -> bytes:
     return b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-
-
-async def _constant(status: bytes) -> tuple[bytes, bytes, bool]:
-    return b"HTTP/1.1 " + status + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", b"", False
