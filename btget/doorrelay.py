@@ -39,9 +39,8 @@ READ_TIMEOUT = 30.0  # a door silent this long in the middle of an answer has fa
 
 @dataclass
 class Door:
-    """One web seed's door: where requests for BASE go, and its idle connections."""
+    """One web seed's door: where its requests go, and its idle connections."""
 
-    base: str
     host: str
     port: int
     path: str  # the base's path, ending in '/'
@@ -52,7 +51,7 @@ class Door:
     def of(cls, base: str) -> Door:
         parts = urlsplit(base)
         path = parts.path if parts.path.endswith("/") else parts.path + "/"
-        return cls(base, parts.hostname or "", parts.port or 80, path, parts.netloc)
+        return cls(parts.hostname or "", parts.port or 80, path, parts.netloc)
 
 
 class Relays:
@@ -125,7 +124,7 @@ class Relays:
 
 # --- HTTP/1.1, as much of it as a web seed's GETs need --------------------------------------
 FAILED = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError)
-END, CLOSE = None, b""  # an answer's last item: the connection goes on / ends after it
+END, CLOSE = object(), object()  # an answer's last item: the connection goes on / ends after it
 
 
 async def serve(door: Door, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:

@@ -36,7 +36,7 @@ from typing import Callable
 
 from aiohttp import web
 
-from torrents.servicekit.web import Listener, serve_until_stopped
+from torrents.servicekit.web import serve_until_stopped
 from tracker import protocol
 from tracker.announcer import Announcer
 from tracker.app import ANNOUNCER, BENCODED
@@ -232,7 +232,7 @@ class FastPathProtocol(asyncio.Protocol):
         handler.data_received(data)
 
 
-class FastPathServer(Listener):
+class FastPathServer:
     """The listening socket whose connections meet FastPathProtocol first (see the module docstring).
 
     Beside an AppRunner, of which only the public `server` (the protocol factory for

@@ -13,7 +13,7 @@ import logging
 import signal
 import ssl
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 import aiohttp
 from aiohttp import web
@@ -196,19 +196,17 @@ async def _serve(app: web.Application, host: str, port: int, name: str, ssl_cont
                               host=host, secure=ssl_context is not None)
 
 
-class Listener:
+class Listener(Protocol):
     """What `serve_until_stopped` starts and stops: aiohttp's own site here, the tracker's fast path there."""
 
-    port: int
+    port: int  # the port bound, once started
 
-    async def start(self) -> None:
-        raise NotImplementedError
+    async def start(self) -> object: ...
 
-    async def stop(self) -> None:
-        """Stop listening (also when start failed); the runner's cleanup follows."""
+    async def stop(self) -> None: ...  # also when start failed; the runner's cleanup follows
 
 
-class _SiteListener(Listener):
+class _SiteListener:
     def __init__(self, runner: web.AppRunner, host: str, port: int, ssl_context: ssl.SSLContext | None,
                  reuse_port: bool) -> None:
         # reuse_port: beside other processes on the same port (torrents.servicekit.prefork).
@@ -218,6 +216,9 @@ class _SiteListener(Listener):
     async def start(self) -> None:
         await self.site.start()
         self.port = self.runner.addresses[0][1] if self.runner.addresses else self.port
+
+    async def stop(self) -> None:
+        pass  # the runner's cleanup stops aiohttp's sites
 
 
 async def serve_until_stopped(runner: web.AppRunner, listener: Listener, *, name: str, host: str,
