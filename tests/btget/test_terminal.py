@@ -31,20 +31,29 @@ class Tmux:
 
     def __init__(self, name: str) -> None:
         self.socket = name
+        self.runs = 0
 
     def tmux(self, *args: str) -> str:
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10,
                               check=False).stdout
 
     def run(self, args: list[str]) -> None:
-        self.tmux("kill-session", "-t", "bt")
+        # A new session per run, the earlier ones left to kill-server: killing the last session ends the
+        # tmux server, and a new-session racing that exit failed under load (an empty screen for 30 s).
+        self.runs += 1
         # The terminal's own size, as at a desk (an exported COLUMNS, as under pytest, would win in rich).
         line = "env -u COLUMNS -u LINES " + " ".join(shlex.quote(a) for a in args) + "; echo EXIT $?; sleep 300"
-        self.tmux("new-session", "-d", "-s", "bt", "-x", "160", "-y", "40", line)
+        started = subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-s", self.session,
+                                  "-x", "160", "-y", "40", line], capture_output=True, text=True, timeout=10)
+        assert started.returncode == 0, f"tmux new-session failed: {started.stderr.strip()}"
+
+    @property
+    def session(self) -> str:
+        return f"bt{self.runs}"
 
     def screen(self) -> list[str]:
         # -J: a line the terminal wrapped comes back whole
-        return [line.rstrip() for line in self.tmux("capture-pane", "-p", "-J", "-t", "bt").splitlines()
+        return [line.rstrip() for line in self.tmux("capture-pane", "-p", "-J", "-t", self.session).splitlines()
                 if line.strip()]
 
     def wait(self, seen, timeout: float, what: str) -> list[list[str]]:
@@ -89,7 +98,7 @@ def test_display_in_tmux_names_the_dataset_keeps_columns_and_says_resuming(datas
     # 1. a fresh run, interrupted part way
     tmux.run(args)
     captures = tmux.wait(lambda lines: any(float(m.group(1)[:-1]) >= 15 for m in totals(lines)), 30, "progress")
-    tmux.tmux("send-keys", "-t", "bt", "C-c")
+    tmux.tmux("send-keys", "-t", tmux.session, "C-c")
     captures += tmux.wait(exited, 30, "exit after Ctrl-C")
     first = next(c for c in captures if totals(c))
     heading = f"bt-get: {dataset.name}: {len(dataset.meta.files)} files, {size} into {root}"
