@@ -66,9 +66,10 @@ class Announcer:
 
     def set_published(self, hashes: Iterable[bytes]) -> None:
         self.published = frozenset(hashes)
+        self.sites.forget_released()
 
     def known(self, info_hash: bytes) -> bool:
-        return self.config.open or info_hash in self.sites.holders or info_hash in self.published
+        return self.config.open or info_hash in self.sites.held or info_hash in self.published
 
     async def announce(self, raw_query: str | bytes, remote_ip: str) -> bytes:
         answer = self.announce_nowait(raw_query, remote_ip)

@@ -118,6 +118,10 @@ class SiteRegistry:
         self.clock = clock
         self._sites: dict[str, Site] = {}
         self.holders: dict[bytes, tuple[str, ...]] = {}
+        # Every info-hash a site held since the repository's last list (forget_released): a replica
+        # that a site stops offering (a read error, a rescan) is still the federation's dataset, and
+        # the tracker's copy of the repository's list can be a poll behind the site's publication.
+        self.held: set[bytes] = set()
         self.stuck: dict[bytes, frozenset[tuple[str, int]]] = {}  # info-hash → endpoints of stuck seeds
         self.seeders: dict[bytes, tuple[str, ...]] = {}  # info-hash → sites whose last heartbeat says they seed it
         self.site_at: dict[tuple[str, int], str] = {}  # a peer endpoint a site's heartbeat declares → that site
@@ -144,6 +148,10 @@ class SiteRegistry:
         if changed:
             self._reindex()
 
+    def forget_released(self) -> None:
+        """The repository's list is current: what no site holds now is known only if it is on that list."""
+        self.held = set(self.holders)
+
     def _reindex(self) -> None:
         holders: dict[bytes, list[str]] = {}
         seeders: dict[bytes, list[str]] = {}
@@ -162,6 +170,7 @@ class SiteRegistry:
             for h in s.stuck:
                 stuck[h] = stuck.get(h, frozenset()) | s.peer_endpoints
         self.holders = {h: tuple(names) for h, names in holders.items()}
+        self.held.update(self.holders)
         self.seeders = {h: tuple(names) for h, names in seeders.items()}
         self._ip_site = ip_site
         self.site_at = site_at

@@ -7,6 +7,7 @@ import json
 import time
 
 from torrents import auth
+from tracker.app import ANNOUNCER
 
 from tests.tracker.helpers import SECRETS, announce, beat_body, heartbeat, query
 
@@ -146,3 +147,19 @@ def test_site_kinds_name_sites_with_a_secret_and_known_kinds():
         TrackerConfig(site_secrets=SECRETS, site_kinds={"t3x": "T3"}).check_roles()
     with pytest.raises(ConfigError, match="site_kinds: site3: kind must be one of T2, T3, got 'T0'"):
         TrackerConfig(site_secrets=SECRETS, site_kinds={"site3": "T0"})
+
+
+async def test_a_dataset_no_site_offers_any_more_stays_known_until_the_repository_says(make_client):
+    # Both sites stop offering a replica they cannot read; the tracker's copy of the repository's list
+    # may be a poll behind the publication. Its bt-get must hear of the sites, not "not published".
+    client = await make_client()
+    announcer = client.server.app[ANNOUNCER]
+    announcer.set_published([])  # the repository's list, read before the site published H
+    assert await heartbeat(client, "site1", beat_body("site1", "http://127.0.0.2:8700", [], [H])) == 200
+    assert await heartbeat(client, "site1", beat_body("site1", "http://127.0.0.2:8700", [], [])) == 200
+    assert b"failure reason" not in await announce(client, query(H))
+    announcer.set_published([H])  # the next poll has it
+    assert b"failure reason" not in await announce(client, query(H))
+    announcer.set_published([])  # and the one after that no longer does: the dataset left the federation
+    refused = await announce(client, query(H))
+    assert refused == {b"failure reason": b"unknown info_hash: not published in this federation"}
