@@ -150,11 +150,11 @@ class Daemon:
                 self.scans += 1
                 return
             self.prepare_error = None
-            self.scans += 1
             for gone in report.gone:
                 self.seeder.unregister(gone.info_hash)
                 if self.web is not None:
                     self._threadsafe(lambda ih=gone.info_hash: self.web.load.forget(ih))
+            self.scans += 1  # counted once its answer is whole: the gone datasets' seeds stopped too
             notice().info("%s: %d datasets ready, %d gone, %d problems%s", self.config.site, len(report.prepared),
                           len(report.gone), len(report.problems),
                           f" (see {self.control_url}/api/status)" if report.problems else "")
