@@ -285,6 +285,9 @@ def _carry_out(action: Action, job: Job, procs: dict[int, WorkerProcess], displa
                 except OSError:
                     pass  # it died: its WorkerGone follows
     elif isinstance(action, SetRates):
+        log.debug("download caps now %s", ", ".join(
+            f"worker {k}: {d} B/s (using {action.using[k]:.0f})" if k in action.using else f"worker {k}: {d} B/s"
+            for k, (d, _) in action.rates.items()))
         for k, (download, upload) in action.rates.items():
             if not procs[k].gone:
                 try:

@@ -103,6 +103,7 @@ class SetRates:
     """Each worker's part of the run's caps from now on (btget/ratecap.py split them)."""
 
     rates: dict[int, tuple[int, int]]  # worker → (download, upload) bytes/s
+    using: dict[int, float] = field(default_factory=dict)  # worker → capped bytes/s lately (for the log)
 
 
 Action = Introduce | Show | Note | Completed | StartVerify | End | SetWebSeeds | SetRates
@@ -137,8 +138,9 @@ class RunState:
     web: webseeds.State | None = None
     download_caps: dict[int, int] = field(default_factory=dict)  # what each worker was last told
     reshared_at: float = float("-inf")
-    capped_seen: dict[int, int] = field(default_factory=dict)  # each worker's capped bytes when last looked at
-    capped_seen_at: float = 0.0
+    # (when, each worker's capped bytes) of the looks within ratecap.WINDOW, oldest first
+    capped_seen: list[tuple[float, dict[int, int]]] = field(default_factory=list)
+    cap_gain: float = 1.0  # the workers' parts add up to this times the cap (btget/ratecap.py gain)
 
     @classmethod
     def start(cls, policy: Policy, now: float) -> "RunState":
@@ -284,21 +286,29 @@ def _rates(state: RunState, now: float) -> list[Action]:
         return []
     state.reshared_at = now
     capped = {k: _capped_bytes(v.last) for k, v in views.items()}  # type: ignore[arg-type]
+    using: dict[int, float] = {}
     if state.capped_seen:
-        elapsed = max(now - state.capped_seen_at, 1e-3)
-        using = {k: max(0, capped[k] - state.capped_seen.get(k, 0)) / elapsed for k in views}
+        # over a window, not since the last look: the bytes come in bursts (one look saw 8.7 MB/s
+        # under a 6.25 MB/s cap, the next two none), and a worker seen idle would lose its part
+        at, seen = state.capped_seen[0]
+        elapsed = max(now - at, 1e-3)
+        using = {k: max(0, capped[k] - seen.get(k, 0)) / elapsed for k in views}
         fetching = {k: state.download_caps.get(k, p.max_rate // len(views)) for k, v in views.items()
                     if not v.finished}
-        caps = {**ratecap.fill(p.max_rate, using, fetching), **{k: 1 for k, v in views.items() if v.finished}}
+        state.cap_gain = ratecap.gain(state.cap_gain, sum(using.values()), p.max_rate,
+                                      ratecap.held_back(using, fetching))
+        caps = {**ratecap.fill(p.max_rate, using, fetching, state.cap_gain),
+                **{k: 1 for k, v in views.items() if v.finished}}
     else:
         caps = ratecap.split(p.max_rate, {k: 0 if v.finished else max(0, v.last.wanted - v.last.done)  # type: ignore
                                           for k, v in views.items()})
-    state.capped_seen, state.capped_seen_at = capped, now
-    if not ratecap.changed(state.download_caps, caps):
+    state.capped_seen = [(at, seen) for at, seen in state.capped_seen if now - at < ratecap.WINDOW] + [(now, capped)]
+    caps = ratecap.moved(state.download_caps, caps)
+    if not caps:
         return []
-    state.download_caps = caps
+    state.download_caps = {**state.download_caps, **caps}
     up = ratecap.even(p.max_upload_rate, len(views))
-    return [SetRates({k: (c, up) for k, c in caps.items()})]
+    return [SetRates({k: (c, up) for k, c in caps.items()}, using)]
 
 
 def _capped_bytes(p: Progress) -> int:
