@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping, TypeVar
+from typing import Callable, Mapping, Sequence, TypeVar
 
 from torrents.errors import Conflict, Forbidden, NotFound
 from torrents.sitekinds import T2, T3
@@ -158,6 +158,19 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX swarm_samples_at ON swarm_samples(at);
     """,
+    # What the sites say they sent (btrepo/swarmlog.py), for the pictures of bytes served: with each swarm
+    # sample the sites' counts of that version (JSON {site: bytes}; NULL from before), and each site's count
+    # of every dataset. Each count runs from the site's daemon start: the pages draw what it grew by.
+    """
+    ALTER TABLE swarm_samples ADD COLUMN uploaded_by_site TEXT;
+    CREATE TABLE site_samples (
+        site TEXT NOT NULL,
+        at REAL NOT NULL,
+        uploaded INTEGER NOT NULL,
+        PRIMARY KEY (site, at)
+    ) WITHOUT ROWID;
+    CREATE INDEX site_samples_at ON site_samples(at);
+    """,
 )
 
 # bm25 weights for (name, files, description): a word in the name counts most.
@@ -171,6 +184,9 @@ _SUMMARY_WIDTH = 12
 
 
 MAX_HISTORY = 1000  # changes of the served version listed per dataset, newest first
+
+# A swarm sample: (info-hash, seeds, leechers, completed, the sites' counts of it: {site: bytes sent}).
+SwarmRow = tuple[str, int, int, int, Mapping[str, int]]
 
 
 def utcnow() -> str:
@@ -458,16 +474,43 @@ class Database:
     async def count(self) -> int:
         return await self._read(lambda conn: conn.execute("SELECT count(*) FROM datasets").fetchone()[0])
 
-    async def record_swarms(self, at: float, swarms: list[tuple[str, int, int, int]], forget_before: float) -> int:
-        """Keep (info-hash, seeds, leechers, completed) at epoch `at` for the versions in the catalog;
-        forget samples older than `forget_before`. Returns how many were kept."""
-        return await self._write(lambda conn: _record_swarms(conn, at, swarms, forget_before))
+    async def record_swarms(self, at: float, swarms: Sequence[SwarmRow], forget_before: float,
+                            sites: Sequence[tuple[str, int]] = ()) -> int:
+        """Keep the swarms (SwarmRow) at epoch `at` for the versions in the catalog, and (site, bytes it
+        sent) for its sites; forget samples older than `forget_before`. One commit. Returns how many
+        swarms were kept."""
+        return await self._write(lambda conn: _record_swarms(conn, at, swarms, sites, forget_before))
 
     async def swarm_history(self, info_hash: str, since: float) -> list[tuple[float, int, int, int]]:
         """(epoch, seeds, leechers, completed) of a version since `since`, oldest first."""
         return await self._read(lambda conn: conn.execute(
             "SELECT at, seeds, leechers, completed FROM swarm_samples WHERE info_hash = ? AND at >= ? ORDER BY at",
             (info_hash, since)).fetchall())
+
+    async def served_history(self, info_hash: str, since: float) -> list[tuple[float, int, dict[str, int]]]:
+        """(epoch, completed, {site: bytes of it sent}) of a version since `since`, oldest first; {} where
+        the tracker did not say."""
+        rows = await self._read(lambda conn: conn.execute(
+            "SELECT at, completed, uploaded_by_site FROM swarm_samples WHERE info_hash = ? AND at >= ? ORDER BY at",
+            (info_hash, since)).fetchall())
+        return [(at, completed, json.loads(by_site) if by_site else {}) for at, completed, by_site in rows]
+
+    async def site_history(self, site: str, since: float) -> list[tuple[float, int]]:
+        """(epoch, bytes the site had sent) since `since`, oldest first."""
+        return await self._read(lambda conn: conn.execute(
+            "SELECT at, uploaded FROM site_samples WHERE site = ? AND at >= ? ORDER BY at", (site, since)).fetchall())
+
+    async def site(self, name: str) -> SiteRow | None:
+        rows = await self._read(lambda conn: _sites(conn, name))
+        return rows[0] if rows else None
+
+    async def dataset_names(self, info_hashes: list[str]) -> dict[str, str]:
+        """info-hash → the name of the dataset it is a version of, for those in the catalog."""
+        def names(conn: sqlite3.Connection) -> dict[str, str]:
+            marks = ",".join("?" * len(info_hashes))
+            return dict(conn.execute("SELECT v.info_hash, d.name FROM versions v JOIN datasets d "
+                                     f"ON d.id = v.dataset_id WHERE v.info_hash IN ({marks})", info_hashes).fetchall())
+        return await self._read(names) if info_hashes else {}
 
 
 def _migrate_and_decide(conn: sqlite3.Connection, kinds: Mapping[str, str]) -> None:
@@ -831,9 +874,10 @@ def _web_seeds(conn: sqlite3.Connection, info_hash: str) -> list[tuple[str, str]
     return [(site, url) for site, text in rows for url in json.loads(text)]
 
 
-def _sites(conn: sqlite3.Connection) -> list[SiteRow]:
+def _sites(conn: sqlite3.Connection, name: str | None = None) -> list[SiteRow]:
+    """Every site, or the one named."""
     # A site holds a dataset when it published the dataset's current version.
-    rows = conn.execute("""
+    rows = conn.execute(f"""
         SELECT s.name,
                count(DISTINCT CASE WHEN d.current_version_id = p.version_id THEN d.id END),
                max(p.last_published), s.kind
@@ -841,15 +885,21 @@ def _sites(conn: sqlite3.Connection) -> list[SiteRow]:
         LEFT JOIN publications p ON p.site_id = s.id
         LEFT JOIN versions v ON v.id = p.version_id
         LEFT JOIN datasets d ON d.id = v.dataset_id
-        GROUP BY s.id ORDER BY s.name""").fetchall()
+        {"" if name is None else "WHERE s.name = ?"}
+        GROUP BY s.id ORDER BY s.name""", () if name is None else (name,)).fetchall()
     return [SiteRow(*r) for r in rows]
 
 
-def _record_swarms(conn: sqlite3.Connection, at: float, swarms: list[tuple[str, int, int, int]],
-                   forget_before: float) -> int:
+def _record_swarms(conn: sqlite3.Connection, at: float, swarms: Sequence[SwarmRow],
+                   sites: Sequence[tuple[str, int]], forget_before: float) -> int:
     known = {r[0] for r in conn.execute("SELECT info_hash FROM versions")}
-    rows = [(h, at, seeds, leechers, completed) for h, seeds, leechers, completed in swarms if h in known]
-    conn.executemany("INSERT OR REPLACE INTO swarm_samples (info_hash, at, seeds, leechers, completed) "
-                     "VALUES (?, ?, ?, ?, ?)", rows)
+    rows = [(h, at, seeds, leechers, completed, json.dumps(dict(by_site)))
+            for h, seeds, leechers, completed, by_site in swarms if h in known]
+    conn.executemany("INSERT OR REPLACE INTO swarm_samples (info_hash, at, seeds, leechers, completed, "
+                     "uploaded_by_site) VALUES (?, ?, ?, ?, ?, ?)", rows)
     conn.execute("DELETE FROM swarm_samples WHERE at < ?", (forget_before,))
+    listed = {r[0] for r in conn.execute("SELECT name FROM sites")}
+    conn.executemany("INSERT OR REPLACE INTO site_samples (site, at, uploaded) VALUES (?, ?, ?)",
+                     [(site, at, uploaded) for site, uploaded in sites if site in listed])
+    conn.execute("DELETE FROM site_samples WHERE at < ?", (forget_before,))
     return len(rows)

@@ -18,6 +18,7 @@ def setup_routes(app: web.Application) -> None:
     r.add_get("/", views.home, name="home")
     r.add_get("/search", views.search, name="search")
     r.add_get("/sites", views.sites, name="sites")
+    r.add_get(f"/sites/{NAME}", views.site, name="site")
     # The .torrent route comes first: /datasets/X.torrent is the download, not a page for "X.torrent".
     r.add_get(f"/datasets/{NAME}.torrent", api.get_torrent, name="torrent")
     r.add_get(f"/datasets/{NAME}", views.dataset, name="dataset")

@@ -1,4 +1,4 @@
-"""HTML pages: home, search, dataset, sites, and the error pages.
+"""HTML pages: home, search, dataset, sites, a site, and the error pages.
 
 Server-rendered with Jinja2, autoescape on: every dataset name, file name
 and description is text, never markup. The only script is the copy button's,
@@ -106,10 +106,12 @@ async def dataset(request: web.Request) -> web.Response:
     detail = await request.app[keys.DB].detail(name)
     if detail is None:
         raise web.HTTPNotFound(reason=f"{name}: no such dataset")
-    swarm = await request.app[keys.TRACKER].swarm(detail.summary.info_hash)
+    db, info_hash = request.app[keys.DB], detail.summary.info_hash
+    swarm = await request.app[keys.TRACKER].swarm(info_hash)
     now = time.time()
-    history = await request.app[keys.DB].swarm_history(detail.summary.info_hash, now - swarmlog.KEEP)
-    picture = swarmchart.render(history, now, name)
+    picture = swarmchart.render(await db.swarm_history(info_hash, now - swarmlog.KEEP), now, name)
+    served = swarmchart.render_bytes_served(await db.served_history(info_hash, now - swarmlog.KEEP),
+                                            detail.summary.total_size, now, name)
     repo_url = base_url(request)
     decision = detail.decision
     disagree = [v for v in decision.sites if v.state is not identity.SiteState.CURRENT]
@@ -117,7 +119,9 @@ async def dataset(request: web.Request) -> web.Response:
         "q": "", "d": detail.summary, "files": detail.files, "versions": detail.versions,
         "older": [v for v in detail.versions if v.info_hash != detail.summary.info_hash],
         "magnet": detail.magnet, "piece_length": detail.piece_length,
-        "swarm": swarm, "swarm_svg": Markup(picture) if picture else None, "torrent_url": api.torrent_path(name), "command": bt_get_command(name, repo_url),
+        "swarm": swarm, "swarm_svg": Markup(picture) if picture else None,
+        "served_svg": Markup(served) if served else None,
+        "torrent_url": api.torrent_path(name), "command": bt_get_command(name, repo_url),
         "decision": decision, "disagree": disagree, "problem": decision.summary(name) if disagree or
         not decision.servable else None, "pinned": detail.pinned, "left_out": detail.left_out, "nav": "search",
         "history": detail.history,
@@ -127,6 +131,28 @@ async def dataset(request: web.Request) -> web.Response:
 async def sites(request: web.Request) -> web.Response:
     rows = await request.app[keys.DB].sites()
     return render("sites.html", {"q": "", "sites": rows, "nav": "sites"})
+
+
+async def site(request: web.Request) -> web.Response:
+    """A site of the catalog: its tier, datasets, egress over the last day, and what it seeds now (the
+    tracker's word: unknown when the tracker does not answer)."""
+    name = request.match_info["name"]
+    db = request.app[keys.DB]
+    row = await db.site(name)
+    if row is None:
+        raise web.HTTPNotFound(reason=f"{name}: no such site")
+    now = time.time()
+    egress = swarmchart.render_egress(await db.site_history(name, now - swarmlog.KEEP), now, name)
+    listed = await request.app[keys.TRACKER].sites()
+    heard = next((s for s in listed or () if s.name == name), None)
+    seeding = None  # unknown: the tracker did not answer
+    if listed is not None:
+        hashes = list(heard.seeding) if heard else []
+        names = await db.dataset_names(hashes)
+        # (dataset name or None, info-hash): the catalog's datasets by name, then hashes it does not know
+        seeding = sorted(((names.get(h), h) for h in hashes), key=lambda pair: (pair[0] is None, pair[0] or pair[1]))
+    return render("site.html", {"q": "", "site": row, "egress_svg": Markup(egress) if egress else None,
+                                "heard": heard, "seeding": seeding, "nav": "sites"})
 
 
 def _is_page(request: web.Request) -> bool:

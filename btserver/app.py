@@ -166,6 +166,7 @@ async def status(request: web.Request) -> web.Response:
         "seeds": seeds,
         "stuck": stuck,
         "uploaded_total": d.seeder.counters.uploaded_total,
+        "uploaded": d.uploaded(),  # per info-hash, peer wire and web seed: what the heartbeat reports
         "capacity": d.config.max_seeds,
         "hash_failures": d.seeder.counters.hash_failures,
         "read_errors": d.seeder.counters.read_errors,

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import signal
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine
 
@@ -81,7 +82,14 @@ class Daemon:
         return heartbeat.heartbeat_body(self.config.site, self.control_url, [self.seeder.endpoint],
                                         self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds,
                                         kind=self.config.kind, web_busy=self.web.load.busy() if self.web else (),
-                                        stuck=self.seeder.stuck_hashes(), built=built)
+                                        stuck=self.seeder.stuck_hashes(), built=built, uploaded=self.uploaded())
+
+    def uploaded(self) -> dict[str, int]:
+        """Payload bytes sent per info-hash since the daemon started: the peer wire's and the web seed's."""
+        sent = Counter(self.seeder.uploaded())
+        if self.web is not None:
+            sent.update(self.web.load.sent_by_hash)
+        return dict(sent)
 
     def web_seeds(self) -> list[str]:
         """The BEP 19 base URLs this site offers for its datasets (published with each)."""

@@ -94,6 +94,9 @@ class Counters:
     hash_failures: int = 0
     read_errors: int = 0
     uploaded_total: int = 0
+    # info-hash → payload bytes sent since the session started: a seed's own count ends with the seed,
+    # and the heartbeat must not lose what a stopped seed sent.
+    uploaded: dict[str, int] = field(default_factory=dict)
 
 
 class Seeder:
@@ -276,6 +279,11 @@ class Seeder:
         with self._lock:
             return sorted(self._seeds)
 
+    def uploaded(self) -> dict[str, int]:
+        """Payload bytes sent per info-hash since the session started, stopped seeds' included."""
+        with self._lock:
+            return dict(self.counters.uploaded)
+
     def snapshot(self) -> list[dict]:
         with self._lock:
             now = self.clock()
@@ -295,6 +303,10 @@ class Seeder:
     def _remove(self, info_hash: str, why: str) -> None:
         seed = self._seeds.pop(info_hash)
         if self._ses is not None:
+            try:  # what it sent since the last state update (up to UPDATE_EVERY ago) counts too
+                self._count_upload(seed, seed.handle.status().total_payload_upload)
+            except RuntimeError:  # its handle is gone already
+                pass
             self._ses.remove_torrent(seed.handle)
         self._gauge()
         log.info("seed %s (%s): %s", info_hash, seed.name, why)
@@ -340,14 +352,19 @@ class Seeder:
                     continue
                 seed.peers = st.num_peers
                 seed.upload_rate = st.upload_payload_rate
-                delta = st.total_payload_upload - seed.uploaded
-                seed.uploaded = st.total_payload_upload
+                self._count_upload(seed, st.total_payload_upload)
                 if seed.peers:
                     seed.last_active = now
-                if delta > 0:
-                    self.counters.uploaded_total += delta
-                    if self.metrics:
-                        self.metrics.uploaded.labels(dataset=seed.name).inc(delta)
+
+    def _count_upload(self, seed: Seed, total: int) -> None:
+        """libtorrent's payload total of the seed's torrent (0 at the seed's start) into the site's counters."""
+        delta = total - seed.uploaded
+        seed.uploaded = total
+        if delta > 0:
+            self.counters.uploaded_total += delta
+            self.counters.uploaded[seed.info_hash] = self.counters.uploaded.get(seed.info_hash, 0) + delta
+            if self.metrics:
+                self.metrics.uploaded.labels(dataset=seed.name).inc(delta)
 
     def _on_checked(self, alert) -> None:
         with self._lock:

@@ -39,6 +39,8 @@ class WebLoad:
         self.capacity = capacity
         self.clock = clock
         self._served: dict[str, Served] = {}
+        # info-hash → bytes sent since the daemon started: kept when an idle entry is forgotten (the heartbeat's)
+        self.sent_by_hash: dict[str, int] = {}
         self.sent_total = 0
         self.requests_total = 0
 
@@ -65,6 +67,7 @@ class WebLoad:
     def sent(self, served: Served, n: int) -> None:
         served.sent += n
         served.last_active = self.clock()
+        self.sent_by_hash[served.info_hash] = self.sent_by_hash.get(served.info_hash, 0) + n
         self.sent_total += n
 
     def end(self, served: Served) -> None:

@@ -51,15 +51,14 @@ def result_chart(doc: Any, subject: str = "result") -> svgchart.Chart:
         series.append(svgchart.Series(f"{len(rest)} others", tuple((t, float(sum(s.get(n, 0) for n in rest)))
                                                                    for t, s in points),
                                       note=f"{human_size(others)} ({100 * others / whole:.0f}%)"))
-    unit, unit_name = svgchart.byte_unit(sum(totals.values()))
     seconds = float(doc.get("seconds") or points[-1][0])
     done = int(doc.get("bytes_downloaded") or sum(totals.values()))
     subtitle = (f"{human_size(done)} in {seconds:.1f} s ({human_rate(done / seconds if seconds else 0)}), "
                 f"{len(names)} sources, exit {doc.get('exit_status', '?')}")
     marks = tuple(svgchart.Mark(float(s["after_s"]), f"to {s['to']}") for s in _switches(doc))
     return svgchart.Chart(title=str(doc["dataset"]), subtitle=subtitle, x_label="seconds since the download started",
-                          y_label=f"received, {unit_name}", series=tuple(series), stacked=True,
-                          y_format=lambda v: f"{v / unit:g}", y_step=svgchart.byte_step, marks=marks)
+                          series=tuple(series), stacked=True, marks=marks,
+                          **svgchart.byte_axis(sum(totals.values()), "received"))
 
 
 def _switches(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 from xml.sax.saxutils import escape, quoteattr
 
 # Tableau 10, the first colours told apart by most people, colour-blind included.
@@ -72,6 +72,12 @@ def byte_step(span: float, ticks: int = 5) -> float:
     """A step of 1, 2 or 5 × 10^j of the axis's binary unit (round figures in MiB, GiB)."""
     unit, _ = byte_unit(span)
     return nice_step(span / unit, ticks) * unit
+
+
+def byte_axis(top: float, what: str) -> dict[str, Any]:
+    """A Chart's y axis in bytes reaching `top` (y_label "WHAT, MiB", y_format, y_step): ticks in one unit."""
+    unit, name = byte_unit(top)
+    return {"y_label": f"{what}, {name}", "y_format": lambda v: f"{v / unit:g}", "y_step": byte_step}
 
 
 def fit(text: str, width: float, char_width: float) -> str:

@@ -143,9 +143,11 @@ MAX_LISTED = 10_000  # swarms in GET /api/swarms
 
 async def _swarm_json(announcer: Announcer, info_hash: bytes) -> dict:
     [c] = await resolve(announcer.store.counts([info_hash]))
+    uploaded = announcer.sites.uploaded_by(info_hash)
     return {"info_hash": info_hash.hex(), "seeds": c.complete, "leechers": c.incomplete,
             "completed": c.downloaded, "sites": await announcer.seeding_sites(info_hash),
-            "holders": announcer.holding_sites(info_hash)}
+            "holders": announcer.holding_sites(info_hash),
+            "site_uploaded": sum(uploaded.values()), "uploaded_by_site": uploaded}
 
 
 async def swarms(request: web.Request) -> web.Response:
@@ -172,7 +174,8 @@ async def list_sites(request: web.Request) -> web.Response:
         {"name": s.name, "kind": announcer.config.kind_of(s.name), "control_url": s.control_url,
          "peers": list(s.peers), "up": registry.is_up(s), "last_seen": int(s.last_seen), "load": s.load,
          "capacity": s.capacity, "can_seed": len(s.can_seed),
-         "seeding": sorted(h.hex() for h in s.seeding), "stuck": sorted(h.hex() for h in s.stuck)}
+         "seeding": sorted(h.hex() for h in s.seeding), "stuck": sorted(h.hex() for h in s.stuck),
+         "uploaded": sum(s.uploaded.values())}
         for s in registry.all()]})
 
 

@@ -16,7 +16,7 @@ the {H} hash tag putting one swarm's keys in one Cluster slot:
     P{H}:nf:SITE      string      SITE does not hold H (it answered 404): leave it alone, PX site_backoff
     Pbackoff:SITE     string      SITE answered 429 or failed: leave it alone, PX site_backoff
     Pswarms           sorted set  info-hash (20 bytes) -> until when it may have peers (listing, full scrape)
-    Psites            hash        site name -> its last heartbeat as JSON, can_seed left out
+    Psites            hash        site name -> its last heartbeat as JSON (uploaded too), can_seed left out
     Psite:SITE:can    string      SITE's can_seed: 20 bytes per info-hash, written when it changes
 
 An announce is one EVALSHA (tracker/lua/announce.lua): expired members
@@ -312,6 +312,7 @@ class RedisSiteRegistry(SiteRegistry):
         doc = {"control_url": site.control_url, "peers": list(site.peers),
                "seeding": sorted(h.hex() for h in site.seeding), "stuck": sorted(h.hex() for h in site.stuck),
                "load": site.load, "capacity": site.capacity,
+               "uploaded": {h.hex(): n for h, n in site.uploaded.items()},
                "last_seen": site.last_seen, "seen": site.seen_mono, "can": digest}
         # The can_seed blob is written before the document that names its digest.
         writes.append(self.client.call(b"HSET", self.key, site.name, json.dumps(doc)))
@@ -346,7 +347,8 @@ class RedisSiteRegistry(SiteRegistry):
                             seeding=old.seeding if old is not None and old.seeding == seeding else seeding,
                             load=int(d.get("load", 0)), capacity=int(d.get("capacity", 0)),
                             last_seen=float(d.get("last_seen", 0)), seen_mono=float(d.get("seen", 0)),
-                            stuck=frozenset(bytes.fromhex(h) for h in d.get("stuck", [])))
+                            stuck=frozenset(bytes.fromhex(h) for h in d.get("stuck", [])),
+                            uploaded={bytes.fromhex(h): int(n) for h, n in d.get("uploaded", {}).items()})
             except (KeyError, TypeError, ValueError):
                 log.warning("%s: malformed site document in Redis; ignored", name[:60])
                 continue

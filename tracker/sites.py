@@ -47,6 +47,8 @@ class Site:
     # When the site built this heartbeat, on the site's own clock (docs/contracts.md); None from a site that
     # does not say: its heartbeat then says nothing about seeds started after that (see Announcer.site_beat).
     built: int | None = None
+    # info-hash → payload bytes the site sent of it since its daemon started (the repository draws them)
+    uploaded: dict[bytes, int] = field(default_factory=dict)
 
     @property
     def peer_endpoints(self) -> frozenset[tuple[str, int]]:
@@ -57,16 +59,35 @@ class Site:
         return frozenset(parse_hostport(p)[0] for p in self.peers)
 
 
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _hash(h: object, key: str, site: str) -> bytes:
+    if not is_info_hash(h) or not isinstance(h, str) or h != h.lower():
+        raise HeartbeatError(f"{site}: {key}", f"{str(h)[:50]!r} is not 40 lowercase hex characters")
+    return bytes.fromhex(h)
+
+
 def _hashes(body: Mapping[str, Any], key: str, site: str) -> frozenset[bytes]:
     value = body.get(key, [])
     if not isinstance(value, list) or len(value) > MAX_HASHES:
         raise HeartbeatError(f"{site}: {key}", f"expected a list of at most {MAX_HASHES} info-hashes")
-    out = set()
-    for h in value:
-        if not is_info_hash(h) or h != h.lower():
-            raise HeartbeatError(f"{site}: {key}", f"{str(h)[:50]!r} is not 40 lowercase hex characters")
-        out.add(bytes.fromhex(h))
-    return frozenset(out)
+    return frozenset(_hash(h, key, site) for h in value)
+
+
+def _uploaded(body: Mapping[str, Any], site: str) -> dict[bytes, int]:
+    """The heartbeat's `uploaded` ({info-hash: bytes}; none from a site older than it)."""
+    value = body.get("uploaded", {})
+    if not isinstance(value, dict) or len(value) > MAX_HASHES:
+        raise HeartbeatError(f"{site}: uploaded", f"expected an object of at most {MAX_HASHES} info-hashes "
+                                                  "and their bytes")
+    out = {}
+    for h, n in value.items():
+        if not _is_count(n):
+            raise HeartbeatError(f"{site}: uploaded", f"{str(h)[:50]!r}: {str(n)[:30]!r} is not a whole number ≥ 0")
+        out[_hash(h, "uploaded", site)] = n
+    return out
 
 
 def _endpoint(text: object, site: str) -> str:
@@ -96,19 +117,19 @@ def parse_heartbeat(site: str, body: Any, *, now: float, mono: float) -> Site:
     if not isinstance(peers, list) or len(peers) > 64:
         raise HeartbeatError(f"{site}: peers", "expected a list of at most 64 ip:port")
     built = body.get("built")
-    if built is not None and (not isinstance(built, int) or isinstance(built, bool) or built < 0):
+    if built is not None and not _is_count(built):
         raise HeartbeatError(f"{site}: built", "expected a whole number ≥ 0")
     numbers = {}
     for key in ("load", "capacity"):
         value = body.get(key, 0)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        if not _is_count(value):
             raise HeartbeatError(f"{site}: {key}", "expected a whole number ≥ 0")
         numbers[key] = value
     return Site(name=site, control_url=control_url.rstrip("/"),
                 peers=tuple(_endpoint(p, site) for p in peers),
                 can_seed=_hashes(body, "can_seed", site), seeding=_hashes(body, "seeding", site),
                 load=numbers["load"], capacity=numbers["capacity"], last_seen=now, seen_mono=mono,
-                stuck=_hashes(body, "stuck", site), built=built)
+                stuck=_hashes(body, "stuck", site), built=built, uploaded=_uploaded(body, site))
 
 
 class SiteRegistry:
@@ -179,6 +200,14 @@ class SiteRegistry:
 
     def get(self, name: str) -> Site | None:
         return self._sites.get(name)
+
+    def uploaded_by(self, info_hash: bytes) -> dict[str, int]:
+        """site → the bytes of `info_hash` it says it sent since its daemon started, for every site that
+        holds it (0 when it sent none: the repository counts a first send from there) or sent some; a
+        site down too, its last word standing (one leaving the list would look like a counter gone back)."""
+        holders = self.holders.get(info_hash, ())
+        return {s.name: s.uploaded.get(info_hash, 0) for s in self.all()
+                if info_hash in s.uploaded or s.name in holders}
 
     def all(self) -> list[Site]:
         return sorted(self._sites.values(), key=lambda s: s.name)

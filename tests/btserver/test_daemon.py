@@ -227,8 +227,8 @@ async def test_heartbeat_body_follows_the_contract_and_comes_at_once_on_change(p
         path = tracker.calls[0][0]
         assert path == f"/api/sites/{SITE}/heartbeat"
         assert set(beat) == {"site", "kind", "control_url", "peers", "can_seed", "seeding", "stuck", "load",
-                             "capacity", "built"}
-        assert beat["kind"] == "T2" and beat["stuck"] == []
+                             "capacity", "built", "uploaded"}
+        assert beat["kind"] == "T2" and beat["stuck"] == [] and beat["uploaded"] == {}
         assert (beat["site"], beat["control_url"], beat["seeding"], beat["load"], beat["capacity"]) == \
             (SITE, url, [], 0, 50)
         assert beat["peers"][0].startswith("127.0.0.2:")
@@ -245,6 +245,42 @@ async def test_heartbeat_body_follows_the_contract_and_comes_at_once_on_change(p
         assert (seeding["seeding"], seeding["load"]) == ([ih], 1)
         # On the site's clock: built before the start (no seed listed) < started < built after it (listed).
         assert beat["built"] < answer["started"] < seeding["built"]
+        assert proc.stop() == 0
+    finally:
+        await tracker.stop()
+
+
+@pytest.mark.slow
+async def test_the_heartbeat_reports_the_bytes_a_seed_sent_and_keeps_them_once_it_stopped(procs, tmp_path):
+    generate(tmp_path / "root", files=6, total_size=3 * 2**20)
+    port = free_port()
+    tracker = Recorder({"ok": True, "interval": 1})
+    await tracker.start(port)
+    try:
+        proc, url = start_daemon(procs, tmp_path, tracker=f"http://127.0.0.1:{port}",
+                                 env={"BTSWARM_SERVER_HEARTBEAT_INTERVAL": "1"})
+        ds = await until(lambda: (d := get_json(url + "/api/status")) and d["datasets"] and d["datasets"][0],
+                         timeout=20, what="dataset prepared")
+        ih, size = ds["info_hash"], ds["total_size"]
+        async with aiohttp.ClientSession() as http:
+            code, answer = await signed_request(http, "POST", f"{url}/api/seeds", site=SITE, secret=SECRET,
+                                                payload={"info_hash": ih})
+            assert code == 200
+            client = await asyncio.create_subprocess_exec(
+                sys.executable, str(CLIENT), str(tmp_path / "state" / "torrents" / f"{NAME}.torrent"),
+                str(tmp_path / "dl"), answer["peers"][0], "127.0.0.3", "30", stderr=subprocess.PIPE)
+            _, err = await asyncio.wait_for(client.communicate(), 60)
+            assert client.returncode == 0, err.decode() + proc.log()
+            # Stopped: what the seed sent stays in the site's count (a seed's own ends with it).
+            code, _ = await signed_request(http, "DELETE", f"{url}/api/seeds/{ih}", site=SITE, secret=SECRET)
+            assert code == 200
+        n_calls = len(tracker.calls)
+        beat = await until(lambda: next((b for _, b in tracker.calls[n_calls:] if not b["seeding"]
+                                         and b["uploaded"].get(ih, 0) >= size), None),
+                           timeout=10, what="a heartbeat after the stop with the bytes sent")
+        # The dataset once, and a few blocks more when a loaded client asked again: never twice.
+        assert set(beat["uploaded"]) == {ih} and size <= beat["uploaded"][ih] <= size * 1.1, (beat["uploaded"], size)
+        assert get_json(url + "/api/status")["uploaded"] == beat["uploaded"]
         assert proc.stop() == 0
     finally:
         await tracker.stop()

@@ -202,6 +202,10 @@ async def test_the_idle_slot_is_freed_after_idle_ttl(site):
         await until(lambda: _async(not d.web.load.busy()), what="ds.one idle")
         async with http.get(file_url(base, "ds two#?", two.name)) as r:
             assert r.status == 200 and await r.read() == two.read_bytes()
+    # What the web seed sent stays in the heartbeat after ds.one's entry was forgotten.
+    hashes = {x["name"]: x["info_hash"] for x in (await (await client.get("/api/status")).json())["datasets"]}
+    assert d.heartbeat_body()["uploaded"] == {hashes["ds.one"]: one.stat().st_size,
+                                              hashes["ds two#?"]: two.stat().st_size}
 
 
 async def _async(value):

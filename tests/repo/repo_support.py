@@ -123,8 +123,9 @@ def catalog_before(path: Path, marker: str) -> sqlite3.Connection:
     return conn
 
 
-def tracker_app(swarms: Mapping[str, dict]) -> web.Application:
-    """A tracker stand-in serving GET /api/swarms/{hex} and GET /api/swarms as docs/contracts.md fixes them."""
+def tracker_app(swarms: Mapping[str, dict], sites: list[dict] | None = None) -> web.Application:
+    """A tracker stand-in serving GET /api/swarms/{hex} and GET /api/swarms as docs/contracts.md fixes them,
+    and GET /api/sites when given `sites`."""
 
     async def swarm(request: web.Request) -> web.Response:
         h = request.match_info["hex"]
@@ -135,9 +136,14 @@ def tracker_app(swarms: Mapping[str, dict]) -> web.Application:
     async def listed(request: web.Request) -> web.Response:
         return web.json_response({"swarms": [{"info_hash": h, **doc} for h, doc in swarms.items()]})
 
+    async def listed_sites(request: web.Request) -> web.Response:
+        return web.json_response({"sites": sites})
+
     app = web.Application()
     app.router.add_get("/api/swarms/{hex}", swarm)
     app.router.add_get("/api/swarms", listed)
+    if sites is not None:
+        app.router.add_get("/api/sites", listed_sites)
     return app
 
 

@@ -165,7 +165,20 @@ async def test_not_found_and_sites_pages(repo, tmp_path):
     seen = visible(text)
     assert re.search(r"site1 1 \d{4}-\d\d-\d\d \d\d:\d\d UTC", seen), seen
     assert re.search(r"site2 2 \d{4}-", seen)
-    assert 'href="/search?site=site2"' in text
+    assert 'href="/search?site=site2"' in text and 'href="/sites/site2"' in text
+
+
+async def test_a_site_page_when_the_tracker_is_down_and_an_unknown_site(repo, tmp_path):
+    await put(repo, tmp_path, SAMPLE)
+    _, text = await page(repo, "/sites/site1")
+    seen = visible(text)
+    assert "Tier T2" in seen and "Datasets 1" in seen
+    assert "What it seeds is unknown: the tracker did not answer." in seen
+    assert "Not sampled yet" in seen and "<svg" not in text
+    _, text = await page(repo, "/sites/site9", status=404)
+    assert "404 · Not found" in visible(text) and "site9: no such site" in visible(text)
+    _, text = await page(repo, "/sites/%3Cb%3Enobody%3C%2Fb%3E", status=404)
+    assert "<b>nobody" not in text and "&lt;b&gt;nobody&lt;/b&gt;: no such site" in text
 
 
 async def test_static_stylesheet_is_served(repo):

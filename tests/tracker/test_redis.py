@@ -243,3 +243,19 @@ async def test_a_redis_restarted_empty_gets_the_registry_back_at_the_next_heartb
 
 async def heartbeat_ok(app, body) -> bool:
     return await heartbeat(app, "site1", body) == 200
+
+
+async def test_the_bytes_a_site_sent_reach_every_tracker(make_app, redis_server):
+    prefix = f"r{secrets.token_hex(4)}:"
+    a = await make_app(redis_config(redis_server.url, prefix))
+    b = await make_app(redis_config(redis_server.url, prefix))
+    site = {**beat_body("site1", "http://127.0.0.2:9", ["127.0.0.2:6881"], [H]), "uploaded": {H.hex(): 123_456}}
+    assert await heartbeat(a, "site1", site) == 200  # to one tracker only
+
+    async def at_b() -> dict | None:
+        async with b.session.get(b.make_url(f"/api/swarms/{H.hex()}")) as resp:
+            return await resp.json() if resp.status == 200 else None
+    row = await until(at_b, 3, what="b reads site1 from Redis")
+    assert (row["site_uploaded"], row["uploaded_by_site"]) == (123_456, {"site1": 123_456})
+    async with b.session.get(b.make_url("/api/sites")) as resp:
+        assert [(s["name"], s["uploaded"]) for s in (await resp.json())["sites"]] == [("site1", 123_456)]

@@ -78,7 +78,8 @@ async def test_first_answer_lists_the_started_seed(make_client):
         assert site.posts == [H.hex()] and b"\x7f\x00\x00\x02\x1a\xe1" in again[b"peers"]
         async with client.session.get(client.make_url(f"/api/swarms/{H.hex()}")) as resp:
             assert await resp.json() == {"info_hash": H.hex(), "seeds": 1, "leechers": 2, "completed": 0,
-                                         "sites": ["site1"], "holders": ["site1"]}
+                                         "sites": ["site1"], "holders": ["site1"], "site_uploaded": 0,
+                                         "uploaded_by_site": {"site1": 0}}
 
 
 async def test_fifty_concurrent_announces_send_one_post_per_site(make_client):

@@ -163,3 +163,37 @@ async def test_a_dataset_no_site_offers_any_more_stays_known_until_the_repositor
     announcer.set_published([])  # and the one after that no longer does: the dataset left the federation
     refused = await announce(client, query(H))
     assert refused == {b"failure reason": b"unknown info_hash: not published in this federation"}
+
+
+async def test_the_bytes_sites_sent_show_per_site_and_per_swarm(make_client):
+    client = await make_client()
+    other = hashlib.sha1(b"other").digest()
+    one = {**beat_body("site1", "http://127.0.0.2:8700", ["127.0.0.2:6881"], [H, other]),
+           "uploaded": {H.hex(): 3_000_000, other.hex(): 5}}
+    two = {**beat_body("site2", "http://127.0.0.3:8700", ["127.0.0.3:6881"], [H]), "uploaded": {H.hex(): 1_000}}
+    assert await heartbeat(client, "site1", one) == 200 and await heartbeat(client, "site2", two) == 200
+    # A site that holds H and sent none of it: listed with 0 (the repository counts its first send from there).
+    assert await heartbeat(client, "site3", beat_body("site3", "http://127.0.0.4:8700", [], [H])) == 200
+    assert {s["name"]: s["uploaded"] for s in await sites_json(client)} == {"site1": 3_000_005, "site2": 1_000,
+                                                                           "site3": 0}
+    await announce(client, query(H))  # a leecher: the swarm is listed
+    async with client.session.get(client.make_url("/api/swarms")) as resp:
+        [row] = [r for r in (await resp.json())["swarms"] if r["info_hash"] == H.hex()]
+    assert row["site_uploaded"] == 3_001_000
+    assert row["uploaded_by_site"] == {"site1": 3_000_000, "site2": 1_000, "site3": 0}
+    async with client.session.get(client.make_url(f"/api/swarms/{other.hex()}")) as resp:
+        assert (await resp.json())["site_uploaded"] == 5
+
+
+async def test_a_malformed_uploaded_is_400_and_changes_nothing(make_client):
+    client = await make_client()
+    good = {**beat_body("site1", "http://127.0.0.2:8700", [], [H]), "uploaded": {H.hex(): 7}}
+    assert await heartbeat(client, "site1", good) == 200
+    before = await sites_json(client)
+    for bad in ([H.hex()], {H.hex().upper(): 1}, {"not-hex": 1}, {H.hex(): -1}, {H.hex(): True}, {H.hex(): 1.5},
+                {H.hex(): "7"}, {hashlib.sha1(i.to_bytes(4, "big")).hexdigest(): 1 for i in range(200_001)}):
+        assert await heartbeat(client, "site1", {**good, "uploaded": bad, "load": 3}) == 400, str(bad)[:80]
+    assert await sites_json(client) == before
+    # A site older than the field says nothing of it: nothing sent.
+    assert await heartbeat(client, "site2", beat_body("site2", "http://127.0.0.3:8700", [], [H])) == 200
+    assert {s["name"]: s["uploaded"] for s in await sites_json(client)} == {"site1": 7, "site2": 0}
