@@ -93,10 +93,13 @@ class Seed:
 class Counters:
     hash_failures: int = 0
     read_errors: int = 0
-    uploaded_total: int = 0
     # info-hash → payload bytes sent since the session started: a seed's own count ends with the seed,
     # and the heartbeat must not lose what a stopped seed sent.
     uploaded: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def uploaded_total(self) -> int:
+        return sum(self.uploaded.values())
 
 
 class Seeder:
@@ -361,7 +364,6 @@ class Seeder:
         delta = total - seed.uploaded
         seed.uploaded = total
         if delta > 0:
-            self.counters.uploaded_total += delta
             self.counters.uploaded[seed.info_hash] = self.counters.uploaded.get(seed.info_hash, 0) + delta
             if self.metrics:
                 self.metrics.uploaded.labels(dataset=seed.name).inc(delta)

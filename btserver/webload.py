@@ -41,7 +41,6 @@ class WebLoad:
         self._served: dict[str, Served] = {}
         # info-hash → bytes sent since the daemon started: kept when an idle entry is forgotten (the heartbeat's)
         self.sent_by_hash: dict[str, int] = {}
-        self.sent_total = 0
         self.requests_total = 0
 
     def busy(self) -> list[str]:
@@ -68,7 +67,10 @@ class WebLoad:
         served.sent += n
         served.last_active = self.clock()
         self.sent_by_hash[served.info_hash] = self.sent_by_hash.get(served.info_hash, 0) + n
-        self.sent_total += n
+
+    @property
+    def sent_total(self) -> int:
+        return sum(self.sent_by_hash.values())
 
     def end(self, served: Served) -> None:
         served.peers = max(0, served.peers - 1)
