@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from torrents import metainfo
+from torrents import metainfo, peerid
 from torrents.errors import BtswarmError
 from torrents.metainfo import Metainfo
 
@@ -143,13 +143,15 @@ def given_web_seeds(job: Job) -> tuple[webseeds.Source, ...]:
     return tuple(s for s in job.web.sources if s.url not in job.meta.url_list)
 
 
-def sibling_prefix() -> str:
-    """A peer-id prefix for one run's workers (each adds its 2-digit index; libtorrent fills the rest).
+def sibling_prefix(whole: bool) -> str:
+    """A peer-id prefix for one run's workers (each adds its 2-digit index and its part:
+    torrents/peerid.py; libtorrent fills the rest).
 
     A worker's incoming connection from a sibling comes from an ephemeral port on the shared
-    address, as does one from any other client on this host: the peer id tells them apart.
+    address, as does one from any other client on this host: the peer id tells them apart. A site
+    reads from it whether the worker wants every piece (btserver/uploadslots.py).
     """
-    return f"-BW0100-{secrets.token_hex(3)}"
+    return peerid.run_prefix(whole, secrets.token_hex(3))
 
 
 def run(job: Job, display: Display) -> Outcome:
@@ -179,7 +181,8 @@ def run(job: Job, display: Display) -> Outcome:
     verifier: concurrent.futures.Future | None = None
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify")
     previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-    prefix = sibling_prefix() if len(job.shares) > 1 else ""
+    whole = len(job.shares) == 1 and len(job.selected) == job.meta.file_count
+    prefix = sibling_prefix(whole)
     down = ratecap.split(job.max_rate, {k: sum(f.size for f in s) for k, s in enumerate(job.shares, 1)})
     up = ratecap.even(job.max_upload_rate, len(job.shares))
     try:
@@ -190,6 +193,7 @@ def run(job: Job, display: Display) -> Outcome:
                               web_seeds=tuple(s.url for s in webseeds.initial(job.web)),
                               url_list=tuple(s.url for s in job.web.sources), own_names=file_names(job.meta, job.folder),
                               recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix,
+                              part="" if whole else peerid.part_tag(f.index for f in share),
                               site_peers=job.site_peers, rates=(down[k], up))
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from torrents import peerid
 from torrents.servicekit import tls
 
 from btget import events, sources
@@ -77,12 +78,13 @@ class WorkerSpec:
     # This run's peer-id prefix (download.sibling_prefix); the worker's peer id is it plus its index.
     # A connection whose peer id starts with it is a sibling worker, whatever its address.
     peer_prefix: str = ""
+    part: str = ""  # torrents.peerid.part_tag of its files when it wants part of the dataset, else ""
     site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (the tracker's /api/sites): btget/siteshare.py
     rates: tuple[int, int] = (0, 0)  # its part of the run's caps, (download, upload) bytes/s; 0: none
 
     @property
     def peer_fingerprint(self) -> str:
-        return f"{self.peer_prefix}{self.index:02d}" if self.peer_prefix else ""
+        return peerid.fingerprint(self.peer_prefix, self.index, self.part) if self.peer_prefix else ""
 
     @property
     def resume_path(self) -> str:

@@ -30,10 +30,11 @@ from typing import Callable
 
 import libtorrent as lt
 
+from torrents import peerid
 from torrents.errors import BtswarmError, NotFound
 from torrents.servicekit import ltsession
 
-from btserver import policy
+from btserver import policy, uploadslots
 from btserver.stuck import PeerWait, StuckWatch, waiting
 from btserver.metrics import Metrics
 
@@ -42,6 +43,7 @@ log = logging.getLogger("btswarm.server.seeder")
 LISTEN_TIMEOUT = 10.0
 READY_TIMEOUT = 5.0
 UPDATE_EVERY = 0.5
+SLOTS_EVERY = 0.25  # s between looks at what a seed's peers want (btserver/uploadslots.py)
 
 
 class AtCapacity(BtswarmError):
@@ -76,6 +78,9 @@ class Seed:
     peers: int = 0
     uploaded: int = 0
     upload_rate: int = 0
+    slots: int = 0  # peers unchoked at once (btserver/uploadslots.py); 0: no limit
+    interested: int = 0  # peers that wanted pieces at the last look (_fit_slots)
+    parts: int = 0  # the distinct parts they wanted (the whole dataset is one)
     save_path: str = ""  # its replica's farm root, and the torrent's files: a probe reads one of them
     files: object = field(default=None, repr=False)
     watch: StuckWatch = field(default_factory=lambda: StuckWatch(0.0), repr=False)
@@ -85,7 +90,9 @@ class Seed:
     def as_dict(self, now: float) -> dict:
         wall = time.time()
         return {"info_hash": self.info_hash, "name": self.name, "peers": self.peers,
-                "upload_rate": self.upload_rate, "uploaded": self.uploaded, "started": round(self.started, 3),
+                "upload_rate": self.upload_rate, "uploaded": self.uploaded, "upload_slots": self.slots,
+                "interested": self.interested, "parts_wanted": self.parts,
+                "started": round(self.started, 3),
                 "last_active": round(wall - (now - self.last_active), 3)}
 
 
@@ -234,11 +241,12 @@ class Seeder:
                 # time (at full speed), the other T3s take the pieces from them.
                 # The figures (egress by client count, the alternatives tried)
                 # are in docs/benchmarks.md, "egress". set_max_uploads refuses
-                # fewer than 2; this field does not.
+                # fewer than 2; this field does not. Peers that want different
+                # parts get more (_fit_slots).
                 atp.max_uploads = self.upload_slots
             handle = self._ses.add_torrent(atp)
-            seed = Seed(info_hash, entry.name, handle, time.time(), now, now, save_path=entry.save_path,
-                        files=info.layout(), watch=StuckWatch(self.stuck_after))
+            seed = Seed(info_hash, entry.name, handle, time.time(), now, now, slots=self.upload_slots,
+                        save_path=entry.save_path, files=info.layout(), watch=StuckWatch(self.stuck_after))
             self._seeds[info_hash] = seed
             self._gauge()
         self.on_change()
@@ -323,13 +331,19 @@ class Seeder:
     def _run_pump(self) -> None:
         ses = self._ses
         assert ses is not None
-        next_update = 0.0
+        next_update = next_slots = 0.0
         while not self._stop.is_set():
             now = time.monotonic()
             if now >= next_update:
                 ses.post_torrent_updates()
                 next_update = now + UPDATE_EVERY
-            ses.wait_for_alert(int(UPDATE_EVERY * 1000))
+            if now >= next_slots and self.upload_slots:
+                next_slots = now + SLOTS_EVERY
+                try:
+                    self._fit_slots()
+                except Exception:
+                    log.exception("upload slots")
+            ses.wait_for_alert(int(min(UPDATE_EVERY, SLOTS_EVERY) * 1000))
             try:
                 self._alerts.drain(ses)
                 self._reap()
@@ -417,6 +431,24 @@ class Seeder:
             if ih in self._seeds:
                 self._remove(ih, why)
         self.on_change()
+
+    def _fit_slots(self) -> None:
+        """Give each part the seeds' interested peers want its own upload slots (btserver/uploadslots.py)."""
+        with self._lock:
+            seeds = list(self._seeds.values())  # not only those with peers: that count lags by a state update
+        for seed in seeds:
+            try:
+                parts = [peerid.part_of(p.pid.to_bytes()) for p in seed.handle.get_peer_info()
+                         if p.flags & lt.peer_info.remote_interested]
+                want = uploadslots.slots(self.upload_slots, parts, seed.slots)
+                seed.interested, seed.parts = len(parts), len(set(parts))
+                if want != seed.slots:
+                    seed.handle.set_max_uploads(want)
+                    log.info("seed %s (%s): %d upload slots (%d parts wanted by %d peers)", seed.info_hash,
+                             seed.name, want, seed.parts, seed.interested)
+                    seed.slots = want
+            except RuntimeError:  # removed meanwhile: its handle is gone
+                continue
 
     def _watch_stuck(self) -> None:
         """One sample of each seed for its StuckWatch; a stalled seed nobody waits on any more reads a block itself."""

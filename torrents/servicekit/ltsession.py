@@ -93,6 +93,12 @@ def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: A
         pack.update({
             "seeding_outgoing_connections": False,
             "close_file_interval": 30,
+            # A seed's upload slots change with what its peers want (btserver/uploadslots.py) and a
+            # slot is freed when a T3 completes; libtorrent hands a slot out only at its next unchoke
+            # round (15 s by default), so a second shard waited 15 s. A round costs a sort of the
+            # peers; rotation is not faster for it (round robin keeps a peer unchoked for at least a
+            # minute and `seeding_piece_quota` pieces).
+            "unchoke_interval": 1,
         })
     pack.update(extra)
     pack.update(_from_env(ENV_SEED if seeding else ENV_GET))
