@@ -393,6 +393,9 @@ class Seeder:
             seed = self._seeds.get(str(alert.handle.info_hashes().v1))
             if seed is not None:
                 seed.last_active = self.clock()
+                # Seen now, where the state updates would tell half a second later (_fit_slots looks at
+                # seeds with peers).
+                seed.peers = max(seed.peers, 1)
 
     def _on_hash_failed(self, alert) -> None:
         self.counters.hash_failures += 1
@@ -435,7 +438,7 @@ class Seeder:
     def _fit_slots(self) -> None:
         """Give each part the seeds' interested peers want its own upload slots (btserver/uploadslots.py)."""
         with self._lock:
-            seeds = list(self._seeds.values())  # not only those with peers: that count lags by a state update
+            seeds = [s for s in self._seeds.values() if s.peers and s.ready.is_set()]
         for seed in seeds:
             try:
                 parts = [peerid.part_of(p.pid.to_bytes()) for p in seed.handle.get_peer_info()

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_wan.py [--out DIR] [--quick] [--keep] [--runs N]
         [--rate 100mbit] [--client-rate 100mbit] [--rtt 40ms] [--size 200M] [--small-files 20000]
-        [--clients 1 2 4 8 16] [--aria2c 8] [--no-curl]
+        [--clients 1 2 4 8 16] [--shards 4 8] [--aria2c 8] [--no-curl]
         [--only single swarm batch hetero smallfiles hung arrival]
 
 Every site's uplink is R (--rate), every client's C (--client-rate), the
@@ -27,8 +27,9 @@ its baseline and its bound measured or computed in the same run:
               largest N <= 8 keeps a timeline of each site's and client's
               uplink and each client's bytes on disk (plot_bench.py draws
               wan-timeline.png). --no-curl leaves the curl baseline out.
-  batch       `bt-get --shard K/4` on 4 client addresses at once vs one
-              client fetching everything; bound S/(3R).
+  batch       `bt-get --shard K/n` on n client addresses at once (n in
+              --shards, 4 and 8) vs one client fetching everything; bound
+              S/(3R).
   hetero      3 sites, site3 at R/10: bound of the two fast sites S/(2R).
   smallfiles  20,000 files of 1-50 KB (--quick 5,000): files/s vs curl from
               nginx behind R (one connection, files in sequence); bound S/(3R).
@@ -78,7 +79,7 @@ TARGETS = {  # issue 25's where it set one (single, swarm 8, batch, aria2c), the
 STUCK_AFTER = 10.0  # bt-server's default [server] stuck_after
 ARRIVAL_CAP = 90  # s: a second T3 still running then is stopped and counted as this long (marked)
 SEED_TIME = "30m"  # swarm clients seed until all are done, then are stopped by PID
-CLIENTS = 24  # shaped client addresses (swarm 16 + the single contenders + batch)
+CLIENTS = 40  # shaped client addresses (a swarm of 32, the single contenders, the warm-up's)
 MEAN_SMALL = 25 * 1024 + 512  # with jitter 0.96: 1-50 KB files, as bench_smallfiles
 SITE_RTT = 0.0  # s, --rtt: the round trip every site's link adds (set once by main)
 
@@ -416,20 +417,25 @@ def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, co
             "every_site_detail": {str(n): rs for n, rs in before.items()}}
 
 
-def batch(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int) -> dict:
+def batch(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int, counts: list[int]) -> dict:
+    """`--shard K/n` on n client addresses at once, for each n in `counts`, and one client fetching
+    everything in the same runs (the shards' baseline)."""
     seeds_everywhere(fed, fed.info_hash(ds["name"]))
-    shard_sizes = shard_bytes(fed, ds, 4)
-    shards, whole = [], []
+    sizes = {n: shard_bytes(fed, ds, n) for n in counts}
+    shards: dict[int, list[float]] = {n: [] for n in counts}
+    whole: list[float] = []
     for run_no in range(runs):
-        r = bt_get_many(fed, work, ds, [["--shard", f"{k + 1}/4"] for k in range(4)], False, shard_sizes)
-        shards.append(r["seconds"])
+        for n in counts:
+            r = bt_get_many(fed, work, ds, [["--shard", f"{k + 1}/{n}"] for k in range(n)], False, sizes[n])
+            shards[n].append(r["seconds"])
+            bl.log(f"batch run {run_no + 1}: {n} shards, last done {r['seconds']:6.2f} s")
         w = bt_get_many(fed, work, ds, [[]], False, [ds["bytes"]])
         whole.append(w["seconds"])
-        bl.log(f"batch run {run_no + 1}: 4 shards, last done {r['seconds']:6.2f} s; one client, all {w['seconds']:6.2f} s")
+        bl.log(f"batch run {run_no + 1}: one client, all {w['seconds']:6.2f} s")
     bound = ds["bytes"] * 8 / (3 * rate)
-    t = bl.median(shards)
-    return {"bound_s": bound, "shards_s": t, "whole_s": bl.median(whole), "x_bound": t / bound,
-            "shard_bytes": shard_sizes, "runs_s": {"shards": shards, "whole": whole}}
+    by = {str(n): {"shards_s": bl.median(shards[n]), "x_bound": bl.median(shards[n]) / bound,
+                   "shard_bytes": sizes[n], "runs_s": shards[n]} for n in counts}
+    return {"bound_s": bound, "whole_s": bl.median(whole), "whole_runs_s": whole, "by_shards": by}
 
 
 def shard_bytes(fed: bl.Federation, ds: dict, n: int) -> list[int]:
@@ -652,7 +658,7 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
                                          args.aria2c)
             if "batch" in only:
                 with noted(doc, "batch"):
-                    doc["batch"] = batch(fed, work, big, runs, rate)
+                    doc["batch"] = batch(fed, work, big, runs, rate, args.shards)
             if small is not None:
                 with noted(doc, "smallfiles"):
                     bl.timed(bl.bt_get_cmd(fed, small["name"], bl.fresh_dir(work / "warm"),
@@ -741,8 +747,10 @@ def report(doc: dict) -> None:
             print(line("16 T3s: fraction of the Kumar-Ross bound", m["16"]["fraction"], "", ">= 0.8"))
     if "batch" in doc:
         b = doc["batch"]
-        print(line("batch: 4 shards at once, last done / S/(3R)", b["x_bound"],
-                   f"{b['shards_s']:.2f} s vs {b['bound_s']:.2f} s", f"<= 1.15 (one client: {b['whole_s']:.2f} s)"))
+        for n, r in b["by_shards"].items():
+            print(line(f"batch: {n} shards at once, last done / S/(3R)", r["x_bound"],
+                       f"{r['shards_s']:.2f} s vs {b['bound_s']:.2f} s",
+                       f"<= 1.15 (one client: {b['whole_s']:.2f} s = {b['whole_s'] / b['bound_s']:.2f})"))
     if "hetero" in doc:
         h = doc["hetero"]
         print(line("hetero: site3 at R/10: fraction of S/(2R)", h["fraction"], f"bound {h['bound_s']:.2f} s",
@@ -777,6 +785,7 @@ def main() -> int:
     ap.add_argument("--size", default=None, help="dataset size (default 200M, --quick 100M)")
     ap.add_argument("--small-files", type=int, default=None, help="files in the small-file dataset (20000; --quick 5000)")
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--shards", type=int, nargs="+", default=[4, 8], help="batch: arrays of this many shards")
     ap.add_argument("--aria2c", type=int, nargs="*", default=[8], help="N of the swarm also run with N aria2c")
     ap.add_argument("--no-curl", action="store_true", help="swarm: no curl baseline (diagnosis runs)")
     ap.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))

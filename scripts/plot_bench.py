@@ -273,8 +273,8 @@ def plot_wan(doc: dict, out: Path) -> Path:
     for n, target in (("8", 0.85), ("16", 0.8)):
         if n in sw:
             bars.append((f"{n} T3s", sw[n]["fraction"], target))
-    if "batch" in doc:
-        bars.append(("4 shards", 1 / doc["batch"]["x_bound"], 1 / 1.15))
+    for n, r in doc.get("batch", {}).get("by_shards", {}).items():
+        bars.append((f"{n} shards", 1 / r["x_bound"], 1 / 1.15))
     if "hetero" in doc:
         bars.append(("R/10 site", doc["hetero"]["fraction"], 0.85))
     for fault in ("sigstop", "fuse"):

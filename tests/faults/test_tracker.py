@@ -86,13 +86,19 @@ def announce_url(fed, info_hash: bytes, peer: int) -> str:
 
 
 async def flood(urls: list[str], concurrency: int, deadline: float) -> list[bytes]:
+    return [answer for answer, _ in await timed_flood(urls, concurrency, deadline)]
+
+
+async def timed_flood(urls: list[str], concurrency: int, deadline: float) -> list[tuple[bytes, float]]:
+    """GET every URL, `concurrency` at a time: each answer's body and the seconds it took."""
     sem = asyncio.Semaphore(concurrency)
     conn = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(total=deadline)) as http:
-        async def one(url: str) -> bytes:
+        async def one(url: str) -> tuple[bytes, float]:
             async with sem:
+                t0 = time.monotonic()
                 async with http.get(url) as resp:
-                    return await resp.read()
+                    return await resp.read(), time.monotonic() - t0
         return await asyncio.wait_for(asyncio.gather(*(one(u) for u in urls)), deadline)
 
 

@@ -19,14 +19,16 @@ import pytest
 from btswarm.trees import compare_trees
 from btswarm.redisserver import RedisServer
 from tests.faults.conftest import bt_get_popen, get_json, metric, service_pid, start_throttled
-from tests.faults.test_tracker import flood, seed_requests
+from tests.faults.test_tracker import flood, seed_requests, timed_flood
 from tests.support import command, free_port, http_ok, wait_for
 from torrents import bencoding
+from tracker.config import TrackerConfig
 
 pytestmark = pytest.mark.slow
 
 RATE = 2_000_000  # bytes/s per site: the 16 MiB sample takes ~4 s, long enough to break something meanwhile
 INTERVAL = 4
+START_WAIT = float(TrackerConfig().start_wait)  # s: how long an announce waits for a seed start (the default)
 
 
 def two_trackers(tmp, idle_ttl: str, *more: str):
@@ -104,12 +106,18 @@ def test_a_hung_tracker_costs_a_new_client_one_tracker_timeout(fed, tmp_path, re
     assert 4.0 < first_byte < 12.0, first_byte  # was 30 s + start-up with the default timeouts
 
 
+def store_down(fed) -> float:
+    """Announces both trackers answered from memory, the store being unreachable or slow."""
+    return sum(metric(u, "btswarm_tracker_announces_total", {"result": "store_down"}) for u in fed.ready.tracker_urls)
+
+
 def test_200_first_announces_over_two_trackers_start_each_site_once(fed):
     # Right after the hung-tracker test, whose seeds have just idled out: a site's heartbeat built
     # before a start and received after it took the new seed out of the swarm, and the site was asked
     # again (2 runs in 10; the heartbeat's `built` stamp closes it: tests/tracker/test_seeding.py).
     idle(fed)
     posts = seed_requests(fed)
+    from_memory = store_down(fed)
     h = bytes.fromhex(fed.hash)
     urls = []
     for i in range(200):
@@ -117,7 +125,8 @@ def test_200_first_announces_over_two_trackers_start_each_site_once(fed):
                                     "port": 20000 + i, "left": 1000, "compact": 1, "event": "started"},
                                quote_via=urllib.parse.quote)  # a space byte is %20: '+' is a literal plus
         urls.append(f"{fed.ready.trackers[i % 2]}?{q}")
-    answers = asyncio.run(flood(urls, 200, 60))
+    timed = asyncio.run(timed_flood(urls, 200, 60))
+    answers = [a for a, _ in timed]
     assert not any(b"failure reason" in a for a in answers)
     # A site counts a start when it answers it: on a loaded host the announces' start_wait can end
     # first. Wait for each site's count, then a moment for any second one.
@@ -130,8 +139,17 @@ def test_200_first_announces_over_two_trackers_start_each_site_once(fed):
     delta = starts()
     print(f"200 first announces over two trackers: seed start POSTs per site {delta}")
     assert delta == {"site1": 1, "site2": 1}, delta  # min_seeds 2: each site once, by one tracker
-    seeded = [a for a in answers if bencoding.decode(a)[b"complete"] >= 1]
-    assert len(seeded) == 200, "announces at both trackers waited for the starts"
+    # Every announce at either tracker waited for the starts: it has a seed, or (on a loaded host, where a
+    # start can take longer than the tracker's start_wait, 2 s) it was answered only once start_wait ran out,
+    # or Redis did not answer within its 0.5 s timeout and the tracker answered from memory (tracker/fallback.py,
+    # counted: such an answer starts no seed).
+    early = [round(took, 2) for a, took in timed if bencoding.decode(a)[b"complete"] < 1 and took < 0.95 * START_WAIT]
+    from_memory = store_down(fed) - from_memory
+    assert len(early) <= from_memory, \
+        f"{len(early)} announces answered without a seed before start_wait ({from_memory:.0f} from memory): " \
+        f"after {early[:10]} s"
+    seeded = sum(1 for a in answers if bencoding.decode(a)[b"complete"] >= 1)
+    print(f"{seeded} of 200 answers with a seed; the rest waited start_wait ({START_WAIT} s)")
 
 
 def test_redis_hung_then_restarted_mid_transfer(fed, tmp_path, record_property):
