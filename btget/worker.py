@@ -75,8 +75,9 @@ class WorkerSpec:
     # Resume state is written at most this often while pieces arrive: a kill -9
     # then costs at most this long of transfer on the rerun.
     resume_interval: float = 0.5
-    # This run's peer-id prefix (download.sibling_prefix); the worker's peer id is it plus its index.
-    # A connection whose peer id starts with it is a sibling worker, whatever its address.
+    # This run's peer-id prefix (download.sibling_prefix); the worker's peer id is it plus its index and
+    # part (torrents/peerid.py). A connection whose peer id starts with it is a sibling worker, whatever
+    # its address.
     peer_prefix: str = ""
     part: str = ""  # torrents.peerid.part_tag of its files when it wants part of the dataset, else ""
     site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (the tracker's /api/sites): btget/siteshare.py
@@ -172,7 +173,8 @@ class Worker:
 
         self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
         self.shed: dict[str, float] = {}  # site address let go (btget/siteshare.py) → monotonic time it may return
-        self.whole = False  # this worker fetches every file of the torrent (set in _params)
+        # It fetches every file of the torrent: the parent gave it no part (download.run decides, once).
+        self.whole = not spec.part
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
                  "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
@@ -194,7 +196,6 @@ class Worker:
         wanted = set(self.spec.wanted)
         files = atp.ti.layout()
         self.piece_length = atp.ti.piece_length()
-        self.whole = len(wanted) == atp.ti.num_files()
         self.file_sizes = [files.file_size(i) for i in range(files.num_files())]
         self.save_every = max(self.piece_length, sum(files.file_size(i) for i in wanted) // SAVE_FRACTION)
         return atp

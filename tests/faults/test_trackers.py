@@ -117,7 +117,7 @@ def test_200_first_announces_over_two_trackers_start_each_site_once(fed):
     # again (2 runs in 10; the heartbeat's `built` stamp closes it: tests/tracker/test_seeding.py).
     idle(fed)
     posts = seed_requests(fed)
-    from_memory = store_down(fed)
+    memory_before = store_down(fed)
     h = bytes.fromhex(fed.hash)
     urls = []
     for i in range(200):
@@ -144,7 +144,7 @@ def test_200_first_announces_over_two_trackers_start_each_site_once(fed):
     # or Redis did not answer within its 0.5 s timeout and the tracker answered from memory (tracker/fallback.py,
     # counted: such an answer starts no seed).
     early = [round(took, 2) for a, took in timed if bencoding.decode(a)[b"complete"] < 1 and took < 0.95 * START_WAIT]
-    from_memory = store_down(fed) - from_memory
+    from_memory = store_down(fed) - memory_before
     assert len(early) <= from_memory, \
         f"{len(early)} announces answered without a seed before start_wait ({from_memory:.0f} from memory): " \
         f"after {early[:10]} s"

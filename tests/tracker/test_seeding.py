@@ -12,7 +12,8 @@ from aiohttp.test_utils import TestServer
 from torrents import auth
 from tracker.config import TrackerConfig
 from tracker import handout
-from tracker.peerstore import LocalPeerStore
+from tracker.app import ANNOUNCER
+from tracker.peerstore import LocalPeerStore, SwarmCounts
 from tracker.seeding import order_sites, wanted_seeds
 from tracker.sites import Site
 
@@ -93,6 +94,23 @@ async def test_fifty_concurrent_announces_send_one_post_per_site(make_client):
         for a in answers:
             got = {a[b"peers"][i:i + 6] for i in range(0, len(a[b"peers"]), 6)}
             assert got & seeds, "every answer carries a seed"
+
+
+async def test_a_start_that_lands_between_the_swarm_read_and_the_wait_counts_as_gained(make_client):
+    """Under load, an announce read the swarm (no seed), then another announce's start landed, then this
+    one came to the start path: it must answer with the new seed counted, not its stale view
+    (tests/faults/test_trackers: 51 of 200 first answers said complete=0 while both sites seeded)."""
+    client = await make_client()
+    async with StandInSite("site1", "127.0.0.2", delay=0) as site:
+        await publish(client, site)
+        first = await announce(client, query(H, port=7001))
+        assert site.posts == [H.hex()] and first[b"complete"] == 1
+        starter = client.server.app[ANNOUNCER].starter
+        stale = SwarmCounts(complete=0, incomplete=2, downloaded=0)
+        assert await starter.ensure(H, stale) is True, "the seed that landed is one the view lacked"
+        assert site.posts == [H.hex()], "and the site is not asked again"
+        current = SwarmCounts(complete=1, incomplete=2, downloaded=0)
+        assert await starter.ensure(H, current) is False
 
 
 async def test_a_heartbeat_built_before_a_start_and_received_after_it_keeps_the_new_seed(make_client):
