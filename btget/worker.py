@@ -31,7 +31,7 @@ from typing import Any
 from torrents import peerid
 from torrents.servicekit import tls
 
-from btget import events, sources
+from btget import events, recover, sources
 from btget.reannounce import Reannounce
 
 log = logging.getLogger("btget.worker")
@@ -40,6 +40,9 @@ RESUME_SUFFIX = ".resume"
 STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and send nothing (btget/stall.py)
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
+# A rerun hashes at most this much (+ 2% of its share) of what is on disk beyond the saved state: the
+# saves' lag behind the pieces (btget/recover.py), not a whole dataset on a file system without holes.
+RECOVER_BUDGET = 64 * 2**20
 PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
 # A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent
 # bans one at once only when it alone sent the piece, and a web seed that goes on sending bad
@@ -659,11 +662,19 @@ def torrent_params(lt: Any, spec: WorkerSpec) -> Any:
         except (RuntimeError, OSError) as exc:
             log.warning("%s: ignoring unreadable resume state (%s)", spec.resume_path, exc)
             atp = None
+    resumed = atp is not None
     # Every file under the name its info dict gives (libtorrent renames case twins).
     atp = ltsession.torrent_params(ti, spec.save_path, spec.own_names, atp)
     os.makedirs(spec.part_dir, exist_ok=True)
     atp.part_file_dir = spec.part_dir
     wanted = set(spec.wanted)
+    if resumed:
+        # What arrived after the last save that reached the disk is there all the same (btget/recover.py).
+        share = sum(ti.layout().file_size(i) for i in wanted)
+        found = recover.find(ti, spec.save_path, spec.own_names, list(atp.have_pieces), wanted,
+                             RECOVER_BUDGET + share // 50)
+        if found:
+            recover.claim(atp, found, ti.num_pieces())
     atp.file_priorities = [4 if i in wanted else 0 for i in range(ti.num_files())]
     atp.url_seeds = list(spec.web_seeds)
     flags = atp.flags
