@@ -35,6 +35,12 @@ HEAD_LIMIT = 64 * 1024  # a request's or an answer's head beyond this is refused
 CHUNK = 256 * 1024
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 30.0  # a door silent this long in the middle of an answer has failed it
+# A door silent this long within an answer is asked again, on another connection, for what is still due
+# (up to ASK_AGAIN times): one TCP flow among several on a small shaped link can sit in retransmission
+# backoff for half a minute while the others flow, and the answers behind it wait with it (a site's web
+# seed at 8 Mbit/s: 22-30 s without a byte, twice in one run; tests/e2e/test_webseeds).
+STALL = 5.0
+ASK_AGAIN = 3
 
 
 @dataclass
@@ -202,12 +208,9 @@ def _forwarded(head: bytes, door: Door) -> bytes | None:
 
 async def _fetch(door: Door, request: bytes, items: asyncio.Queue) -> None:
     """Send `request` alone on a connection to the door; put its answer in `items` as it arrives (head, body
-    chunks, then END), or the error that ended it."""
+    chunks, then END), or the error that ended it. A GET whose answer stalls is asked again for the rest."""
     try:
-        reader, writer = await _connection(door)
-        writer.write(request)
-        await writer.drain()
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
+        reader, writer, head = await _ask(door, request)
         status, fields = _parse_head(head)
         keep = fields.get("connection", "").lower() != "close"
         no_body = request.startswith(b"HEAD ") or status in (204, 304) or 100 <= status < 200
@@ -216,11 +219,25 @@ async def _fetch(door: Door, request: bytes, items: asyncio.Queue) -> None:
         elif "content-length" in fields:
             items.put_nowait(head)
             left = int(fields["content-length"])
+            offset = _body_offset(status, fields) if request.startswith(b"GET ") else None
+            again = ASK_AGAIN
             while left:
-                chunk = await asyncio.wait_for(reader.read(min(CHUNK, left)), READ_TIMEOUT)
+                try:
+                    chunk = await asyncio.wait_for(reader.read(min(CHUNK, left)), STALL)
+                except asyncio.TimeoutError:
+                    if offset is None or not again:
+                        raise
+                    again -= 1
+                    writer.close()
+                    log.info("%s: no byte for %.0f s within an answer: asking again for its last %d bytes",
+                             door.netloc, STALL, left)
+                    reader, writer = await _rest(door, request, offset, left)
+                    continue
                 if not chunk:
                     raise asyncio.IncompleteReadError(b"", left)
                 left -= len(chunk)
+                if offset is not None:
+                    offset += len(chunk)
                 items.put_nowait(chunk)
         elif fields.get("transfer-encoding", "").lower() == "chunked":
             items.put_nowait(head + await _chunked(reader))
@@ -234,6 +251,49 @@ async def _fetch(door: Door, request: bytes, items: asyncio.Queue) -> None:
         items.put_nowait(END)
     except FAILED as exc:
         items.put_nowait(exc)
+
+
+async def _ask(door: Door, request: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
+    """`request` sent on a connection of its own; the answer's head. A head that does not come within STALL
+    is asked for again on another connection (READ_TIMEOUT in all)."""
+    for attempt in range(ASK_AGAIN + 1):
+        reader, writer = await _connection(door)
+        writer.write(request)
+        await writer.drain()
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), STALL if attempt < ASK_AGAIN else READ_TIMEOUT - ASK_AGAIN * STALL)
+            return reader, writer, head
+        except asyncio.TimeoutError:
+            writer.close()
+            if attempt == ASK_AGAIN:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def _rest(door: Door, request: bytes, offset: int, left: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """The last `left` bytes of an answer whose body continues at file offset `offset`, asked for as a range
+    on another connection; the reader is left at the first of them."""
+    lines = [line for line in request.split(b"\r\n")[:-2] if not line.lower().startswith(b"range:")]
+    again = b"\r\n".join([*lines, f"Range: bytes={offset}-{offset + left - 1}".encode(), b"", b""])
+    reader, writer, head = await _ask(door, again)
+    status, fields = _parse_head(head)
+    if status != 206 or _body_offset(status, fields) != offset or int(fields.get("content-length", -1)) != left:
+        writer.close()
+        first_line = head.split(b"\r\n")[0]
+        raise ValueError(f"{door.netloc}: the rest of an answer came back as {first_line!r}")
+    return reader, writer
+
+
+def _body_offset(status: int, fields: dict[str, str]) -> int | None:
+    """Where in the file an answer's body starts: 0 for a whole file (200), the Content-Range's first byte
+    for a part (206); None when unknown."""
+    if status == 200:
+        return 0
+    if status != 206:
+        return None
+    unit, _, spec = fields.get("content-range", "").partition(" ")
+    first = spec.split("-", 1)[0]
+    return int(first) if unit == "bytes" and first.isdigit() else None
 
 
 async def _connection(door: Door) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -89,3 +89,54 @@ def test_https_and_odd_urls_are_left_direct():
     for url in ("https://door.example:2880/pnfs/", "ftp://x/", "http:///nohost/"):
         assert relays.local(url) == url
     relays.close()
+
+
+class StallingDoor:
+    """Answers ranges like one_per_read, except that its first connection goes silent: after the head and
+    half the body (`mid`), or before the head (`head`), holding the connection open. Counts connections."""
+
+    def __init__(self, where: str) -> None:
+        self.where, self.connections, self.ranges = where, 0, []
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        first = self.connections == 1
+        while data := await reader.read(65536):
+            ranged = next(h for h in data.decode().split("\r\n") if h.lower().startswith("range:"))
+            lo, hi = (int(x) for x in ranged.split("=")[1].split("-"))
+            self.ranges.append((lo, hi))
+            body = BODY[lo:hi + 1]
+            head = f"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {lo}-{hi}/{len(BODY)}\r\n" \
+                   f"Content-Length: {len(body)}\r\n\r\n".encode()
+            if first:
+                if self.where == "mid":
+                    writer.write(head + body[:len(body) // 2])
+                    await writer.drain()
+                await asyncio.sleep(3600)  # silent, the connection open: cancelled when the test ends
+            writer.write(head + body)
+            await writer.drain()
+        writer.close()
+
+
+@pytest.mark.parametrize("where", ["mid", "head"])
+async def test_a_door_that_goes_silent_is_asked_again_for_the_rest(where, monkeypatch):
+    from btget import doorrelay
+    monkeypatch.setattr(doorrelay, "STALL", 0.3)
+    door = StallingDoor(where)
+    server = await asyncio.start_server(door, "127.0.0.1", 0)
+    relays = Relays()
+    try:
+        local = await asyncio.to_thread(relays.local, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/s/")
+        endpoint = local.split("//")[1].split("/")[0].split(":")
+        got = await asyncio.to_thread(ask, (endpoint[0], int(endpoint[1])), get("/s/ds/f", 1000, 200_999),
+                                      get("/s/ds/f", 5, 9))
+    finally:
+        await asyncio.to_thread(relays.close)
+        server.close()
+    head, _, rest = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 206") and rest[:200_000] == BODY[1000:201_000]
+    next_head, _, next_body = rest[200_000:].partition(b"\r\n\r\n")
+    assert next_head.startswith(b"HTTP/1.1 206") and next_body == BODY[5:10], "the answer behind it follows, whole"
+    # Asked once more, for what was still due: the rest of the body, or the whole range again.
+    rest = (1000 + 100_000, 200_999) if where == "mid" else (1000, 200_999)
+    assert rest in door.ranges[1:] and door.connections >= 2, door.ranges
