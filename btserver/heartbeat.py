@@ -70,6 +70,11 @@ async def beat_all(http: aiohttp.ClientSession, trackers: Sequence[str], site: s
                                       for t, e in zip(trackers, events)))
 
 
+def _kind(status: int, answer: object) -> str:
+    """A failed beat's kind: its HTTP status, or the error's name (client_error's text before its colon)."""
+    return f"HTTP {status}" if status else str(answer).split(":", 1)[0]
+
+
 def _said(answer: object) -> str:
     """What a JSON error answer says, as a sentence (not a Python dict)."""
     if isinstance(answer, dict) and isinstance(answer.get("error"), str):
@@ -82,7 +87,7 @@ async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, sec
                        metrics: Metrics | None = None, clock: PeerClock | None = None) -> None:
     """One POST per interval, or sooner on `changed`; runs until cancelled."""
     url = f"{tracker.rstrip('/')}/api/sites/{site}/heartbeat"
-    failing = False
+    failing, failing_as = False, ""
     every = interval
     while True:
         changed.clear()
@@ -110,10 +115,12 @@ async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, sec
                             "tracker holds for %s in [tracker] site_secrets?", tracker, _said(answer), site)
             elif status == 403 and not failing:  # signed right, but not the kind the tracker's configuration says
                 log.warning("heartbeat: tracker %s refused this site: %s", tracker, _said(answer))
-            elif not failing:
+            elif not failing or _kind(status, answer) != failing_as:
+                # Said again when the failure changes kind: a beat in flight as the tracker stopped ends
+                # 'disconnected', the next ones 'cannot connect', which is what tells the admin it is down.
                 log.info("heartbeat: tracker %s not answering (%s); will keep trying", tracker,
                          f"HTTP {status}: {_said(answer)}" if status else answer)
-            failing = True
+            failing, failing_as = True, _kind(status, answer)
         try:
             await asyncio.wait_for(changed.wait(), timeout=every)
             # A burst of changes (many seeds starting) becomes one beat, not one each.

@@ -30,6 +30,15 @@ def saved_pieces(out, dataset) -> int:
     return sum(have)
 
 
+def rerun_whole(dataset, out, peer: str) -> dict:
+    """The same command again, from a fast seed: exit 0, every file identical; its --json document."""
+    result, doc = bt_get_json(str(dataset.torrent), "-o", str(out), "--peer", peer, "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    for f in dataset.meta.files:
+        assert same_bytes(dataset.root / f.lfn, out / dataset.name / f.lfn), f.lfn
+    return doc
+
+
 def test_kill_9_then_rerun_downloads_little(dataset, seed, procs, tmp_path, capsys):
     slow = seed(upload_rate=RATE)
     out = tmp_path / "out"
@@ -45,11 +54,7 @@ def test_kill_9_then_rerun_downloads_little(dataset, seed, procs, tmp_path, caps
     assert saved < pieces
     missing = dataset.meta.total_size - saved * dataset.meta.piece_length  # about; the last piece is short
 
-    fast = seed()
-    result, doc = bt_get_json(str(dataset.torrent), "-o", str(out), "--peer", fast, "--workers", "2")
-    assert result.returncode == 0, result.stderr
-    for f in dataset.meta.files:
-        assert same_bytes(dataset.root / f.lfn, out / dataset.name / f.lfn), f.lfn
+    doc = rerun_whole(dataset, out, seed())
     refetched = doc["bytes_downloaded"] - missing
     with capsys.disabled():
         print(f"\n[resume] killed with {saved}/{pieces} pieces saved; the rerun downloaded "
@@ -91,10 +96,7 @@ def test_a_saved_state_that_lags_the_disk_costs_no_refetch(dataset, seed, procs,
     missing = dataset.meta.total_size - have
     assert have >= 0.5 * dataset.meta.total_size
 
-    result, doc = bt_get_json(str(dataset.torrent), "-o", str(out), "--peer", seed(), "--workers", "2")
-    assert result.returncode == 0, result.stderr
-    for f in dataset.meta.files:
-        assert same_bytes(dataset.root / f.lfn, out / dataset.name / f.lfn), f.lfn
+    doc = rerun_whole(dataset, out, seed())
     extra = doc["bytes_downloaded"] - missing
     with capsys.disabled():
         print(f"\n[lagging state] state claimed {old_saved}/{pieces} pieces, {have / 2**20:.2f} MiB verified on disk; "
