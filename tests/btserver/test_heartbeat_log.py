@@ -24,7 +24,13 @@ async def test_a_tracker_that_drops_then_refuses_is_said_twice_then_quiet(caplog
     lines = lambda: [r.getMessage() for r in caplog.records if "not answering" in r.getMessage()]  # noqa: E731
     caplog.set_level(logging.INFO, logger="btswarm")
     async with aiohttp.ClientSession() as http:
-        beat = asyncio.create_task(heartbeat.beat_forever(http, url, "site1", "s" * 32, dict, asyncio.Event(), 0.05))
+        beats: list[int] = []
+
+        def body() -> dict:
+            beats.append(1)
+            return {}
+
+        beat = asyncio.create_task(heartbeat.beat_forever(http, url, "site1", "s" * 32, body, asyncio.Event(), 0.05))
         try:
             for _ in range(200):  # bounded: 10 s
                 if lines():
@@ -36,7 +42,13 @@ async def test_a_tracker_that_drops_then_refuses_is_said_twice_then_quiet(caplog
                 if len(lines()) >= 2:
                     break
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(0.5)  # ten more beats, all refused: nothing more is said
+            # Five more beats, all refused (counted as each is built): nothing more is said.
+            later = len(beats) + 5
+            for _ in range(200):
+                if len(beats) >= later:
+                    break
+                await asyncio.sleep(0.05)
+            assert len(beats) >= later
         finally:
             beat.cancel()
             await asyncio.gather(beat, return_exceptions=True)
