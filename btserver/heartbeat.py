@@ -87,7 +87,7 @@ async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, sec
                        metrics: Metrics | None = None, clock: PeerClock | None = None) -> None:
     """One POST per interval, or sooner on `changed`; runs until cancelled."""
     url = f"{tracker.rstrip('/')}/api/sites/{site}/heartbeat"
-    failing, failing_as = False, ""
+    failing = ""  # the kind of the last beat's failure (_kind); "" while beats are answered
     every = interval
     while True:
         changed.clear()
@@ -106,7 +106,7 @@ async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, sec
                 every = max(MIN_INTERVAL, min(interval, float(asked)))
             if failing:
                 log.info("heartbeat: tracker %s reachable again", tracker)
-            failing = False
+            failing = ""
         else:
             if status == 401 and clock is not None and clock.refused:
                 pass  # this host's clock, not the secret: the clock said so, once
@@ -115,12 +115,12 @@ async def beat_forever(http: aiohttp.ClientSession, tracker: str, site: str, sec
                             "tracker holds for %s in [tracker] site_secrets?", tracker, _said(answer), site)
             elif status == 403 and not failing:  # signed right, but not the kind the tracker's configuration says
                 log.warning("heartbeat: tracker %s refused this site: %s", tracker, _said(answer))
-            elif not failing or _kind(status, answer) != failing_as:
+            elif _kind(status, answer) != failing:
                 # Said again when the failure changes kind: a beat in flight as the tracker stopped ends
                 # 'disconnected', the next ones 'cannot connect', which is what tells the admin it is down.
                 log.info("heartbeat: tracker %s not answering (%s); will keep trying", tracker,
                          f"HTTP {status}: {_said(answer)}" if status else answer)
-            failing, failing_as = True, _kind(status, answer)
+            failing = _kind(status, answer)
         try:
             await asyncio.wait_for(changed.wait(), timeout=every)
             # A burst of changes (many seeds starting) becomes one beat, not one each.
