@@ -20,6 +20,20 @@ mid-transfer costs its queued blocks).
 A T3 that fetches only part of the dataset (`--shard`, `--files`) keeps every
 site: the T3s around it may want other pieces and cannot pass on to it
 what it lacks (the shard rule).
+
+So that the sites send each piece about once, in a busy swarm (at least as
+many T3s downloading as sites):
+
+- each site has its slice of the pieces, the k-th of K sites (sorted by
+  address, the same order at every T3) the k-th K-th: a T3 asks first for
+  the slices of the sites it keeps (piece priority 7, which libtorrent picks
+  before any other whatever its availability). Without it the T3s fed by
+  different sites asked them for the same "rarest" pieces, a request queue
+  of 2 s ahead each, unseen by the others until they arrived: egress 2.2
+  copies at 8 T3s.
+- a T3 lets go of every site while the T3s around it hold every piece it
+  lacks (the swarm covers it): what a site would send it then is a second
+  copy of something a T3 can forward.
 """
 
 from __future__ import annotations
@@ -27,6 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+TOP, NORMAL = 7, 4  # libtorrent piece priorities: a kept site's slice, and the rest (libtorrent's default)
 SHED_FOR = 10.0  # s a site let go is not connected again (then the worker re-announces and chooses anew)
 
 
@@ -42,9 +57,62 @@ def share(sites: int, downloading: int) -> int:
     return max(1, math.ceil(sites / max(1, downloading)))
 
 
+def busy(sites: int, downloading: int) -> bool:
+    """At least as many T3s downloading as sites: each T3's share is one site, and the swarm can carry the rest."""
+    return sites > 0 and downloading >= sites
+
+
 def to_shed(peers: list[SitePeer], sites: int, downloading: int, whole: bool) -> list[str]:
     """The site addresses to let go: those unchoking us beyond our share (fewest bytes received first)."""
     if not whole:
         return []
     serving = sorted((p for p in peers if p.unchokes_us), key=lambda p: (-p.received, p.ip))
     return [p.ip for p in serving[share(sites, downloading):]]
+
+
+def to_spare(sites: list[str], peers: list[SitePeer], downloading: int, whole: bool, cover: Cover) -> list[str]:
+    """The sites to let go (their addresses, connected or not; `sites[k]` has slice k) because the T3s
+    around us can give us what they would: in a busy swarm, each site whose slice the T3s around us and we
+    cover. But the site feeding us (it unchokes us and has sent us half a slice or more) is kept while a
+    quarter of a slice or more is held nowhere around us: a slow site's slice, which it helps with."""
+    if not whole or not cover.lacking or not busy(len(sites), downloading):
+        return []
+    nowhere = (cover.lacking & ~cover.held).bit_count()
+    helping = {p.ip for p in peers if p.unchokes_us and p.received >= cover.slice_bytes // 2} \
+        if nowhere * len(sites) * 4 >= cover.pieces else set()
+    return sorted(ip for k, ip in enumerate(sites) if ip not in helping and cover.covers(k, len(sites)))
+
+
+@dataclass(frozen=True)
+class Cover:
+    """What we lack and what the T3s around us hold, as bitmasks (bit i: piece i)."""
+    pieces: int
+    lacking: int
+    held: int
+    slice_bytes: int = 0  # bytes in one site's slice
+
+    def _slice(self, k: int, sites: int) -> int:
+        first, end = -(-k * self.pieces // sites), -(-(k + 1) * self.pieces // sites)
+        return ((1 << end) - 1) ^ ((1 << first) - 1)
+
+    def covers(self, k: int, sites: int) -> bool:
+        """Whether every piece of slice k we lack is held around us."""
+        return not self._slice(k, sites) & self.lacking & ~self.held
+
+
+def slice_of(piece: int, pieces: int, sites: int) -> int:
+    """The index of the site whose slice holds `piece`: the k-th of K sites has the k-th K-th of the pieces."""
+    return piece * sites // pieces
+
+
+def priorities(pieces: int, sites: int, kept: set[int]) -> list[int] | None:
+    """Piece priorities for a T3 fed by the sites of index `kept`: their slices first. None (libtorrent's
+    default order, rarest first) when it keeps no site or every one."""
+    if not kept or len(kept) >= sites:
+        return None
+    return [TOP if slice_of(i, pieces, sites) in kept else NORMAL for i in range(pieces)]
+
+
+def mask(bits: list[bool]) -> int:
+    """A bitfield (libtorrent's list of bools, piece 0 first) as an int: bit i is piece i."""
+    return int("".join("1" if b else "0" for b in reversed(bits)) or "0", 2)

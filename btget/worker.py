@@ -176,6 +176,9 @@ class Worker:
 
         self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
         self.shed: dict[str, float] = {}  # site address let go (btget/siteshare.py) → monotonic time it may return
+        self.spared: set[str] = set()  # site addresses let go while the T3s around us cover what we lack
+        self.slice_priorities: list[int] | None = None  # as last given to libtorrent (None: its default)
+        self.num_pieces = 0
         # It fetches every file of the torrent: the parent gave it no part (download.run decides, once).
         self.whole = not spec.part
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
@@ -199,6 +202,7 @@ class Worker:
         wanted = set(self.spec.wanted)
         files = atp.ti.layout()
         self.piece_length = atp.ti.piece_length()
+        self.num_pieces = atp.ti.num_pieces()
         self.file_sizes = [files.file_size(i) for i in range(files.num_files())]
         self.save_every = max(self.piece_length, sum(files.file_size(i) for i in wanted) // SAVE_FRACTION)
         return atp
@@ -239,8 +243,11 @@ class Worker:
             if self.phase is WorkerPhase.FETCHING and now >= next_sample:
                 # get_peer_info is the only source of per-peer byte counts, and
                 # a seed hangs up the moment we complete: sample often, so
-                # little of a connection's last stretch goes uncounted.
-                self._count_sources()
+                # little of a connection's last stretch goes uncounted. The sites are
+                # looked at as often: one unchoking us is told within a turn which slice
+                # to send first, before its queue fills with other pieces.
+                if self._shed_sites(now, self._count_sources()):
+                    self._set_ip_filter()
                 next_sample = now + SOURCE_SAMPLE
             if now >= next_stall:
                 self._shut_out_stalled(now)
@@ -433,37 +440,73 @@ class Worker:
             samples = [PeerSample(p.ip[0], p.ip[1], p.total_download, p.download_queue_length, bool(p.flags & choked))
                        for p in peers if p.connection_type not in self._web_seed_types]
             changed |= bool(self.stall.step(now, samples))
-            changed |= self._shed_sites(now, peers)
         if changed:
             self._set_ip_filter()
 
     def _shed_sites(self, now: float, peers: list) -> bool:
-        """Let go of the sites unchoking us beyond our share of them (btget/siteshare.py); True if any."""
+        """Let go of the sites unchoking us beyond our share of them, and of those whose pieces the T3s
+        around us can give us; ask first for the slices of the sites we keep (btget/siteshare.py). True if
+        the IP filter changed."""
         if not self.spec.site_peers or not peers:
             return False
         from btget import siteshare
 
         lt = self.lt
-        sites = set(self.spec.site_peers)
+        keys, slices = set(self.spec.site_peers), list(dict.fromkeys(k.rsplit(":", 1)[0] for k in self.spec.site_peers))
         seed, choked = lt.peer_info.seed, lt.peer_info.remote_choked
-        site_peers, downloading = [], 1
+        site_peers, t3s, downloading = [], [], 1
         for p in peers:
             if p.connection_type in self._web_seed_types:
                 continue
             key = f"{p.ip[0]}:{p.ip[1]}"
-            if key in sites:
+            if key in keys:
                 site_peers.append(siteshare.SitePeer(p.ip[0], p.total_download, not p.flags & choked))
-            elif not p.flags & seed and self.ledger.remote(p.ip[0], key):
-                downloading += 1
+            elif self.ledger.remote(p.ip[0], key):
+                t3s.append(p)
+                downloading += not p.flags & seed
         shed = siteshare.to_shed(site_peers, len(site_peers), downloading, self.whole)
         for ip in shed:
             self.shed[ip] = now + siteshare.SHED_FOR
-        return bool(shed)
+        spared = set()
+        if self.whole and siteshare.busy(len(slices), downloading):
+            spared = set(siteshare.to_spare(slices, site_peers, downloading, self.whole, self._cover(t3s, len(slices))))
+        returned = self.spared - spared
+        changed = bool(shed) or spared != self.spared
+        self.spared = spared
+        if returned and self.phase is WorkerPhase.FETCHING:  # the IP filter dropped them: ask for them again
+            self.handle.force_reannounce(0, -1, lt.reannounce_flags_t.ignore_min_interval)
+        if self.whole:
+            gone = set(self.shed) | spared
+            kept = {slices.index(p.ip) for p in site_peers if p.unchokes_us and p.ip not in gone}
+            self._prioritize(siteshare.priorities(self.num_pieces, len(slices), kept))
+
+        return changed
+
+    def _cover(self, t3s: list, sites: int) -> Any:
+        """What we lack and what the T3s around us hold (btget/siteshare.py)."""
+        from btget.siteshare import Cover, mask
+
+        every = (1 << self.num_pieces) - 1
+        lacking = every & ~mask(self.handle.status(self.lt.status_flags_t.query_pieces).pieces)
+        held = 0
+        for p in t3s:
+            held |= every if p.flags & self.lt.peer_info.seed else mask(p.pieces)
+            if not lacking & ~held:
+                break
+        return Cover(self.num_pieces, lacking, held, self.num_pieces * self.piece_length // max(1, sites))
+
+    def _prioritize(self, priorities: list[int] | None) -> None:
+        if priorities == self.slice_priorities:
+            return
+        from btget.siteshare import NORMAL
+
+        self.handle.prioritize_pieces(priorities or [NORMAL] * self.num_pieces)
+        self.slice_priorities = priorities
 
     def _set_ip_filter(self) -> None:
         # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
         rules = self.lt.ip_filter()
-        for ip in set(self.stall.banned) | self.banned_ips | set(self.shed):
+        for ip in set(self.stall.banned) | self.banned_ips | set(self.shed) | self.spared:
             rules.add_rule(ip, ip, 1)
         self.ses.set_ip_filter(rules)
 
@@ -582,11 +625,12 @@ class Worker:
         return False
 
     # --- reports --------------------------------------------------------------------
-    def _count_sources(self) -> None:
+    def _count_sources(self) -> list:
+        """Sample each peer's bytes received (btget/sources.py); the peers, as libtorrent describes them."""
         try:
             peers = self.handle.get_peer_info()
         except RuntimeError:
-            return
+            return []
         info = self.lt.peer_info
         busy = info.connecting | info.handshake
         door = self.relays.door_of
@@ -598,6 +642,7 @@ class Worker:
         bad = {(c.ip, c.port) for c in connections if c.web_seed and c.hashfails >= WEB_SEED_HASHFAILS}
         if bad:
             self._banned_web_seeds({u for u in self.web_urls if _endpoints((u,)) & bad})
+        return peers
 
     def _attribute_rest(self) -> None:
         self.ledger.attribute_rest(self.status.total_payload_download if self.status else 0, self.piece_length)

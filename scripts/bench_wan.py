@@ -30,7 +30,8 @@ its baseline and its bound measured or computed in the same run:
   batch       `bt-get --shard K/n` on n client addresses at once (n in
               --shards, 4 and 8) vs one client fetching everything; bound
               S/(3R).
-  hetero      3 sites, site3 at R/10: bound of the two fast sites S/(2R).
+  hetero      3 sites, site3 at R/10: one T3 (bound of the two fast sites
+              S/(2R)), and 8 T3s at once (Kumar-Ross bound with the slow site).
   smallfiles  20,000 files of 1-50 KB (--quick 5,000): files/s vs curl from
               nginx behind R (one connection, files in sequence); bound S/(3R).
   hung        2 sites (separate replicas, site2's read through a bindfs FUSE
@@ -346,9 +347,10 @@ def kumar_ross(size: int, n: int, site_rates: list[int], client_rate: int) -> fl
 
 
 def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, counts: list[int], rate: int,
-          client_rate: int, curl_upto: int, aria2c_counts: list[int]) -> dict:
+          client_rate: int, curl_upto: int, aria2c_counts: list[int], site_rates: list[int] | None = None) -> dict:
     """N bt-gets at once, and N aria2c from the same seeds (the .torrent without web seeds) in the same runs;
-    the first run of the largest N <= 8 keeps its timeline (who waited on whom)."""
+    the first run of the largest N <= 8 keeps its timeline (who waited on whom). `site_rates`: the sites'
+    uplinks when they differ (hetero), for the bound."""
     seeds_everywhere(fed, fed.info_hash(ds["name"]))
     torrent = work / f"{ds['name']}.noweb.torrent"
     torrent.write_bytes(fedlib.get_bytes(f"{fed.repo}{urls.dataset_torrent(ds['name'])}?web_seeds=0"))
@@ -394,7 +396,7 @@ def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, co
     rows = {}
     for n in counts:
         t = bl.median([r["seconds"] for r in detail[n]])
-        bound = kumar_ross(ds["bytes"], n, [rate] * len(fed.sites), client_rate)
+        bound = kumar_ross(ds["bytes"], n, site_rates or [rate] * len(fed.sites), client_rate)
         rows[str(n)] = {"seconds": t, "bound_s": bound, "fraction": bound / t,
                         "egress_x": bl.median([r["egress_x"] for r in detail[n]]),
                         "curl_s": curl[n]["seconds"], "curl_measured": curl[n]["measured"],
@@ -678,6 +680,9 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
             r = single_only(fed, srv, work, big, runs, big["bytes"] * 8 / (2 * rate), "hetero")
             r["strict_bound_s"] = big["bytes"] * 8 / (2.1 * rate)
             doc["hetero"] = r
+            # A busy swarm with the slow site: its slice must not hold the T3s back (btget/siteshare.py).
+            doc["hetero_swarm"] = swarm(fed, srv, work, big, runs, [8], rate, client_rate, -1, [],
+                                        site_rates=[rate, rate, rate // 10])
     if "hung" in only:
         with noted(doc, "hung"):
             # Two replicas (hard links: no copy of the bytes); site2 reads its own through bindfs.
@@ -755,6 +760,11 @@ def report(doc: dict) -> None:
         h = doc["hetero"]
         print(line("hetero: site3 at R/10: fraction of S/(2R)", h["fraction"], f"bound {h['bound_s']:.2f} s",
                    f">= 0.85 (x curl {h['vs_curl']:.2f})"))
+    if "hetero_swarm" in doc:
+        r = doc["hetero_swarm"]["median"]["8"]
+        print(line("hetero: 8 T3s, site3 at R/10: fraction of the Kumar-Ross bound", r["fraction"],
+                   f"{r['seconds']:.2f} s, egress {r['egress_x']:.2f}x",
+                   f"every site {r['every_site_s']:.2f} s, {r['every_site_egress_x']:.2f}x"))
     if "smallfiles" in doc:
         s = doc["smallfiles"]
         f = s["files_per_s"]

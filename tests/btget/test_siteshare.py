@@ -31,3 +31,70 @@ def test_sites_that_choke_us_are_not_counted_or_shed():
 
 def test_the_shard_rule_a_t3_fetching_part_of_the_dataset_keeps_every_site():
     assert to_shed(SITES, 3, 8, whole=False) == []
+
+
+# --- the slices: each site sends its own part of the pieces first, and is let go once the swarm holds it ---
+from btget.siteshare import NORMAL, TOP, Cover, busy, mask, priorities, slice_of, to_spare  # noqa: E402
+
+IPS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]  # slice 0, 1, 2
+SLICE = 10 * 2**20  # bytes in one site's slice
+ALL = (1 << 9) - 1  # 9 pieces: slices 0-2, 3-5, 6-8
+
+
+def test_the_k_th_of_k_sites_has_the_k_th_k_th_of_the_pieces():
+    assert [slice_of(i, 10, 3) for i in range(10)] == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert [slice_of(i, 2, 3) for i in range(2)] == [0, 1]  # fewer pieces than sites: some slices are empty
+
+
+def test_a_t3_asks_first_for_the_slices_of_the_sites_it_keeps():
+    assert priorities(9, 3, {1}) == [NORMAL] * 3 + [TOP] * 3 + [NORMAL] * 3
+    assert priorities(9, 3, {0, 2}) == [TOP] * 3 + [NORMAL] * 3 + [TOP] * 3
+
+
+def test_a_t3_kept_by_no_site_or_by_every_site_keeps_libtorrents_order():
+    assert priorities(9, 3, set()) is None
+    assert priorities(9, 3, {0, 1, 2}) is None
+
+
+def test_a_bitfield_is_a_mask_with_piece_0_in_bit_0():
+    assert mask([True, False, True, True]) == 0b1101
+    assert mask([]) == 0
+
+
+def test_a_busy_swarm_has_as_many_t3s_downloading_as_sites():
+    assert [busy(3, n) for n in (1, 2, 3, 8)] == [False, False, True, True]
+    assert not busy(0, 8)
+
+
+def test_every_site_is_let_go_once_the_t3s_around_us_hold_all_we_lack():
+    cover = Cover(9, lacking=0b110_110_110, held=ALL, slice_bytes=SLICE)
+    assert to_spare(IPS, [], 8, True, cover) == IPS
+
+
+def test_a_site_is_let_go_once_its_slice_is_held_and_the_others_kept():
+    # We lack pieces 3 and 7; piece 3 (slice 1) is held by a T3 around us, piece 7 (slice 2) by none.
+    cover = Cover(9, lacking=(1 << 3) | (1 << 7), held=1 << 3, slice_bytes=SLICE)
+    assert to_spare(IPS, [], 8, True, cover) == ["127.0.0.2", "127.0.0.3"]
+
+
+def test_the_site_feeding_us_is_kept_while_a_quarter_slice_is_held_nowhere():
+    """A slow site's slice: the T3 a fast site fed keeps it and fetches what nobody has."""
+    feeder = SitePeer("127.0.0.2", SLICE, True)  # has sent us a whole slice (0), which we hold
+    nowhere = Cover(9, lacking=0b111_000_000, held=0, slice_bytes=SLICE)  # slice 2 is held nowhere: 3 of 9 pieces
+    assert to_spare(IPS, [feeder], 8, True, nowhere) == ["127.0.0.3"]
+    # A single piece held nowhere (the last of another site's slice, on its way): the feeder is let go.
+    almost = Cover(90, lacking=1 << 89, held=0, slice_bytes=SLICE)  # 30 pieces a slice
+    assert to_spare(IPS, [feeder], 8, True, almost) == ["127.0.0.2", "127.0.0.3"]
+
+
+def test_a_site_that_has_sent_us_little_is_not_the_feeder():
+    late = SitePeer("127.0.0.2", SLICE // 4, True)  # unchoked us after its feeder let it go
+    cover = Cover(9, lacking=0b111_000_000, held=0, slice_bytes=SLICE)
+    assert to_spare(IPS, [late], 8, True, cover) == ["127.0.0.2", "127.0.0.3"]
+
+
+def test_no_site_is_spared_below_a_busy_swarm_for_a_shard_or_when_complete():
+    cover = Cover(9, lacking=0b1, held=ALL, slice_bytes=SLICE)
+    assert to_spare(IPS, [], 2, True, cover) == []  # two T3s on three sites: the sites are still needed
+    assert to_spare(IPS, [], 8, False, cover) == []  # the shard rule
+    assert to_spare(IPS, [], 8, True, Cover(9, 0, ALL, SLICE)) == []  # nothing lacking: nothing to decide
