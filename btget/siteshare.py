@@ -70,17 +70,32 @@ def to_shed(peers: list[SitePeer], sites: int, downloading: int, whole: bool) ->
     return [p.ip for p in serving[share(sites, downloading):]]
 
 
-def to_spare(sites: list[str], peers: list[SitePeer], downloading: int, whole: bool, cover: Cover) -> list[str]:
+def feeding(sites: list[str], peers: list[SitePeer], cover: Cover) -> int | None:
+    """The slice of the site feeding us (it unchokes us and has sent us half a slice or more), if one does."""
+    for p in peers:
+        if p.unchokes_us and p.received >= cover.slice_bytes // 2 and p.ip in sites:
+            return sites.index(p.ip)
+    return None
+
+
+def helps(sites: int, fed_by: int | None, cover: Cover, helping: bool) -> bool:
+    """Whether we keep the site feeding us, its slice held around us, to fetch pieces held nowhere around
+    us: those of a slower site's slice. Decided when our slice is in (half a slice or more held nowhere:
+    some site lags) and kept until nothing is held nowhere. Less held nowhere then is the other sites' last
+    requests on their way (2 s of a site's rate are in flight), which a second copy would only duplicate."""
+    if fed_by is None or not cover.covers(fed_by, sites):
+        return False
+    nowhere = (cover.lacking & ~cover.held).bit_count()
+    return nowhere > 0 and (helping or nowhere * sites * 2 >= cover.pieces)
+
+
+def to_spare(sites: list[str], downloading: int, whole: bool, cover: Cover, helper: str | None = None) -> list[str]:
     """The sites to let go (their addresses, connected or not; `sites[k]` has slice k) because the T3s
     around us can give us what they would: in a busy swarm, each site whose slice the T3s around us and we
-    cover. But the site feeding us (it unchokes us and has sent us half a slice or more) is kept while a
-    quarter of a slice or more is held nowhere around us: a slow site's slice, which it helps with."""
+    hold, but `helper` (see helps)."""
     if not whole or not cover.lacking or not busy(len(sites), downloading):
         return []
-    nowhere = (cover.lacking & ~cover.held).bit_count()
-    helping = {p.ip for p in peers if p.unchokes_us and p.received >= cover.slice_bytes // 2} \
-        if nowhere * len(sites) * 4 >= cover.pieces else set()
-    return sorted(ip for k, ip in enumerate(sites) if ip not in helping and cover.covers(k, len(sites)))
+    return sorted(ip for k, ip in enumerate(sites) if ip != helper and cover.covers(k, len(sites)))
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,8 @@ class Worker:
 
         self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
         self.shed: dict[str, float] = {}  # site address let go (btget/siteshare.py) → monotonic time it may return
-        self.spared: set[str] = set()  # site addresses let go while the T3s around us cover what we lack
+        self.spared: set[str] = set()  # site addresses let go while the T3s around us hold their slices
+        self.helping = False  # the site feeding us is kept to fetch a slower site's slice (btget/siteshare.py)
         self.slice_priorities: list[int] | None = None  # as last given to libtorrent (None: its default)
         self.num_pieces = 0
         # It fetches every file of the torrent: the parent gave it no part (download.run decides, once).
@@ -469,7 +470,11 @@ class Worker:
             self.shed[ip] = now + siteshare.SHED_FOR
         spared = set()
         if self.whole and siteshare.busy(len(slices), downloading):
-            spared = set(siteshare.to_spare(slices, site_peers, downloading, self.whole, self._cover(t3s, len(slices))))
+            cover = self._cover(t3s, len(slices))
+            fed_by = siteshare.feeding(slices, site_peers, cover)
+            self.helping = siteshare.helps(len(slices), fed_by, cover, self.helping)
+            spared = set(siteshare.to_spare(slices, downloading, self.whole, cover,
+                                            slices[fed_by] if self.helping else None))
         returned = self.spared - spared
         changed = bool(shed) or spared != self.spared
         self.spared = spared
