@@ -484,7 +484,6 @@ class Worker:
             gone = set(self.shed) | spared
             kept = {slices.index(p.ip) for p in site_peers if p.unchokes_us and p.ip not in gone}
             self._prioritize(siteshare.priorities(self.num_pieces, len(slices), kept))
-
         return changed
 
     def _cover(self, t3s: list, sites: int) -> Any:

@@ -23,7 +23,7 @@ from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
 from torrents import urls
 from torrents.errors import BtswarmError
-from torrents.procs import free_port
+from torrents.procs import PortPicker
 
 log = logging.getLogger("btswarm.up")
 
@@ -69,36 +69,37 @@ def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> top
     P+520+i) or free."""
     if not 1 <= opts.sites <= 250:
         raise BtswarmError("--sites", f"{opts.sites} is out of range (1-250)")
+    port = PortPicker()  # the kernel may pick one free port twice
     sites = []
     for i in range(opts.sites):
         ip = topology.site_ip(i)
         if opts.base_port:
             cport, pport, wport = opts.base_port + 10 + 2 * i, opts.base_port + 11 + 2 * i, opts.base_port + 520 + i
         else:
-            cport, pport, wport = free_port(ip), free_port(ip), free_port(ip)
+            cport, pport, wport = port(ip), port(ip), port(ip)
         sites.append(topology.Site(topology.site_name(i), ip, cport, pport, secrets.token_hex(16), wport))
     if not 1 <= opts.trackers <= 8:
         raise BtswarmError("--trackers", f"{opts.trackers} is out of range (1-8)")
     if opts.trackers > 1 and not (opts.redis or opts.redis_url):
         raise BtswarmError("--trackers", "several trackers share their state in Redis: add --redis (or --redis-url)")
-    tport = opts.base_port or free_port("127.0.0.1")
-    rport = opts.base_port + 1 if opts.base_port else free_port("127.0.0.1")
+    tport = opts.base_port or port("127.0.0.1")
+    rport = opts.base_port + 1 if opts.base_port else port("127.0.0.1")
     # With --base-port: more trackers on P+2..P+8, our Redis on P+9.
-    more = tuple(opts.base_port + 1 + k if opts.base_port else free_port("127.0.0.1") for k in range(1, opts.trackers))
+    more = tuple(opts.base_port + 1 + k if opts.base_port else port("127.0.0.1") for k in range(1, opts.trackers))
     own_redis = opts.redis and not opts.redis_url
-    redis_port = (opts.base_port + 9 if opts.base_port else free_port("127.0.0.1")) if own_redis else 0
+    redis_port = (opts.base_port + 9 if opts.base_port else port("127.0.0.1")) if own_redis else 0
     if not 0 <= opts.redis_replicas <= 4:
         raise BtswarmError("--redis-replicas", f"{opts.redis_replicas} is out of range (0-4)")
     if opts.redis_replicas and not own_redis:
         raise BtswarmError("--redis-replicas", "replicates a Redis of our own: give --redis, not --redis-url")
     # With --base-port: replicas on P+780.., sentinels on P+790.. (past every site's and web seed's port).
-    replica_ports = tuple(opts.base_port + 780 + k if opts.base_port else free_port("127.0.0.1")
+    replica_ports = tuple(opts.base_port + 780 + k if opts.base_port else port("127.0.0.1")
                           for k in range(opts.redis_replicas))
-    sentinel_ports = tuple(opts.base_port + 790 + k if opts.base_port else free_port("127.0.0.1")
+    sentinel_ports = tuple(opts.base_port + 790 + k if opts.base_port else port("127.0.0.1")
                            for k in range(redisserver.SENTINELS if opts.redis_replicas else 0))
     # A T3 whose secret the tracker and repository hold, for `bt-get --share --config STATE/config/t3.toml`.
     t3_ports = ((opts.base_port + 10 + 2 * opts.sites, opts.base_port + 11 + 2 * opts.sites) if opts.base_port
-                else (free_port(topology.T3_IP), free_port(topology.T3_IP)))
+                else (port(topology.T3_IP), port(topology.T3_IP)))
     t3 = topology.Site(topology.T3_NAME, topology.T3_IP, *t3_ports, secrets.token_hex(16))
     return topology.Layout(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
                            idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data,

@@ -8,6 +8,7 @@ one SIGTERM-wait-SIGKILL. Linux only (procfs).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -20,6 +21,23 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+class PortPicker:
+    """Free ports for listeners started together, none handed out twice. Nothing listens on a port between
+    two picks, so the kernel may pick it again: the tracker and the repository of one `btswarm up` were
+    once given the same port, and the second to bind it failed."""
+
+    def __init__(self) -> None:
+        self.given: set[int] = set()
+
+    def __call__(self, host: str = "127.0.0.1") -> int:
+        for _ in range(64):
+            port = free_port(host)
+            if port not in self.given:
+                self.given.add(port)
+                return port
+        raise OSError(errno.EADDRINUSE, f"no free port at {host} that was not handed out already")
 
 
 # --- /proc ----------------------------------------------------------------------------------------
