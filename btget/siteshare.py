@@ -31,9 +31,15 @@ many T3s downloading as sites):
   different sites asked them for the same "rarest" pieces, a request queue
   of 2 s ahead each, unseen by the others until they arrived: egress 2.2
   copies at 8 T3s.
-- a T3 lets go of every site while the T3s around it hold every piece it
-  lacks (the swarm covers it): what a site would send it then is a second
-  copy of something a T3 can forward.
+- a T3 lets go of each site whose slice the T3s around it and it hold (by
+  their bitfields): what that site would send is a second copy of pieces a
+  T3 can forward. The T3 a site fed keeps it past its slice only while a
+  slower site's slice is held nowhere (helps).
+
+The T3s' view of each other lags 1-2 s on a saturated uplink (their HAVE
+messages wait behind piece data in TCP send buffers), so a site is still
+unchoked now and then by a T3 that does not yet see its slice held
+(docs/benchmarks.md "wan").
 """
 
 from __future__ import annotations
@@ -100,15 +106,14 @@ def to_spare(sites: list[str], downloading: int, whole: bool, cover: Cover, help
 
 @dataclass(frozen=True)
 class Cover:
-    """What we lack and what the T3s around us hold, as bitmasks (bit i: piece i)."""
+    """What we lack and what the T3s around us hold, as masks (see mask)."""
     pieces: int
     lacking: int
     held: int
     slice_bytes: int = 0  # bytes in one site's slice
 
     def _slice(self, k: int, sites: int) -> int:
-        first, end = -(-k * self.pieces // sites), -(-(k + 1) * self.pieces // sites)
-        return ((1 << end) - 1) ^ ((1 << first) - 1)
+        return span(-(-k * self.pieces // sites), -(-(k + 1) * self.pieces // sites))
 
     def covers(self, k: int, sites: int) -> bool:
         """Whether every piece of slice k we lack is held around us."""
@@ -129,5 +134,11 @@ def priorities(pieces: int, sites: int, kept: set[int]) -> list[int] | None:
 
 
 def mask(bits: list[bool]) -> int:
-    """A bitfield (libtorrent's list of bools, piece 0 first) as an int: bit i is piece i."""
-    return int("".join("1" if b else "0" for b in reversed(bits)) or "0", 2)
+    """A bitfield (libtorrent's list of bools, piece 0 first) as an int with piece i in bit 8·i: a byte a
+    piece, as bytes() packs it, 5 times faster than a bit a piece (0.26 ms for 25,000 pieces)."""
+    return int.from_bytes(bytes(bits), "little")
+
+
+def span(first: int, end: int) -> int:
+    """Pieces first..end-1 as a mask (see mask)."""
+    return int.from_bytes(b"\x01" * max(0, end - first), "little") << (8 * first)

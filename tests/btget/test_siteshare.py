@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from btget.siteshare import SitePeer, share, to_shed
+from btget.siteshare import (NORMAL, TOP, Cover, SitePeer, busy, feeding, helps, mask, priorities, share, slice_of,
+                              span, to_shed, to_spare)
 
 SITES = [SitePeer("127.0.0.2", 30_000_000, True), SitePeer("127.0.0.3", 10_000_000, True),
          SitePeer("127.0.0.4", 20_000_000, True)]
@@ -34,11 +35,14 @@ def test_the_shard_rule_a_t3_fetching_part_of_the_dataset_keeps_every_site():
 
 
 # --- the slices: each site sends its own part of the pieces first, and is let go once the swarm holds it ---
-from btget.siteshare import NORMAL, TOP, Cover, busy, feeding, helps, mask, priorities, slice_of, to_spare  # noqa: E402
 
 IPS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]  # slice 0, 1, 2
 SLICE = 10 * 2**20  # bytes in one site's slice
-ALL = (1 << 9) - 1  # 9 pieces: slices 0-2, 3-5, 6-8
+ALL = span(0, 9)  # 9 pieces: slices 0-2, 3-5, 6-8
+
+
+def pieces(*indices: int) -> int:
+    return sum(span(i, i + 1) for i in indices)
 
 
 def test_the_k_th_of_k_sites_has_the_k_th_k_th_of_the_pieces():
@@ -56,9 +60,10 @@ def test_a_t3_kept_by_no_site_or_by_every_site_keeps_libtorrents_order():
     assert priorities(9, 3, {0, 1, 2}) is None
 
 
-def test_a_bitfield_is_a_mask_with_piece_0_in_bit_0():
-    assert mask([True, False, True, True]) == 0b1101
+def test_a_bitfield_is_a_mask_with_a_byte_a_piece():
+    assert mask([True, False, True, True]) == pieces(0, 2, 3) == 0x01_01_00_01
     assert mask([]) == 0
+    assert mask([True] * 9) == ALL and ALL.bit_count() == 9
 
 
 def test_a_busy_swarm_has_as_many_t3s_downloading_as_sites():
@@ -67,18 +72,18 @@ def test_a_busy_swarm_has_as_many_t3s_downloading_as_sites():
 
 
 def test_every_site_is_let_go_once_the_t3s_around_us_hold_all_we_lack():
-    cover = Cover(9, lacking=0b110_110_110, held=ALL, slice_bytes=SLICE)
+    cover = Cover(9, lacking=pieces(1, 2, 4, 5, 7, 8), held=ALL, slice_bytes=SLICE)
     assert to_spare(IPS, 8, True, cover) == IPS
 
 
 def test_a_site_is_let_go_once_its_slice_is_held_and_the_others_kept():
     # We lack pieces 3 and 7; piece 3 (slice 1) is held by a T3 around us, piece 7 (slice 2) by none.
-    cover = Cover(9, lacking=(1 << 3) | (1 << 7), held=1 << 3, slice_bytes=SLICE)
+    cover = Cover(9, lacking=pieces(3, 7), held=pieces(3), slice_bytes=SLICE)
     assert to_spare(IPS, 8, True, cover) == ["127.0.0.2", "127.0.0.3"]
 
 
 def test_the_site_feeding_us_is_the_one_that_sent_half_a_slice_and_unchokes_us():
-    cover = Cover(9, lacking=0b111_000_000, held=0, slice_bytes=SLICE)
+    cover = Cover(9, lacking=pieces(6, 7, 8), held=0, slice_bytes=SLICE)
     assert feeding(IPS, [SitePeer("127.0.0.3", SLICE // 2, True)], cover) == 1
     assert feeding(IPS, [SitePeer("127.0.0.3", SLICE // 4, True)], cover) is None  # unchoked us late
     assert feeding(IPS, [SitePeer("127.0.0.3", SLICE, False)], cover) is None  # chokes us now
@@ -87,29 +92,29 @@ def test_the_site_feeding_us_is_the_one_that_sent_half_a_slice_and_unchokes_us()
 def test_a_slow_sites_slice_is_helped_with_to_the_end():
     """Slice 0 is ours and in; slice 2 (a site at a tenth of the others' rate) is held nowhere: the site
     feeding us is kept, and stays kept until not one piece is held nowhere."""
-    lagging = Cover(90, lacking=((1 << 30) - 1) << 60, held=0, slice_bytes=SLICE)
+    lagging = Cover(90, lacking=span(60, 90), held=0, slice_bytes=SLICE)
     assert helps(3, 0, lagging, helping=False)
     assert to_spare(IPS, 8, True, lagging, helper="127.0.0.2") == ["127.0.0.3"]
-    last = Cover(90, lacking=1 << 89, held=0, slice_bytes=SLICE)
+    last = Cover(90, lacking=pieces(89), held=0, slice_bytes=SLICE)
     assert helps(3, 0, last, helping=True)
-    assert not helps(3, 0, Cover(90, lacking=1 << 89, held=1 << 89, slice_bytes=SLICE), helping=True)
+    assert not helps(3, 0, Cover(90, lacking=pieces(89), held=pieces(89), slice_bytes=SLICE), helping=True)
 
 
 def test_a_few_pieces_held_nowhere_as_our_slice_comes_in_are_left_to_their_sites():
     """Equal sites: the last pieces of the other slices are on their way; a second copy would duplicate them."""
-    last = Cover(90, lacking=1 << 89, held=0, slice_bytes=SLICE)
+    last = Cover(90, lacking=pieces(89), held=0, slice_bytes=SLICE)
     assert not helps(3, 0, last, helping=False)
     assert to_spare(IPS, 8, True, last) == ["127.0.0.2", "127.0.0.3"]
 
 
 def test_no_help_is_decided_before_our_own_slice_is_in():
-    ours_missing = Cover(90, lacking=((1 << 30) - 1) | (((1 << 30) - 1) << 60), held=0, slice_bytes=SLICE)
+    ours_missing = Cover(90, lacking=span(0, 30) | span(60, 90), held=0, slice_bytes=SLICE)
     assert not helps(3, 0, ours_missing, helping=False)
     assert not helps(3, None, ours_missing, helping=True)
 
 
 def test_no_site_is_spared_below_a_busy_swarm_for_a_shard_or_when_complete():
-    cover = Cover(9, lacking=0b1, held=ALL, slice_bytes=SLICE)
+    cover = Cover(9, lacking=pieces(0), held=ALL, slice_bytes=SLICE)
     assert to_spare(IPS, 2, True, cover) == []  # two T3s on three sites: the sites are still needed
     assert to_spare(IPS, 8, False, cover) == []  # the shard rule
     assert to_spare(IPS, 8, True, Cover(9, 0, ALL, SLICE)) == []  # nothing lacking: nothing to decide
