@@ -298,7 +298,7 @@ def get(opts: Options) -> int:
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout,
         blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
         checksums=checksums(resolved.record), folder=folder,
-        site_peers=tuple(sorted(sites)) if cfg.site_share else ())
+        site_peers=holding(sites, resolved.record) if cfg.site_share else ())
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
     display = make_display(opts.quiet, opts.json_output)
@@ -416,6 +416,16 @@ def repo_hint(cfg: GetConfig) -> str:
     if cfg.repo != GetConfig().repo:
         return ""
     return " (no repository was named: set one with --repo URL, $BTSWARM_REPO or [get] repo in the config file)"
+
+
+def holding(sites: dict[str, str], record: dict[str, Any] | None) -> tuple[str, ...]:
+    """The peer endpoints of the storage sites that hold the dataset (the repository record's `t2_sites`),
+    sorted: the sites btget/siteshare.py shares out and slices the pieces among. Without a record (a
+    .torrent file, a URL) every site the tracker names."""
+    t2 = record.get("t2_sites") if isinstance(record, dict) else None
+    if not isinstance(t2, list):
+        return tuple(sorted(sites))
+    return tuple(sorted(peer for peer, name in sites.items() if name in t2))
 
 
 def checksums(record: dict[str, Any] | None) -> dict[str, str]:

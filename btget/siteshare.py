@@ -21,8 +21,7 @@ A T3 that fetches only part of the dataset (`--shard`, `--files`) keeps every
 site: the T3s around it may want other pieces and cannot pass on to it
 what it lacks (the shard rule).
 
-So that the sites send each piece about once, in a busy swarm (at least as
-many T3s downloading as sites):
+So that the sites send each piece about once, in a busy swarm (see busy):
 
 - each site has its slice of the pieces, the k-th of K sites (sorted by
   address, the same order at every T3) the k-th K-th: a T3 asks first for
@@ -48,6 +47,8 @@ import math
 from dataclasses import dataclass
 
 TOP, NORMAL = 7, 4  # libtorrent piece priorities: a kept site's slice, and the rest (libtorrent's default)
+HELP_AFTER = 3.0  # s the pieces held nowhere would take to be held somewhere when our slice is in (helps)
+PACE_OVER = 1.0  # s over which that pace is measured
 SHED_FOR = 10.0  # s a site let go is not connected again (then the worker re-announces and chooses anew)
 
 
@@ -63,9 +64,13 @@ def share(sites: int, downloading: int) -> int:
     return max(1, math.ceil(sites / max(1, downloading)))
 
 
-def busy(sites: int, downloading: int) -> bool:
-    """At least as many T3s downloading as sites: each T3's share is one site, and the swarm can carry the rest."""
-    return sites > 0 and downloading >= sites
+def busy(sites: int, t3s: int, downloading: int) -> bool:
+    """At least as many T3s (this one and those around it, downloading or seeding) as sites, two of them
+    or more downloading: their uplinks can carry what the sites would. Seeding T3s count: at the end of a
+    swarm the last T3s are fed by the finished ones (4 T3s on 3 sites: with only T3s downloading counted,
+    the sites came back for the last two and sent up to 1.55 copies). A lone T3 arriving after the others
+    are done is not a busy swarm: it takes the sites' uplinks too."""
+    return sites > 0 and t3s >= sites and downloading >= 2
 
 
 def to_shed(peers: list[SitePeer], sites: int, downloading: int, whole: bool) -> list[str]:
@@ -79,27 +84,42 @@ def to_shed(peers: list[SitePeer], sites: int, downloading: int, whole: bool) ->
 def feeding(sites: list[str], peers: list[SitePeer], cover: Cover) -> int | None:
     """The slice of the site feeding us (it unchokes us and has sent us half a slice or more), if one does."""
     for p in peers:
-        if p.unchokes_us and p.received >= cover.slice_bytes // 2 and p.ip in sites:
+        if p.unchokes_us and p.ip in sites and p.received * 2 >= cover.slice_bytes(len(sites)):
             return sites.index(p.ip)
     return None
 
 
-def helps(sites: int, fed_by: int | None, cover: Cover, helping: bool) -> bool:
+def helps(sites: int, fed_by: int | None, cover: Cover, helping: bool, clears_in: float) -> bool:
     """Whether we keep the site feeding us, its slice held around us, to fetch pieces held nowhere around
-    us: those of a slower site's slice. Decided when our slice is in (half a slice or more held nowhere:
-    some site lags) and kept until nothing is held nowhere. Less held nowhere then is the other sites' last
-    requests on their way (2 s of a site's rate are in flight), which a second copy would only duplicate."""
+    us: those of a slower site's slice. Decided when our slice is in: some site lags when what is held
+    nowhere will take more than HELP_AFTER seconds to be held somewhere at the pace it has been shrinking
+    (`clears_in`); then kept until nothing is held nowhere. Sites that merely started a second apart clear
+    theirs in a second or two: a second copy would only duplicate their last requests on the way (by the
+    bytes held nowhere, half a slice, sites a second apart helped each other and sent 1.55-1.66 copies to
+    4 T3s)."""
     if fed_by is None or not cover.covers(fed_by, sites):
         return False
     nowhere = (cover.lacking & ~cover.held).bit_count()
-    return nowhere > 0 and (helping or nowhere * sites * 2 >= cover.pieces)
+    return nowhere > 0 and (helping or clears_in > HELP_AFTER)
 
 
-def to_spare(sites: list[str], downloading: int, whole: bool, cover: Cover, helper: str | None = None) -> list[str]:
+def clearing_time(then: tuple[float, int], now: tuple[float, int]) -> float:
+    """Seconds until no piece is held nowhere, at the pace the count went from `then` to `now` ((time,
+    pieces held nowhere)); infinite when it did not shrink."""
+    (t0, n0), (t1, n1) = then, now
+    if n1 <= 0:
+        return 0.0
+    if n1 >= n0 or t1 <= t0:
+        return math.inf
+    return n1 * (t1 - t0) / (n0 - n1)
+
+
+def to_spare(sites: list[str], t3s: int, downloading: int, whole: bool, cover: Cover,
+             helper: str | None = None) -> list[str]:
     """The sites to let go (their addresses, connected or not; `sites[k]` has slice k) because the T3s
     around us can give us what they would: in a busy swarm, each site whose slice the T3s around us and we
     hold, but `helper` (see helps)."""
-    if not whole or not cover.lacking or not busy(len(sites), downloading):
+    if not whole or not cover.lacking or not busy(len(sites), t3s, downloading):
         return []
     return sorted(ip for k, ip in enumerate(sites) if ip != helper and cover.covers(k, len(sites)))
 
@@ -110,7 +130,10 @@ class Cover:
     pieces: int
     lacking: int
     held: int
-    slice_bytes: int = 0  # bytes in one site's slice
+    piece_bytes: int = 0
+
+    def slice_bytes(self, sites: int) -> int:
+        return self.pieces * self.piece_bytes // max(1, sites)
 
     def _slice(self, k: int, sites: int) -> int:
         return span(-(-k * self.pieces // sites), -(-(k + 1) * self.pieces // sites))

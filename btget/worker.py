@@ -18,6 +18,7 @@ never write the same part file.
 
 from __future__ import annotations
 
+import collections
 import enum
 import errno
 import logging
@@ -39,7 +40,7 @@ log = logging.getLogger("btget.worker")
 RESUME_SUFFIX = ".resume"
 STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and send nothing (btget/stall.py)
 SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
-COVER_EVERY = 0.25  # seconds between looks at which sites' slices the T3s around us hold (btget/siteshare.py)
+COVER_SHARE = 100  # the looks at which sites' slices the T3s around us hold take at most 1/COVER_SHARE of the time
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
 # A rerun hashes at most this much (+ 2% of its share) of what is on disk beyond the saved state: the
 # saves' lag behind the pieces (btget/recover.py), not a whole dataset on a file system without holes.
@@ -180,6 +181,7 @@ class Worker:
         self.spared: set[str] = set()  # site addresses let go while the T3s around us hold their slices
         self.helping = False  # the site feeding us is kept to fetch a slower site's slice (btget/siteshare.py)
         self.next_cover = 0.0  # monotonic time of the next look at the T3s' bitfields
+        self.nowhere_seen: collections.deque[tuple[float, int]] = collections.deque()  # (time, pieces held nowhere)
         self.kept_slices: set[int] = set()  # the slices asked for first (btget/siteshare.py), as libtorrent was told
         self.num_pieces = 0
         # It fetches every file of the torrent: the parent gave it no part (download.run decides, once).
@@ -471,18 +473,20 @@ class Worker:
         for ip in shed:
             self.shed[ip] = now + siteshare.SHED_FOR
         spared = set()
-        if not (self.whole and siteshare.busy(len(slices), downloading)):
+        if not (self.whole and siteshare.busy(len(slices), 1 + len(t3s), downloading)):
             self.next_cover = 0.0
         elif now < self.next_cover:
             spared = self.spared
         else:
-            # The bitfields are read four times a second, not at every 50 ms sample: a
-            # dataset of 25,000 pieces costs ~0.3 ms a peer.
-            self.next_cover = now + COVER_EVERY
-            cover = self._cover(t3s, len(slices))
+            # As often as the samples (a site unchoking a T3 that should let it go sends
+            # ~0.6 MB in 50 ms: read every 0.25 s, the sites sent 1.85 copies instead of
+            # 1.70), but at most 1% of a core: 25,000 pieces cost ~0.3 ms a peer.
+            took = time.perf_counter()
+            cover = self._cover(t3s)
+            self.next_cover = now + COVER_SHARE * (time.perf_counter() - took)
             fed_by = siteshare.feeding(slices, site_peers, cover)
-            self.helping = siteshare.helps(len(slices), fed_by, cover, self.helping)
-            spared = set(siteshare.to_spare(slices, downloading, self.whole, cover,
+            self.helping = siteshare.helps(len(slices), fed_by, cover, self.helping, self._clearing_time(now, cover))
+            spared = set(siteshare.to_spare(slices, 1 + len(t3s), downloading, self.whole, cover,
                                             slices[fed_by] if self.helping else None))
         returned = self.spared - spared
         changed = bool(shed) or spared != self.spared
@@ -498,7 +502,17 @@ class Worker:
                 self.kept_slices = kept
         return changed
 
-    def _cover(self, t3s: list, sites: int) -> Any:
+    def _clearing_time(self, now: float, cover: Any) -> float:
+        """When the pieces held nowhere around us will be held somewhere, at their pace of the last second."""
+        from btget.siteshare import PACE_OVER, clearing_time
+
+        sample = (now, (cover.lacking & ~cover.held).bit_count())
+        self.nowhere_seen.append(sample)
+        while len(self.nowhere_seen) > 2 and now - self.nowhere_seen[1][0] >= PACE_OVER:
+            self.nowhere_seen.popleft()
+        return clearing_time(self.nowhere_seen[0], sample)
+
+    def _cover(self, t3s: list) -> Any:
         """What we lack and what the T3s around us hold (btget/siteshare.py)."""
         from btget.siteshare import Cover, mask, span
 
@@ -509,7 +523,7 @@ class Worker:
             held |= every if p.flags & self.lt.peer_info.seed else mask(p.pieces)
             if not lacking & ~held:
                 break
-        return Cover(self.num_pieces, lacking, held, self.num_pieces * self.piece_length // max(1, sites))
+        return Cover(self.num_pieces, lacking, held, self.piece_length)
 
     def _set_ip_filter(self) -> None:
         # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from btget.siteshare import (NORMAL, TOP, Cover, SitePeer, busy, feeding, helps, mask, priorities, share, slice_of,
-                              span, to_shed, to_spare)
+import math
+
+from btget.siteshare import (NORMAL, TOP, Cover, SitePeer, busy, clearing_time, feeding, helps, mask, priorities,
+                              share, slice_of, span, to_shed, to_spare)
 
 SITES = [SitePeer("127.0.0.2", 30_000_000, True), SitePeer("127.0.0.3", 10_000_000, True),
          SitePeer("127.0.0.4", 20_000_000, True)]
@@ -37,7 +39,7 @@ def test_the_shard_rule_a_t3_fetching_part_of_the_dataset_keeps_every_site():
 # --- the slices: each site sends its own part of the pieces first, and is let go once the swarm holds it ---
 
 IPS = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]  # slice 0, 1, 2
-SLICE = 10 * 2**20  # bytes in one site's slice
+PIECE = 2**20
 ALL = span(0, 9)  # 9 pieces: slices 0-2, 3-5, 6-8
 
 
@@ -66,55 +68,76 @@ def test_a_bitfield_is_a_mask_with_a_byte_a_piece():
     assert mask([True] * 9) == ALL and ALL.bit_count() == 9
 
 
-def test_a_busy_swarm_has_as_many_t3s_downloading_as_sites():
-    assert [busy(3, n) for n in (1, 2, 3, 8)] == [False, False, True, True]
-    assert not busy(0, 8)
+def test_a_busy_swarm_has_as_many_t3s_as_sites_two_of_them_downloading():
+    assert [busy(3, n, n) for n in (1, 2, 3, 8)] == [False, False, True, True]
+    assert busy(3, 4, 2)  # the end of a swarm of four: two done, two fed by them
+    assert not busy(3, 3, 1)  # a lone latecomer beside two finished T3s takes the sites too
+    assert not busy(0, 8, 8)
 
 
 def test_every_site_is_let_go_once_the_t3s_around_us_hold_all_we_lack():
-    cover = Cover(9, lacking=pieces(1, 2, 4, 5, 7, 8), held=ALL, slice_bytes=SLICE)
-    assert to_spare(IPS, 8, True, cover) == IPS
+    cover = Cover(9, lacking=pieces(1, 2, 4, 5, 7, 8), held=ALL, piece_bytes=PIECE)
+    assert to_spare(IPS, 8, 8, True, cover) == IPS
 
 
 def test_a_site_is_let_go_once_its_slice_is_held_and_the_others_kept():
     # We lack pieces 3 and 7; piece 3 (slice 1) is held by a T3 around us, piece 7 (slice 2) by none.
-    cover = Cover(9, lacking=pieces(3, 7), held=pieces(3), slice_bytes=SLICE)
-    assert to_spare(IPS, 8, True, cover) == ["127.0.0.2", "127.0.0.3"]
+    cover = Cover(9, lacking=pieces(3, 7), held=pieces(3), piece_bytes=PIECE)
+    assert to_spare(IPS, 8, 8, True, cover) == ["127.0.0.2", "127.0.0.3"]
 
 
 def test_the_site_feeding_us_is_the_one_that_sent_half_a_slice_and_unchokes_us():
-    cover = Cover(9, lacking=pieces(6, 7, 8), held=0, slice_bytes=SLICE)
-    assert feeding(IPS, [SitePeer("127.0.0.3", SLICE // 2, True)], cover) == 1
-    assert feeding(IPS, [SitePeer("127.0.0.3", SLICE // 4, True)], cover) is None  # unchoked us late
-    assert feeding(IPS, [SitePeer("127.0.0.3", SLICE, False)], cover) is None  # chokes us now
+    cover = Cover(9, lacking=pieces(6, 7, 8), held=0, piece_bytes=PIECE)  # a slice: 3 pieces
+    assert feeding(IPS, [SitePeer("127.0.0.3", 3 * PIECE // 2, True)], cover) == 1
+    assert feeding(IPS, [SitePeer("127.0.0.3", PIECE, True)], cover) is None  # unchoked us late
+    assert feeding(IPS, [SitePeer("127.0.0.3", 3 * PIECE, False)], cover) is None  # chokes us now
 
 
 def test_a_slow_sites_slice_is_helped_with_to_the_end():
-    """Slice 0 is ours and in; slice 2 (a site at a tenth of the others' rate) is held nowhere: the site
-    feeding us is kept, and stays kept until not one piece is held nowhere."""
-    lagging = Cover(90, lacking=span(60, 90), held=0, slice_bytes=SLICE)
-    assert helps(3, 0, lagging, helping=False)
-    assert to_spare(IPS, 8, True, lagging, helper="127.0.0.2") == ["127.0.0.3"]
-    last = Cover(90, lacking=pieces(89), held=0, slice_bytes=SLICE)
-    assert helps(3, 0, last, helping=True)
-    assert not helps(3, 0, Cover(90, lacking=pieces(89), held=pieces(89), slice_bytes=SLICE), helping=True)
+    """Slice 0 is ours and in; slice 2 (a site at a tenth of the others' rate) is held nowhere and would take
+    half a minute at its pace. The site feeding us is kept until not one piece is held nowhere."""
+    lagging = Cover(90, lacking=span(60, 90), held=0, piece_bytes=PIECE)
+    assert helps(3, 0, lagging, helping=False, clears_in=30.0)
+    assert to_spare(IPS, 8, 8, True, lagging, helper="127.0.0.2") == ["127.0.0.3"]
+    last = Cover(90, lacking=pieces(89), held=0, piece_bytes=PIECE)
+    assert helps(3, 0, last, helping=True, clears_in=0.1)
+    assert not helps(3, 0, Cover(90, lacking=pieces(89), held=pieces(89), piece_bytes=PIECE), helping=True,
+                     clears_in=0.0)
 
 
-def test_a_few_pieces_held_nowhere_as_our_slice_comes_in_are_left_to_their_sites():
-    """Equal sites: the last pieces of the other slices are on their way; a second copy would duplicate them."""
-    last = Cover(90, lacking=pieces(89), held=0, slice_bytes=SLICE)
-    assert not helps(3, 0, last, helping=False)
-    assert to_spare(IPS, 8, True, last) == ["127.0.0.2", "127.0.0.3"]
+def test_what_the_other_sites_have_on_the_way_as_our_slice_comes_in_is_left_to_them():
+    """Equal sites a second apart: what is held nowhere clears in a second at its pace."""
+    behind = Cover(90, lacking=span(78, 90), held=0, piece_bytes=PIECE)
+    assert not helps(3, 0, behind, helping=False, clears_in=1.0)
+    assert to_spare(IPS, 8, 8, True, behind) == ["127.0.0.2", "127.0.0.3"]
+
+
+def test_the_pace_of_the_pieces_held_nowhere():
+    assert clearing_time((0.0, 40), (1.0, 30)) == 3.0  # 10 a second, 30 left
+    assert clearing_time((0.0, 40), (1.0, 40)) == math.inf  # not shrinking: a site that sends nothing
+    assert clearing_time((0.0, 40), (1.0, 0)) == 0.0
 
 
 def test_no_help_is_decided_before_our_own_slice_is_in():
-    ours_missing = Cover(90, lacking=span(0, 30) | span(60, 90), held=0, slice_bytes=SLICE)
-    assert not helps(3, 0, ours_missing, helping=False)
-    assert not helps(3, None, ours_missing, helping=True)
+    ours_missing = Cover(90, lacking=span(0, 30) | span(60, 90), held=0, piece_bytes=PIECE)
+    assert not helps(3, 0, ours_missing, helping=False, clears_in=30.0)
+    assert not helps(3, None, ours_missing, helping=True, clears_in=30.0)
 
 
 def test_no_site_is_spared_below_a_busy_swarm_for_a_shard_or_when_complete():
-    cover = Cover(9, lacking=pieces(0), held=ALL, slice_bytes=SLICE)
-    assert to_spare(IPS, 2, True, cover) == []  # two T3s on three sites: the sites are still needed
-    assert to_spare(IPS, 8, False, cover) == []  # the shard rule
-    assert to_spare(IPS, 8, True, Cover(9, 0, ALL, SLICE)) == []  # nothing lacking: nothing to decide
+    cover = Cover(9, lacking=pieces(0), held=ALL, piece_bytes=PIECE)
+    assert to_spare(IPS, 2, 2, True, cover) == []  # two T3s on three sites: the sites are still needed
+    assert to_spare(IPS, 8, 8, False, cover) == []  # the shard rule
+    assert to_spare(IPS, 8, 8, True, Cover(9, 0, ALL, PIECE)) == []  # nothing lacking: nothing to decide
+
+
+# --- which sites are shared out: those holding the dataset (btget/cli.holding) ---
+def test_the_sites_shared_out_are_the_storage_sites_the_repository_says_hold_the_dataset():
+    from btget.cli import holding
+
+    named = {"127.0.0.3:7000": "site2", "127.0.0.2:7000": "site1", "127.0.0.4:7000": "site3",
+             "127.0.0.100:7000": "t3-shares"}
+    record = {"sites": ["site1", "site3", "t3-shares"], "t2_sites": ["site1", "site3"]}
+    assert holding(named, record) == ("127.0.0.2:7000", "127.0.0.4:7000")
+    # A .torrent file or URL has no record: every site the tracker names.
+    assert holding(named, None) == tuple(sorted(named))

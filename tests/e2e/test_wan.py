@@ -179,6 +179,8 @@ def test_four_t3s_at_once_get_identical_bytes_each_fed_by_at_most_one_site(tmp_p
             assert compare_trees(fed.source, outs[k] / fed.dataset) == [], k
         fed_by = [[s for s, n in d["sources"].items() if s.startswith("site") and n > size / 4] for d in docs]
         assert all(len(f) <= 1 for f in fed_by), [d["sources"] for d in docs]
+        from_sites = [{s: round(n / 2**20, 1) for s, n in d["sources"].items() if s.startswith("site")} for d in docs]
+        print(f"4 T3s: the sites sent {egress:.2f} copies; MiB from each site: {from_sites}")
         # The htb counters include the sites' TCP/IP headers (~3%) besides the payload.
         assert egress <= 1.5, f"the sites sent {egress:.2f} copies: {[d['sources'] for d in docs]}"
     finally:
