@@ -82,7 +82,9 @@ def to_shed(peers: list[SitePeer], sites: int, downloading: int, whole: bool) ->
 
 
 def feeding(sites: list[str], peers: list[SitePeer], cover: Cover) -> int | None:
-    """The slice of the site feeding us (it unchokes us and has sent us half a slice or more), if one does."""
+    """The slice of the site feeding us (it unchokes us and has sent us half a slice or more), if one does.
+    The worker remembers it after it has let the site go: the pace of the pieces held nowhere shows a
+    lagging site only once our own site no longer fills them (helps)."""
     for p in peers:
         if p.unchokes_us and p.ip in sites and p.received * 2 >= cover.slice_bytes(len(sites)):
             return sites.index(p.ip)
@@ -90,17 +92,19 @@ def feeding(sites: list[str], peers: list[SitePeer], cover: Cover) -> int | None
 
 
 def helps(sites: int, fed_by: int | None, cover: Cover, helping: bool, clears_in: float) -> bool:
-    """Whether we keep the site feeding us, its slice held around us, to fetch pieces held nowhere around
-    us: those of a slower site's slice. Decided when our slice is in: some site lags when what is held
-    nowhere will take more than HELP_AFTER seconds to be held somewhere at the pace it has been shrinking
-    (`clears_in`); then kept until nothing is held nowhere. Sites that merely started a second apart clear
-    theirs in a second or two: a second copy would only duplicate their last requests on the way (by the
-    bytes held nowhere, half a slice, sites a second apart helped each other and sent 1.55-1.66 copies to
-    4 T3s)."""
+    """Whether we keep (or take back) the site that fed us our slice, once that slice is held around us, to
+    fetch pieces held nowhere around us: a slower site's slice. Some site lags when a quarter of a slice or
+    more is held nowhere and would take over HELP_AFTER seconds to be held somewhere at the pace it has been
+    shrinking (`clears_in`); then kept until nothing is held nowhere. Sites that merely started a second
+    apart clear theirs in a second or two, and the last pieces of a slice are on their way from its site: a
+    second copy would only duplicate them (by the size held nowhere alone, a quarter or half a slice, sites
+    a second apart helped each other and sent 1.55-1.66 copies to 4 T3s)."""
     if fed_by is None or not cover.covers(fed_by, sites):
         return False
     nowhere = (cover.lacking & ~cover.held).bit_count()
-    return nowhere > 0 and (helping or clears_in > HELP_AFTER)
+    if nowhere == 0:
+        return False
+    return helping or (nowhere * sites * 4 >= cover.pieces and clears_in > HELP_AFTER)
 
 
 def clearing_time(then: tuple[float, int], now: tuple[float, int]) -> float:

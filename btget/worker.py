@@ -179,7 +179,8 @@ class Worker:
         self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
         self.shed: dict[str, float] = {}  # site address let go (btget/siteshare.py) → monotonic time it may return
         self.spared: set[str] = set()  # site addresses let go while the T3s around us hold their slices
-        self.helping = False  # the site feeding us is kept to fetch a slower site's slice (btget/siteshare.py)
+        self.helping = False  # the site that fed us is kept to fetch a slower site's slice (btget/siteshare.py)
+        self.fed_by: int | None = None  # the slice of the site that fed us, remembered after we let it go
         self.next_cover = 0.0  # monotonic time of the next look at the T3s' bitfields
         self.nowhere_seen: collections.deque[tuple[float, int]] = collections.deque()  # (time, pieces held nowhere)
         self.kept_slices: set[int] = set()  # the slices asked for first (btget/siteshare.py), as libtorrent was told
@@ -485,9 +486,11 @@ class Worker:
             cover = self._cover(t3s)
             self.next_cover = now + COVER_SHARE * (time.perf_counter() - took)
             fed_by = siteshare.feeding(slices, site_peers, cover)
-            self.helping = siteshare.helps(len(slices), fed_by, cover, self.helping, self._clearing_time(now, cover))
+            self.fed_by = self.fed_by if fed_by is None else fed_by
+            self.helping = siteshare.helps(len(slices), self.fed_by, cover, self.helping,
+                                           self._clearing_time(now, cover))
             spared = set(siteshare.to_spare(slices, 1 + len(t3s), downloading, self.whole, cover,
-                                            slices[fed_by] if self.helping else None))
+                                            slices[self.fed_by] if self.helping else None))
         returned = self.spared - spared
         changed = bool(shed) or spared != self.spared
         self.spared = spared

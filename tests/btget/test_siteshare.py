@@ -110,6 +110,9 @@ def test_what_the_other_sites_have_on_the_way_as_our_slice_comes_in_is_left_to_t
     behind = Cover(90, lacking=span(78, 90), held=0, piece_bytes=PIECE)
     assert not helps(3, 0, behind, helping=False, clears_in=1.0)
     assert to_spare(IPS, 8, 8, True, behind) == ["127.0.0.2", "127.0.0.3"]
+    # The last pieces of a slice, on their way from its site, take what they take: not a lagging site.
+    last = Cover(90, lacking=pieces(88, 89), held=0, piece_bytes=PIECE)
+    assert not helps(3, 0, last, helping=False, clears_in=math.inf)
 
 
 def test_the_pace_of_the_pieces_held_nowhere():
