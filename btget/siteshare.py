@@ -32,8 +32,8 @@ So that the sites send each piece about once, in a busy swarm (see busy):
   copies at 8 T3s.
 - a T3 lets go of each site whose slice the T3s around it and it hold (by
   their bitfields): what that site would send is a second copy of pieces a
-  T3 can forward. The T3 a site fed keeps it past its slice only while a
-  slower site's slice is held nowhere (helps).
+  T3 can forward. The T3 a site fed keeps it past its slice, or takes it
+  back, only while a slower site's slice is held nowhere (helps).
 
 The T3s' view of each other lags 1-2 s on a saturated uplink (their HAVE
 messages wait behind piece data in TCP send buffers), so a site is still
