@@ -178,6 +178,8 @@ class Worker:
 
         self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
         self.shed: dict[str, float] = {}  # site address let go (btget/siteshare.py) → monotonic time it may return
+        self.site_keys = frozenset(spec.site_peers)
+        self.slices = list(dict.fromkeys(k.rsplit(":", 1)[0] for k in spec.site_peers))  # slices[k]: site k's address
         self.spared: set[str] = set()  # site addresses let go while the T3s around us hold their slices
         self.helping = False  # the site that fed us is kept to fetch a slower site's slice (btget/siteshare.py)
         self.fed_by: int | None = None  # the slice of the site that fed us, remembered after we let it go
@@ -454,12 +456,12 @@ class Worker:
         """Let go of the sites unchoking us beyond our share of them, and of those whose pieces the T3s
         around us can give us; ask first for the slices of the sites we keep (btget/siteshare.py). True if
         the IP filter changed."""
-        if not self.spec.site_peers or not peers:
+        if not self.slices or not peers:
             return False
         from btget import siteshare
 
         lt = self.lt
-        keys, slices = set(self.spec.site_peers), list(dict.fromkeys(k.rsplit(":", 1)[0] for k in self.spec.site_peers))
+        keys, slices = self.site_keys, self.slices
         seed, choked = lt.peer_info.seed, lt.peer_info.remote_choked
         site_peers, t3s, downloading = [], [], 1
         for p in peers:

@@ -847,7 +847,7 @@ def report_rtts(docs: list[dict]) -> None:
         for d in docs:
             if d is not base:
                 t = rtt_figures(d).get(what)
-                row += [t, t / t0 if t else float("nan")] if t else ["-", "-"]
+                row += [t, t / t0] if t else ["-", "-"]
         rows.append(row)
     head = ["figure", f"{shaping.format_delay(base['rtt'])} s"]
     for d in docs:
