@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.federation import LaunchError, get_json
+from btswarm.federation import LaunchError, WaitTimeout, get_json
 from tests.e2e.conftest import start_federation
 from tests.faults.conftest import service_pid
 from tests.support import command, wait_for
@@ -109,7 +109,13 @@ def test_what_is_refused_is_counted_and_listed(tree):
 def idle(fed) -> None:
     """No seed running: the next ones open their files afresh (a running seed keeps them open); and both
     sites hold the dataset at the tracker again (a test before may have made one drop it, then rescan)."""
-    wait_for(lambda: fed.seeding() == {"site1": 0, "site2": 0}, timeout=30, interval=0.2, what="idle seeds to stop")
+    try:
+        wait_for(lambda: fed.seeding() == {"site1": 0, "site2": 0}, timeout=30, interval=0.2,
+                 what="idle seeds to stop")
+    except WaitTimeout:  # once in a full run (not reproduced alone): say who kept them busy
+        seeds = {s.name: fed.site_status(s.name)["seeds"] for s in fed.sites}
+        with open(fed.state / "logs" / "tracker.log") as log:
+            raise AssertionError(f"seeds still running after 30 s: {seeds}; tracker: {log.read()[-2000:]}") from None
     swarm = f"{fed.tracker_url}/api/swarms/{fed.info_hash(NAME)}"
 
     def holders() -> list[str]:

@@ -23,8 +23,8 @@ from btswarm import topology
 from btswarm.testbed import firewall
 from btswarm.trees import compare_trees
 from tests.e2e.conftest import start_federation
-from tests.support import command, wait_for
-from torrents import sample
+from tests.support import command, verified_bytes, wait_for
+from torrents import metainfo, sample
 
 pytestmark = pytest.mark.slow
 
@@ -93,7 +93,8 @@ def test_unblocking_mid_transfer_moves_the_rest_back_to_peers(fed, blocked, tmp_
         with fed.inside():  # the sites' addresses exist only in the namespace
             return sum(fed.site_status(s.name)["web"][key] for s in fed.sites)
 
-    sent_before = web("sent_total")
+    with fed.inside():
+        meta = metainfo.parse(fed.torrent(fed.dataset))
     proc = start_bt_get(fed, tmp_path, 1)
     lines: list[str] = []
     at_switch: list[int] = []
@@ -107,8 +108,10 @@ def test_unblocking_mid_transfer_moves_the_rest_back_to_peers(fed, blocked, tmp_
     reader = threading.Thread(target=read_stderr, daemon=True)
     reader.start()
     try:
-        wait_for(lambda: web("sent_total") - sent_before >= size / 5 or proc.poll() is not None, timeout=60,
-                 interval=0.1, what="a fifth of the dataset from the web seeds")
+        # Counted on the T3's disk, not by what the sites wrote: on 8 Mbit/s links megabytes of that
+        # still sit in the sites' socket and qdisc buffers (a fifth written, 2.4 MB arrived, in one run).
+        wait_for(lambda: verified_bytes(meta, tmp_path / fed.dataset) >= size / 8 or proc.poll() is not None,
+                 timeout=60, interval=0.2, what="an eighth of the dataset verified on disk from the web seeds")
         assert proc.poll() is None, "".join(lines)
         firewall.unblock(fed.netns)
         stdout = proc.stdout.read()
@@ -123,8 +126,8 @@ def test_unblocking_mid_transfer_moves_the_rest_back_to_peers(fed, blocked, tmp_
     sources = doc["sources"]
     from_web = sources.get("web seed site1", 0) + sources.get("web seed site2", 0)
     from_peers = sources.get("site1", 0) + sources.get("site2", 0)
-    # The web seeds' part was on its way when the firewall opened (a fifth sent by the sites, some of it still
-    # in their sockets); peers are asked again at most PROBE_EVERY (5 s) later and take the rest.
+    # An eighth had arrived from the web seeds when the firewall opened, more was on its way; peers are asked
+    # again at most PROBE_EVERY (5 s) later and take the rest (the web seeds send 10 MB at most in those 5 s).
     assert from_web >= size / 10 and from_peers >= size / 4, sources
     assert [s["to"] for s in doc["web_seed_switches"]] == ["web seeds", "peers"], doc["web_seed_switches"]
     # Once back on peers, no further request reaches a web seed.
