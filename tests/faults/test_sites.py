@@ -13,6 +13,7 @@ import urllib.request
 
 import pytest
 
+from btswarm.federation import WaitTimeout
 from btswarm.trees import compare_trees
 from tests.faults.conftest import (bt_get_popen, get_json, make_data, metric, service_pid, start_throttled,
                                    wait_restarted)
@@ -123,12 +124,19 @@ def test_site_killed_mid_transfer_download_completes_from_the_other(fed, tmp_pat
     assert old is not None
     # Peers only: on a loaded host site2's seed can take longer than web_seed_after to be handed
     # out, and the web seeds' fall-back (tests/e2e/test_webseeds.py) would take over.
-    proc = bt_get_popen(fed, tmp_path, "--json", "--stall-timeout", "60", "--no-web-seeds")
+    proc = bt_get_popen(fed, tmp_path, "--json", "--stall-timeout", "60", "--no-web-seeds", "-v")
     try:
         def site1_busy() -> bool:
             seeds = fed.site_status("site1")["seeds"]
             return bool(seeds) and seeds[0]["uploaded"] > 1_000_000
-        wait_for(site1_busy, timeout=30, interval=0.1, what="site1 to be sending")
+        try:
+            wait_for(site1_busy, timeout=30, interval=0.1, what="site1 to be sending")
+        except WaitTimeout:  # say what each side saw (a full run failed here once, not reproduced alone)
+            seeds = {name: fed.site_status(name)["seeds"] for name in ("site1", "site2")}
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=10)
+            pytest.fail(f"site1 sent no 1 MB in 30 s; the sites' seeds: {seeds}; bt-get "
+                        f"(exit {proc.returncode}) said: {err[-3000:]}")
         os.kill(old, signal.SIGKILL)
         out, err = proc.communicate(timeout=120)
     finally:
