@@ -24,8 +24,12 @@ demo: $(STAMP)
 deps:
 	bash scripts/install-system-deps.sh
 
+# Two test processes (pytest-xdist), whole files to each so a module's federation is started once:
+# the suite mostly waits on transfers and processes, so two halve it on 2 cores. TEST_JOBS=0: one process.
+TEST_JOBS ?= 2
+
 test: $(STAMP) deps
-	@$(BIN)/pytest -q $(PYTEST_ARGS); code=$$?; \
+	@$(BIN)/pytest -q $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile) $(PYTEST_ARGS); code=$$?; \
 	if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$code
 
 bench: $(STAMP) deps
