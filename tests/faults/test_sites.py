@@ -135,8 +135,9 @@ def test_site_killed_mid_transfer_download_completes_from_the_other(fed, tmp_pat
             seeds = {name: fed.site_status(name)["seeds"] for name in ("site1", "site2")}
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate(timeout=10)
+            tracker_log = "".join(p.read_text(errors="replace") for p in fed.state.rglob("tracker*.log"))
             pytest.fail(f"site1 sent no 1 MB in 30 s; the sites' seeds: {seeds}; bt-get "
-                        f"(exit {proc.returncode}) said: {err[-3000:]}")
+                        f"(exit {proc.returncode}) said: {err[-3000:]}; the tracker's log ends: {tracker_log[-3000:]}")
         os.kill(old, signal.SIGKILL)
         out, err = proc.communicate(timeout=120)
     finally:
