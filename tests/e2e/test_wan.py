@@ -139,10 +139,11 @@ def test_fetch_completes_with_identical_bytes_when_one_of_two_sites_hangs(tmp_pa
         assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
 
 
-def test_four_t3s_at_once_get_identical_bytes_each_fed_by_at_most_one_site(tmp_path):
+def test_four_t3s_at_once_get_identical_bytes_and_none_is_fed_by_every_site(tmp_path):
     """4 T3s start together on a 3-site federation (a batch array): every one completes with identical bytes;
-    no T3 takes a large part of the dataset from more than one site (btget/siteshare.py: before it the first
-    T3 was unchoked by all three sites and took the whole dataset from them, a third from each); the sites'
+    no T3 takes a large part of the dataset from every site (btget/siteshare.py: before it the first T3 was
+    unchoked by all three sites and took the whole dataset from them, a third from each; now a T3 keeps one
+    site and may take a second back to help a lagging one); the sites'
     send at most 1.5 copies of it (each site first sends its own slice of the pieces, and a T3 lets a site go
     once the T3s around it hold that slice: before that the sites sent 1.9-2.2 copies)."""
     _need_root()
@@ -177,10 +178,11 @@ def test_four_t3s_at_once_get_identical_bytes_each_fed_by_at_most_one_site(tmp_p
             docs.append(json.loads(stdout))
         for k in range(4):
             assert compare_trees(fed.source, outs[k] / fed.dataset) == [], k
-        fed_by = [[s for s, n in d["sources"].items() if s.startswith("site") and n > size / 4] for d in docs]
-        assert all(len(f) <= 1 for f in fed_by), [d["sources"] for d in docs]
         from_sites = [{s: round(n / 2**20, 1) for s, n in d["sources"].items() if s.startswith("site")} for d in docs]
         print(f"4 T3s: the sites sent {egress:.2f} copies; MiB from each site: {from_sites}")
+        # A T3 may take a second site back to help a lagging one (siteshare.helps), never all three at once.
+        fed_by = [[s for s, n in d["sources"].items() if s.startswith("site") and n > size / 4] for d in docs]
+        assert all(len(f) < len(site_ips) for f in fed_by), f"MiB from each site: {from_sites}"
         # The htb counters include the sites' TCP/IP headers (~3%) besides the payload.
         assert egress <= 1.5, f"the sites sent {egress:.2f} copies: {[d['sources'] for d in docs]}"
     finally:
