@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
                    "adding RTT to its round trips.")
 @click.option("--client-addresses", type=click.IntRange(1, 150), default=32, show_default=True,
               help="How many client addresses --client-link shapes.")
+@click.option("--link-mtu", type=int, default=shaping.LO_MTU, show_default=True, metavar="BYTES",
+              help=f"MTU of the shaped namespace's loopback: {shaping.JUMBO_MTU} for jumbo frames as on research "
+                   "networks. With lo's 64 KiB packets a link slower than ~100 Mbit/s queues only a few, and one "
+                   "of several flows can stall for seconds; a smaller MTU costs the delay line more CPU.")
 @click.option("--redis", "redis", is_flag=True,
               help="Keep the tracker's state in a redis-server of its own (loopback, under --state).")
 @click.option("--redis-url", default="", help="Keep the tracker's state in this Redis instead (redis://HOST:PORT/DB).")
@@ -100,7 +104,7 @@ def _up_options(p: dict) -> up_mod.UpOptions:
         sample_files=p["sample_files"], sample_size=parse_size(p["sample_size"]),
         idle_ttl=parse_duration(p["idle_ttl"]), heartbeat_interval=parse_duration(p["heartbeat"]),
         ready_file=p["ready_file"].resolve() if p["ready_file"] else None, timeout=parse_duration(p["timeout"]),
-        links=shaping.LinkOptions.parse(p["site_link"], p["client_link"], p["client_addresses"]),
+        links=shaping.LinkOptions.parse(p["site_link"], p["client_link"], p["client_addresses"], p["link_mtu"]),
         redis=p["redis"] or bool(p["redis_url"]), redis_url=p["redis_url"], trackers=p["trackers"],
         redis_replicas=p["redis_replicas"],
         rucio=p["rucio"] or p["rucio_dir"] is not None, rucio_dir=p["rucio_dir"].resolve() if p["rucio_dir"] else None,

@@ -37,12 +37,19 @@ _SCALE = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}
 _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s)\s*$", re.I)
 _DELAY_SCALE = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 MAX_RTT = 10.0  # s
+MIN_MTU = 1280  # what IPv6 needs of a link
 MIN_RATE = 64_000  # bit/s: below this one 64 KiB loopback packet takes more than 8 s
 MAX_RATE = 100 * 10**9
 
 # Loopback packets are up to 64 KiB (GSO on lo): a class queue holds at
 # least a few of them, and about QUEUE_SECONDS of traffic at its rate.
 LO_PACKET = 65536
+# lo's own MTU, kept unless `--link-mtu` asks for another. With it a slow link's queue (4 packets of 64
+# KiB below ~100 Mbit/s) is a few segments deep: four TCP flows from one 8 Mbit/s address each went up to
+# 1.5-3.7 s without a byte, once one 38 s, in transfers of 8.4 s; at MTU 9000 (jumbo frames, common on
+# research networks) 0.22-0.44 s, at the same rate (scripts/probe_lockout.py).
+LO_MTU = 65536
+JUMBO_MTU = 9000
 QUEUE_PACKETS = 4
 QUEUE_SECONDS = 0.02
 
@@ -159,6 +166,7 @@ class LinkOptions:
     site_links: tuple[tuple[str, LinkSpec], ...] = ()  # (site name, link) overrides
     client: LinkSpec | None = None
     client_addresses: int = 32
+    mtu: int = LO_MTU  # the namespace's lo (--link-mtu)
 
     @property
     def shaped(self) -> bool:
@@ -166,10 +174,15 @@ class LinkOptions:
 
     @classmethod
     def parse(cls, site_link: Sequence[str] = (), client_link: str | None = None,
-              client_addresses: int = 32) -> "LinkOptions":
+              client_addresses: int = 32, mtu: int = LO_MTU) -> "LinkOptions":
         default, named = parse_keyed_links(site_link, "--site-link")
-        return cls(default, tuple(sorted(named.items())),
-                   parse_link(client_link, "--client-link") if client_link else None, client_addresses)
+        if not MIN_MTU <= mtu <= LO_MTU:
+            raise BtswarmError("--link-mtu", f"{mtu} is out of range ({MIN_MTU}-{LO_MTU} bytes)")
+        opts = cls(default, tuple(sorted(named.items())),
+                   parse_link(client_link, "--client-link") if client_link else None, client_addresses, mtu)
+        if mtu != LO_MTU and not opts.shaped:
+            raise BtswarmError("--link-mtu", "applies to shaped links only (add --site-link or --client-link)")
+        return opts
 
 
 def plan(opts: LinkOptions, sites: Sequence[tuple[str, str]], clients: Sequence[str],
@@ -211,6 +224,11 @@ def queue_bytes(rate: int, rtt: float = 0.0) -> int:
 
 def class_id(index: int) -> str:
     return f"1:{FIRST_CLASS + index:x}"
+
+
+def mtu_commands(mtu: int, dev: str = "lo") -> list[list[str]]:
+    """The ip argv list that sets `dev`'s MTU, when it is not lo's own."""
+    return [] if mtu == LO_MTU else [["ip", "link", "set", "dev", dev, "mtu", str(mtu)]]
 
 
 def tc_commands(links: Sequence[Link], dev: str = "lo") -> list[list[str]]:

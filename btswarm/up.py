@@ -289,7 +289,8 @@ def _run_locked(opts: UpOptions, report: Callable[[str], None]) -> int:
     opts.state.mkdir(parents=True, exist_ok=True)
     _remove_stale_netns(opts.state / NETNS_FILE, report)
     name = netns.unique_name()
-    netns.create(name, shaping.tc_commands(links) + shaping.delay_commands(links),
+    netns.create(name, shaping.mtu_commands(opts.links.mtu) + shaping.tc_commands(links)
+                 + shaping.delay_commands(links),
                  shaping.delay_sysctls() if shaping.delayed(links) else ())
     record = opts.state / NETNS_FILE
     try:

@@ -78,6 +78,17 @@ def test_only_loopback_addresses():
         shaping.plan(shaping.LinkOptions.parse(["1gbit"]), [("site1", "10.0.0.2")], [], None)
 
 
+def test_link_mtu_sets_the_namespace_loopback_only_when_asked_and_only_when_shaped():
+    assert shaping.mtu_commands(shaping.LinkOptions.parse(["8mbit"]).mtu) == []  # lo's own 64 KiB
+    opts = shaping.LinkOptions.parse(["8mbit"], mtu=9000)
+    assert [" ".join(c) for c in shaping.mtu_commands(opts.mtu)] == ["ip link set dev lo mtu 9000"]
+    with pytest.raises(BtswarmError, match=r"^--link-mtu: applies to shaped links only"):
+        shaping.LinkOptions.parse([], mtu=9000)
+    for bad in (1279, 65537):
+        with pytest.raises(BtswarmError, match=rf"^--link-mtu: {bad} is out of range \(1280-65536 bytes\)"):
+            shaping.LinkOptions.parse(["8mbit"], mtu=bad)
+
+
 def test_tc_commands_one_class_queue_and_source_filter_per_link():
     links = shaping.plan(shaping.LinkOptions.parse(["100mbit", "site2=10mbit"], "1gbit", 1),
                          SITES[:2], CLIENTS[:1], None)

@@ -29,6 +29,9 @@ from torrents import metainfo, sample
 pytestmark = pytest.mark.slow
 
 RATE = "8mbit"  # per site: a 24 MiB dataset takes ~12 s from both web seeds, time enough to unblock mid-way
+# Jumbo frames: with lo's 64 KiB packets a queue of an 8 Mbit/s link holds four, and one of the relay's
+# flows from a site went 30 s without a byte (a full run; btswarm/shaping.py LO_MTU)
+MTU = "9000"
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +44,11 @@ def fed(tmp_path_factory):
     root = sample.generate(tmp / "data1", files=8, total_size=24 * 2**20)
     shutil.copytree(tmp / "data1", tmp / "data2")  # site2's own replica (the corrupted-range test damages it)
     f = start_federation(tmp, "--sites", "2", "--data", str(tmp / "data1"), "--data", str(tmp / "data2"),
-                         "--heartbeat", "1s", "--site-link", RATE, "--client-link", "100mbit",
+                         "--heartbeat", "1s", "--site-link", RATE, "--client-link", "100mbit", "--link-mtu", MTU,
                          "--client-addresses", "4")
     f.replica2 = tmp / "data2" / root.name
+    lo = subprocess.run(["ip", "-n", f.netns, "link", "show", "lo"], capture_output=True, text=True).stdout
+    assert f" mtu {MTU} " in lo, lo
     yield f
     assert f.stop(timeout=30) == 0, f.log()[-3000:]
 
