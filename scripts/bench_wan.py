@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_wan.py [--out DIR] [--quick] [--keep] [--runs N]
         [--rate 100mbit] [--client-rate 100mbit] [--rtt 0ms 40ms 100ms] [--size 200M] [--small-files 20000]
-        [--clients 1 2 4 8 16] [--shards 4 8] [--aria2c 8] [--no-curl]
+        [--link-mtu 65536] [--clients 1 2 4 8 16] [--shards 4 8] [--aria2c 8] [--no-curl]
         [--only single swarm batch hetero smallfiles hung arrival]
 
 Every site's uplink is R (--rate), every client's C (--client-rate), the
@@ -12,7 +12,8 @@ site's link and the baseline's (`--site-link R/RTT`): a T3 and a site are
 RTT apart, two sites 2 RTT, T3s among themselves 0. The scenarios run once
 for each RTT given (0, 40 and 100 ms unless told), and a last table sets
 each figure beside its value at the smallest (the target: within 15% at
-100 ms). S is the
+100 ms). --link-mtu 9000 gives the shaped loopback jumbo frames instead of
+its 64 KiB packets (`btswarm up --link-mtu`). S is the
 dataset (torrents.sample, 29 files; --quick 100 MB). Scenarios, each with
 its baseline and its bound measured or computed in the same run:
 
@@ -86,6 +87,7 @@ SEED_TIME = "30m"  # swarm clients seed until all are done, then are stopped by 
 CLIENTS = 40  # shaped client addresses (a swarm of 32, the single contenders, the warm-up's)
 MEAN_SMALL = 25 * 1024 + 512  # with jitter 0.96: 1-50 KB files, as bench_smallfiles
 SITE_RTT = 0.0  # s, --rtt: the round trip every site's link adds (set once by main)
+LINK_MTU = shaping.LO_MTU  # --link-mtu: the namespace's loopback MTU (btswarm up --link-mtu)
 
 
 @contextlib.contextmanager
@@ -106,7 +108,8 @@ def shaped_args(rate: int, client_rate: int, overrides: dict[str, int] | None = 
     args = ["--site-link", str(shaping.LinkSpec(rate, SITE_RTT))]
     for name, r in (overrides or {}).items():
         args += ["--site-link", f"{name}={shaping.LinkSpec(r, SITE_RTT)}"]
-    return args + ["--client-link", shaping.format_rate(client_rate), "--client-addresses", str(CLIENTS)]
+    args += ["--client-link", shaping.format_rate(client_rate), "--client-addresses", str(CLIENTS)]
+    return args + (["--link-mtu", str(LINK_MTU)] if LINK_MTU != shaping.LO_MTU else [])
 
 
 def curl_cmd(srv: bl.Nginx, name: str, lfns: list[str], out: Path, ip: str, config: Path | None = None) -> list[str]:
@@ -639,7 +642,8 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
     size = parse_size(args.size or ("100M" if args.quick else "200M"))
     small_files = args.small_files or (5000 if args.quick else 20000)
     counts = args.clients
-    doc: dict = {"rate": rate, "client_rate": client_rate, "rtt": SITE_RTT, "runs": runs, "scenarios": only}
+    doc: dict = {"rate": rate, "client_rate": client_rate, "rtt": SITE_RTT, "link_mtu": LINK_MTU, "runs": runs,
+                 "scenarios": only}
     data = work / "data"
     big = dataset(data, "bench.wan.dataset", 29, size)
     small = dataset(data, "bench.wan.smallfiles", small_files, small_files * MEAN_SMALL, 0.96) \
@@ -720,7 +724,8 @@ def report(doc: dict) -> None:
 
     print(f"wan: R {shaping.format_rate(doc['rate'])} per site, C {shaping.format_rate(doc['client_rate'])} per "
           f"client, site RTT {shaping.format_delay(doc.get('rtt', 0.0))}, "
-          f"S {doc['dataset']['bytes'] / 1e6:.0f} MB in {doc['dataset']['files']} files, median of "
+          + (f"MTU {doc['link_mtu']}, " if doc.get("link_mtu", shaping.LO_MTU) != shaping.LO_MTU else "")
+          + f"S {doc['dataset']['bytes'] / 1e6:.0f} MB in {doc['dataset']['files']} files, median of "
           f"{doc['runs']}")
     if "single" in doc:
         s = doc["single"]
@@ -798,14 +803,17 @@ def main() -> int:
                     help="the round trips each site's link adds, each a run of the scenarios (0ms 40ms 100ms)")
     ap.add_argument("--size", default=None, help="dataset size (default 200M, --quick 100M)")
     ap.add_argument("--small-files", type=int, default=None, help="files in the small-file dataset (20000; --quick 5000)")
+    ap.add_argument("--link-mtu", type=int, default=shaping.LO_MTU,
+                    help=f"the shaped loopback's MTU (btswarm up --link-mtu; {shaping.JUMBO_MTU}: jumbo frames)")
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     ap.add_argument("--shards", type=int, nargs="+", default=[4, 8], help="batch: arrays of this many shards")
     ap.add_argument("--aria2c", type=int, nargs="*", default=[8], help="N of the swarm also run with N aria2c")
     ap.add_argument("--no-curl", action="store_true", help="swarm: no curl baseline (diagnosis runs)")
     ap.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     args = ap.parse_args()
-    global SITE_RTT
+    global SITE_RTT, LINK_MTU
     rtts = [shaping.parse_delay(r, "--rtt") for r in args.rtt]
+    LINK_MTU = args.link_mtu
     bl.require_shaping("bench_wan")
     docs = []
     for rtt in rtts:
