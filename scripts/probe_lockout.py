@@ -3,7 +3,7 @@
     sudo .venv/bin/python scripts/probe_lockout.py [--rate 8mbit] [--flows 4] [--size 2M] [--runs 3]
         [--mtu 65536 9000]
 
-For each MTU, a private network namespace shaped as `btswarm up --site-link RATE --link-mtu MTU` shapes it
+For each MTU, a private network namespace shaped as `btswarm up --site-link RATE --link-mtu MTU` would be
 (btswarm/shaping.py: an htb class per source address, a bfifo of at least four 64 KiB packets) holds one
 sender on 127.0.0.2 (the site) and FLOWS receivers on 127.0.0.101, each reading SIZE bytes at once. Printed
 per run: the wall time against the link's (FLOWS x SIZE / RATE), each flow's longest silence (median and
@@ -12,9 +12,10 @@ stops there.
 
 What it showed (2026-12-04, 8 Mbit/s, 4 flows of 2 MiB, 3 runs each, twice): lo's own MTU 65536, each
 flow's longest silence 1.5-3.7 s (medians 1.6-2.2 s) and, in a first version of this probe, one flow
-without a byte for 38 s; MTU 9000, 0.22-0.44 s; the link full in both (8.4-8.5 s against 8.39 s). A 64 KiB loopback packet is the unit the queue drops, so a queue of a
-few packets holds one or two per flow: a lost one is noticed only by a retransmission timeout, which
-backs off while the other flows keep the queue full.
+without a byte for 38 s; MTU 9000, 0.22-0.44 s; the link full in both (8.4-8.5 s against 8.39 s).
+A 64 KiB loopback packet is the unit the queue drops, so a queue of a few packets holds one or two per
+flow: a lost one is noticed only by a retransmission timeout, which backs off while the other flows keep
+the queue full.
 """
 
 from __future__ import annotations
