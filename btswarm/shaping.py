@@ -44,7 +44,7 @@ MAX_RATE = 100 * 10**9
 # lo's own MTU, kept unless `--link-mtu` asks for another. With it a slow link's queue (4 packets of 64
 # KiB below ~100 Mbit/s) is a few segments deep: four TCP flows from one 8 Mbit/s address each went up to
 # 1.5-3.7 s without a byte, once one 38 s, in transfers of 8.4 s; at MTU 9000 (jumbo frames, common on
-# research networks) 0.22-0.44 s, at the same rate (scripts/probe_lockout.py).
+# research networks) 0.22-1.27 s (medians 0.26-0.32), at the same rate (scripts/probe_lockout.py).
 LO_MTU = 65536
 JUMBO_MTU = 9000
 # Loopback packets are up to 64 KiB (GSO on lo): a class queue holds at

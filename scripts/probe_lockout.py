@@ -10,9 +10,9 @@ per run: the wall time against the link's (FLOWS x SIZE / RATE), each flow's lon
 worst) and the spread of the flows' times. A flow silent for 30 s is reported as locked out and the run
 stops there.
 
-What it showed (2026-12-04, 8 Mbit/s, 4 flows of 2 MiB, 3 runs each, twice): lo's own MTU 65536, each
-flow's longest silence 1.5-3.7 s (medians 1.6-2.2 s) and, in a first version of this probe, one flow
-without a byte for 38 s; MTU 9000, 0.22-0.44 s; the link full in both (8.4-8.5 s against 8.39 s).
+What it showed (2026-12-04, 8 Mbit/s, 4 flows of 2 MiB, 7 runs each): lo's own MTU 65536, each flow's
+longest silence 1.5-3.7 s (medians 1.6-2.2 s) and, in a first version of this probe, one flow without a
+byte for 38 s; MTU 9000, 0.22-1.27 s (medians 0.26-0.32 s); the link full in both (8.4-8.5 s, link 8.39 s).
 A 64 KiB loopback packet is the unit the queue drops, so a queue of a few packets holds one or two per
 flow: a lost one is noticed only by a retransmission timeout, which backs off while the other flows keep
 the queue full.
