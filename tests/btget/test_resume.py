@@ -7,8 +7,9 @@ import signal
 
 import pytest
 
+from btget import plan, worker
 from tests.btget.getsupport import bt_get_json, same_bytes
-from tests.support import command, verified_bytes, wait_for
+from tests.support import command, free_port, verified_bytes, wait_for
 from torrents import bencoding
 from torrents.errors import BencodeError
 
@@ -105,3 +106,56 @@ def test_a_saved_state_that_lags_the_disk_costs_no_refetch(dataset, seed, procs,
     # Beyond the missing bytes: the pieces in flight at the kill (part written) and those straddling
     # the two workers' shares (each worker's part file holds its half).
     assert extra <= 6 * dataset.meta.piece_length, extra
+
+
+def straddling(meta, owner: dict[int, int]) -> list[tuple[int, list[tuple[int, int, int]]]]:
+    """Pieces that span files of two shares: (piece, [(file, offset in file, size)])."""
+    starts, end = [], 0
+    for f in meta.files:
+        starts.append(end)
+        end += f.length
+    out = []
+    for piece in range(meta.num_pieces):
+        lo, hi = piece * meta.piece_length, min((piece + 1) * meta.piece_length, end)
+        spans = [(i, max(lo, s) - s, min(hi, s + f.length) - max(lo, s))
+                 for i, (s, f) in enumerate(zip(starts, meta.files)) if s < hi and s + f.length > lo]
+        if len({owner[i] for i, _, _ in spans}) > 1:
+            out.append((piece, spans))
+    return out
+
+
+def test_a_piece_across_two_shares_is_served_from_the_part_file_on_a_rerun(small_dataset, small_seed, tmp_path):
+    """A worker keeps the bytes of a piece that straddles into a sibling's file in its own part file.
+    On a rerun that sibling's file exists, holes where its worker had not yet written (an interrupt
+    does that); the worker that has the piece must still serve it whole. Before btget.worker.elsewhere,
+    libtorrent read such a file in place: the sibling got zeros, 30 hash failures, banned its sibling
+    and never got the piece. Here the sibling is the only source: no seed runs for the rerun."""
+    ds = small_dataset
+    out = tmp_path / "out"
+    result, _ = bt_get_json(str(ds.torrent), "-o", str(out), "--peer", small_seed(), "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    shares = plan.split([plan.PlanFile(i, f.lfn, f.length) for i, f in enumerate(ds.meta.files)], 2)
+    owner = {f.index: k for k, share in enumerate(shares) for f in share}
+    pieces = straddling(ds.meta, owner)
+    assert pieces, "the sample dataset has no piece across the two shares"
+    piece, spans = pieces[0]
+    lacking = owner[spans[0][0]]  # its worker has not got the piece; the other share's worker has it
+    state_path = out / ds.name / ".bt-get" / f"{plan.share_key(shares[lacking])}.resume"
+    state = bencoding.decode(state_path.read_bytes())
+    bits = bytearray(state[b"pieces"])
+    bits[piece // 8] &= ~(0x80 >> piece % 8) & 0xFF
+    state[b"pieces"] = bytes(bits)
+    state_path.write_bytes(bencoding.encode(state))
+    for index, offset, size in spans:
+        if owner[index] == lacking:  # not yet written by its worker
+            with open(out / ds.name / ds.meta.files[index].lfn, "r+b") as f:
+                f.seek(offset)
+                f.write(bytes(size))
+
+    nobody = f"127.0.0.1:{free_port('127.0.0.1')}"
+    result, doc = bt_get_json(str(ds.torrent), "-o", str(out), "--peer", nobody, "--workers", "2")
+    assert (result.returncode, doc["hash_failures"], doc["banned"]) == (0, 0, []), result.stderr
+    assert doc["bytes_downloaded"] == ds.meta.piece_length
+    for f in ds.meta.files:
+        assert same_bytes(ds.root / f.lfn, out / ds.name / f.lfn), f.lfn
+    assert not list((out / ds.name / ".bt-get").rglob(worker.ELSEWHERE)), "a file of another share was created"
