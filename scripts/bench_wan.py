@@ -31,6 +31,10 @@ its baseline and its bound measured or computed in the same run:
               largest N <= 8 keeps a timeline of each site's and client's
               uplink and each client's bytes on disk (plot_bench.py draws
               wan-timeline.png). --no-curl leaves the curl baseline out.
+              Each bt-get run also says whether this host's cores were the
+              limit: the share of all cores busy over the run, to the median
+              first byte and after it (/proc/stat), and each part's CPU
+              (clients, sites, tracker, repository, btswarm up).
   batch       `bt-get --shard K/n` on n client addresses at once (n in
               --shards, 4 and 8) vs one client fetching everything; bound
               S/(3R).
@@ -206,11 +210,13 @@ def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]]
     seeding = ["--seed-time", SEED_TIME] if seed else []
     tl = Timeline(fed, outs) if timeline else contextlib.nullcontext()
     with bl.Procs() as procs, tl:
+        meter = CpuMeter(fed)
         t0, wall0 = time.monotonic(), time.time()
         clients = [procs.start(bl.bt_get_cmd(fed, name, outs[k], bl.client_ip(k), "-v", *seeding, *extra[k]), logs[k],
                                stdout=open(work / f"client{k}.json", "wb"), env={**os.environ, **(env or {})})
                    for k in range(n)]
         times = _completion_times(logs, clients, t0, 900, seed)
+        meter.clients([c.pid for c in clients])
         codes = [procs.stop(c) for c in clients]
     if any(codes):
         raise SystemExit(f"bt-get clients exited {codes}; see {work}/client*.log")
@@ -228,7 +234,10 @@ def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]]
     uploaded = bl.settled_uploaded_total(fed) - before
     out = {"seconds": max(times), "each_s": times, "egress_x": uploaded / ds["bytes"],
            "from_sites_x": from_sites / ds["bytes"], "sources": each_sources, "starts": starts,
-           "first_byte_s": bl.median([m.get("first_byte", float("nan")) for m in starts])}
+           "first_byte_s": bl.median([m.get("first_byte", float("nan")) for m in starts]), "cpu": meter.doc}
+    # The start (Python processes on shared cores) against the transfer: busy until the median first byte, and after.
+    out["cpu"]["host_busy_to_first_byte"] = meter.busy(0.0, out["first_byte_s"])
+    out["cpu"]["host_busy_after_first_byte"] = meter.busy(out["first_byte_s"], meter.doc["wall_s"])
     if timeline:
         out["timeline"] = tl.doc()
     return out
@@ -286,6 +295,66 @@ def _allocated(directory: Path) -> int:
 
 def site_ip(site) -> str:
     return site.control_url.split("//")[1].rsplit(":", 1)[0]
+
+
+def host_jiffies() -> tuple[int, int]:
+    """(busy, total) clock ticks of all this host's cores since boot (/proc/stat's first line)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+
+
+class CpuMeter:
+    """Whether this host's cores were the limit of a run (16 and 32 T3s on 2 cores): the share of all
+    cores busy over it (/proc/stat: every process on the host, other users' too), and the CPU seconds
+    of each part (all its threads: a site's seeds are libtorrent threads of its bt-server): the
+    federation's processes and `btswarm up` (the delay line is its thread), each
+    client's process tree (parent and workers, read by `clients` just before they are stopped), and
+    this benchmark itself (its pollers and timeline)."""
+
+    def __init__(self, fed: bl.Federation, interval: float = 0.25) -> None:
+        self.parts = {**fed.pids(), "btswarm up": fed.up_pid}
+        self.doc: dict = {}
+        self.t0, self.own0 = time.monotonic(), sum(os.times()[:2])
+        self.part0 = {label: bl.cpu_seconds(pid) for label, pid in self.parts.items()}
+        self.samples = [(0.0, *host_jiffies())]  # (s since t0, busy, total), every `interval` s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _sample(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            self.samples.append((time.monotonic() - self.t0, *host_jiffies()))
+
+    def busy(self, start: float, end: float) -> float:
+        """The share of the host's cores busy between two instants (s since t0, to the nearest sample)."""
+        a = min(self.samples, key=lambda x: abs(x[0] - start))
+        b = min(self.samples, key=lambda x: abs(x[0] - end))
+        return (b[1] - a[1]) / (b[2] - a[2]) if b[2] > a[2] else float("nan")
+
+    def clients(self, pids: list[int]) -> dict:
+        """Read at the run's end, the clients still running: the figures of the run (kept in `doc`)."""
+        self._stop.set()
+        self._thread.join(5)
+        wall = time.monotonic() - self.t0
+        self.samples.append((wall, *host_jiffies()))
+        cores = os.cpu_count() or 1
+        self.doc = {"wall_s": round(wall, 3), "cores": cores, "host_busy": self.busy(0.0, wall),
+                    "parts_cpu_s": {label: round(bl.cpu_seconds(pid) - self.part0[label], 3)
+                                    for label, pid in self.parts.items()},
+                    "clients_cpu_s": [round(bl.tree_cpu_seconds([p]), 3) for p in pids],
+                    "bench_cpu_s": round(sum(os.times()[:2]) - self.own0, 3)}
+        return self.doc
+
+
+def cpu_summary(cpu: dict) -> dict:
+    """Host busy share, the median client's and the busiest site's CPU as a share of one core."""
+    wall = cpu["wall_s"]
+    sites = [v for k, v in cpu["parts_cpu_s"].items() if k.startswith("site")]
+    return {"host_busy": cpu["host_busy"], "host_busy_to_first_byte": cpu["host_busy_to_first_byte"],
+            "host_busy_after_first_byte": cpu["host_busy_after_first_byte"],
+            "client_core_share": bl.median(cpu["clients_cpu_s"]) / wall,
+            "site_core_share": max(sites, default=0.0) / wall}
 
 
 def aria2c_many(fed: bl.Federation, work: Path, ds: dict, n: int, torrent: Path, timeline: bool = False) -> dict:
@@ -412,6 +481,8 @@ def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, co
             rows[str(n)].update({"every_site_s": b, "every_site_egress_x": bl.median([r["egress_x"] for r in before[n]]),
                                  "vs_every_site": b / t})
         rows[str(n)]["first_byte_s"] = bl.median([r["first_byte_s"] for r in detail[n]])
+        shares = [cpu_summary(r["cpu"]) for r in detail[n]]
+        rows[str(n)]["cpu"] = {k: bl.median([sh[k] for sh in shares]) for k in shares[0]}
         # The swarm without bt-get's process start (16 Python processes on this host's 2 cores): from the
         # median first byte of a run to its last completion.
         rows[str(n)]["after_first_byte_s"] = bl.median([r["seconds"] - r["first_byte_s"] for r in detail[n]])
@@ -747,6 +818,13 @@ def report(doc: dict) -> None:
                         for n, r in m.items()]))
         print("  (every site: the T3s keep every site that unchokes them, as before btget/siteshare.py; "
               "aria2c: the same .torrent without web seeds, from the same seeds)")
+        for n, r in m.items():
+            if "cpu" in r:
+                c = r["cpu"]
+                print(f"  {n} T3s: the host's cores {c['host_busy']:.0%} busy over the run ("
+                      f"{c['host_busy_to_first_byte']:.0%} to the median first byte, {c['host_busy_after_first_byte']:.0%} "
+                      f"after); a bt-get (parent and worker) {c['client_core_share']:.0%} of a core, the busiest "
+                      f"site {c['site_core_share']:.0%}")
         for n, r in m.items():
             print(line(f"{n} T3s: from the median first byte to the last done: fraction of the bound",
                        r["bound_s"] / r["after_first_byte_s"], f"{r['after_first_byte_s']:.2f} s", "(start left out)"))
