@@ -10,6 +10,16 @@ worker instead shuts out, by its address (libtorrent's IP filter, which
 disconnects it and returns its blocks to the picker at once), a peer that
 holds requests of ours, is not choking us and has sent nothing for
 `after` seconds; after `ban` seconds it may be connected again.
+
+Nothing must have moved the other way either. Our requests travel on the
+connection that carries our pieces to that peer, behind them in our send
+buffers: a T3 the swarm downloads from (the first holder of a site's slice)
+had megabytes queued to each peer, and its requests waited there for
+seconds while the peer, which had not yet received them, sent nothing. The
+watch took that for a hang and shut healthy T3s out of it for 30 s: in one
+8-T3 run on 100 Mbit/s links each of the three T3s that a site fed shut out
+one to three of its seven peers, and those three finished last. A hung
+peer receives nothing either (its socket fills), so it is still found.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ class PeerSample:
     downloaded: int  # payload bytes received from it on this connection
     queued: int  # our requests it holds
     choked: bool  # it chokes us (then it holds no requests that count)
+    uploaded: int = 0  # payload bytes sent to it on this connection (our requests queue behind them)
 
 
 @dataclass
@@ -35,7 +46,7 @@ class StallWatch:
     after: float = STALL_AFTER
     ban: float = BAN_FOR
     never: frozenset[str] = frozenset()  # addresses never shut out (our own: sibling workers)
-    _last: dict[tuple[str, int], tuple[int, float]] = field(default_factory=dict)  # peer → (bytes, since)
+    _last: dict[tuple[str, int], tuple[tuple[int, int], float]] = field(default_factory=dict)  # peer → (bytes both ways, since)
     banned: dict[str, float] = field(default_factory=dict)  # address → until
 
     def step(self, now: float, peers: Iterable[PeerSample]) -> list[str]:
@@ -43,10 +54,11 @@ class StallWatch:
         seen, out = {}, []
         for p in peers:
             key = (p.ip, p.port)
-            bytes_then, since = self._last.get(key, (-1, now))
-            if p.downloaded != bytes_then or p.queued == 0 or p.choked:
-                since = now  # moving, or nothing asked of it: not stalled
-            seen[key] = (p.downloaded, since)
+            moved = (p.downloaded, p.uploaded)
+            bytes_then, since = self._last.get(key, ((-1, -1), now))
+            if moved != bytes_then or p.queued == 0 or p.choked:
+                since = now  # moving (either way), or nothing asked of it: not stalled
+            seen[key] = (moved, since)
             if now - since >= self.after and p.ip not in self.never and p.ip not in self.banned:
                 self.banned[p.ip] = now + self.ban
                 out.append(p.ip)

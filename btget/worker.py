@@ -447,9 +447,14 @@ class Worker:
             except RuntimeError:
                 peers = []
             choked = self.lt.peer_info.remote_choked  # it chokes us (`choked`: we choke it)
-            samples = [PeerSample(p.ip[0], p.ip[1], p.total_download, p.download_queue_length, bool(p.flags & choked))
+            samples = [PeerSample(p.ip[0], p.ip[1], p.total_download, p.download_queue_length, bool(p.flags & choked),
+                                  p.total_upload)
                        for p in peers if p.connection_type not in self._web_seed_types]
-            changed |= bool(self.stall.step(now, samples))
+            stalled = self.stall.step(now, samples)
+            for ip in stalled:
+                log.info("worker %d: %s holds our requests and sent nothing for %.0f s: shut out for %.0f s",
+                         self.spec.index, ip, self.stall.after, self.stall.ban)
+            changed |= bool(stalled)
         if changed:
             self._set_ip_filter()
 

@@ -30,3 +30,14 @@ def test_our_own_address_is_never_shut_out_and_a_new_connection_starts_afresh():
     assert w.step(2.5, []) == []  # disconnected: forgotten
     assert w.step(5, [sample(50)]) == []  # reconnected: its clock starts again
     assert w.step(8, [sample(50)]) == ["127.0.0.3"]
+
+
+def test_a_peer_we_are_sending_to_is_not_stalled_while_our_pieces_move():
+    """Our requests to it wait behind our pieces in our send buffers: it cannot answer what it has not got."""
+    w = StallWatch(after=3)
+    for t in range(10):
+        assert w.step(t, [PeerSample("127.0.0.3", 6881, 500, 10, False, uploaded=1_000_000 * t)]) == []
+    # Then nothing moves either way after t = 9 (a hung T3's socket fills): shut out `after` s later.
+    hung = [PeerSample("127.0.0.3", 6881, 500, 10, False, uploaded=9_000_000)]
+    assert w.step(10, hung) == [] and w.step(11.9, hung) == []
+    assert w.step(12, hung) == ["127.0.0.3"]
