@@ -502,18 +502,25 @@ def batch(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int, counts
     seeds_everywhere(fed, fed.info_hash(ds["name"]))
     sizes = {n: shard_bytes(fed, ds, n) for n in counts}
     shards: dict[int, list[float]] = {n: [] for n in counts}
+    details: dict[int, list[dict]] = {n: [] for n in counts}
     whole: list[float] = []
     for run_no in range(runs):
         for n in counts:
             r = bt_get_many(fed, work, ds, [["--shard", f"{k + 1}/{n}"] for k in range(n)], False, sizes[n])
             shards[n].append(r["seconds"])
-            bl.log(f"batch run {run_no + 1}: {n} shards, last done {r['seconds']:6.2f} s")
+            details[n].append(r)
+            c = cpu_summary(r["cpu"])
+            bl.log(f"batch run {run_no + 1}: {n} shards, last done {r['seconds']:6.2f} s, first byte "
+                   f"{r['first_byte_s']:.2f} s, cores busy {c['host_busy_to_first_byte']:.0%} to it, "
+                   f"{c['host_busy_after_first_byte']:.0%} after")
         w = bt_get_many(fed, work, ds, [[]], False, [ds["bytes"]])
         whole.append(w["seconds"])
         bl.log(f"batch run {run_no + 1}: one client, all {w['seconds']:6.2f} s")
     bound = ds["bytes"] * 8 / (3 * rate)
     by = {str(n): {"shards_s": bl.median(shards[n]), "x_bound": bl.median(shards[n]) / bound,
-                   "shard_bytes": sizes[n], "runs_s": shards[n]} for n in counts}
+                   "shard_bytes": sizes[n], "runs_s": shards[n],
+                   "first_byte_s": bl.median([r["first_byte_s"] for r in details[n]]),
+                   "cpu": [r["cpu"] for r in details[n]]} for n in counts}
     return {"bound_s": bound, "whole_s": bl.median(whole), "whole_runs_s": whole, "by_shards": by}
 
 
