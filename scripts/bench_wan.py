@@ -1,7 +1,8 @@
 """Benchmark wan: btswarm on shaped links (htb uplinks in a private network namespace) against the bound.
 
     .venv/bin/python scripts/bench_wan.py [--out DIR] [--quick] [--keep] [--runs N]
-        [--rate 100mbit] [--client-rate 100mbit] [--rtt 0ms 40ms 100ms] [--size 200M] [--small-files 20000]
+        [--rate 100mbit] [--client-rate 100mbit] [--rtt 0ms 40ms 100ms] [--client-rtt 0ms] [--size 200M]
+        [--small-files 20000]
         [--link-mtu 65536] [--clients 1 2 4 8 16] [--shards 4 8] [--aria2c 8] [--no-curl]
         [--only single swarm batch hetero smallfiles hung arrival]
 
@@ -9,7 +10,9 @@ Every site's uplink is R (--rate), every client's C (--client-rate), the
 nginx baseline's R (`btswarm up --site-link R --client-link C`, see
 btswarm/shaping.py); downlinks are free. --rtt adds a round trip to each
 site's link and the baseline's (`--site-link R/RTT`): a T3 and a site are
-RTT apart, two sites 2 RTT, T3s among themselves 0. The scenarios run once
+RTT apart, two sites 2 RTT, T3s among themselves 0 unless --client-rtt
+gives the clients' links a delay too (`--client-link C/CRTT`: two T3s 2 CRTT
+apart, a T3 and a site RTT + CRTT). The scenarios run once
 for each RTT given (0, 40 and 100 ms unless told), and a last table sets
 each figure beside its value at the smallest (the target: within 15% at
 100 ms). --link-mtu 9000 gives the shaped loopback jumbo frames instead of
@@ -91,6 +94,7 @@ SEED_TIME = "30m"  # swarm clients seed until all are done, then are stopped by 
 CLIENTS = 40  # shaped client addresses (a swarm of 32, the single contenders, the warm-up's)
 MEAN_SMALL = 25 * 1024 + 512  # with jitter 0.96: 1-50 KB files, as bench_smallfiles
 SITE_RTT = 0.0  # s, --rtt: the round trip every site's link adds (set once by main)
+CLIENT_RTT = 0.0  # s, --client-rtt: the round trip every client's link adds (two T3s are twice that apart)
 LINK_MTU = shaping.LO_MTU  # --link-mtu: the namespace's loopback MTU (btswarm up --link-mtu)
 
 
@@ -112,7 +116,7 @@ def shaped_args(rate: int, client_rate: int, overrides: dict[str, int] | None = 
     args = ["--site-link", str(shaping.LinkSpec(rate, SITE_RTT))]
     for name, r in (overrides or {}).items():
         args += ["--site-link", f"{name}={shaping.LinkSpec(r, SITE_RTT)}"]
-    args += ["--client-link", shaping.format_rate(client_rate), "--client-addresses", str(CLIENTS)]
+    args += ["--client-link", str(shaping.LinkSpec(client_rate, CLIENT_RTT)), "--client-addresses", str(CLIENTS)]
     return args + (["--link-mtu", str(LINK_MTU)] if LINK_MTU != shaping.LO_MTU else [])
 
 
@@ -720,7 +724,8 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
     size = parse_size(args.size or ("100M" if args.quick else "200M"))
     small_files = args.small_files or (5000 if args.quick else 20000)
     counts = args.clients
-    doc: dict = {"rate": rate, "client_rate": client_rate, "rtt": SITE_RTT, "link_mtu": LINK_MTU, "runs": runs,
+    doc: dict = {"rate": rate, "client_rate": client_rate, "rtt": SITE_RTT, "client_rtt": CLIENT_RTT,
+                 "link_mtu": LINK_MTU, "runs": runs,
                  "scenarios": only}
     data = work / "data"
     big = dataset(data, "bench.wan.dataset", 29, size)
@@ -802,6 +807,7 @@ def report(doc: dict) -> None:
 
     print(f"wan: R {shaping.format_rate(doc['rate'])} per site, C {shaping.format_rate(doc['client_rate'])} per "
           f"client, site RTT {shaping.format_delay(doc.get('rtt', 0.0))}, "
+          + (f"client RTT {shaping.format_delay(doc['client_rtt'])}, " if doc.get("client_rtt") else "")
           + (f"MTU {doc['link_mtu']}, " if doc.get("link_mtu", shaping.LO_MTU) != shaping.LO_MTU else "")
           + f"S {doc['dataset']['bytes'] / 1e6:.0f} MB in {doc['dataset']['files']} files, median of "
           f"{doc['runs']}")
@@ -886,6 +892,9 @@ def main() -> int:
     ap.add_argument("--client-rate", default="100mbit", help="each client's uplink C")
     ap.add_argument("--rtt", nargs="+", default=["0ms", "40ms", "100ms"],
                     help="the round trips each site's link adds, each a run of the scenarios (0ms 40ms 100ms)")
+    ap.add_argument("--client-rtt", default="0ms",
+                    help="the round trip each client's link adds: T3s are twice that apart, a T3 and a site "
+                         "that plus the site's (default 0ms: T3s side by side)")
     ap.add_argument("--size", default=None, help="dataset size (default 200M, --quick 100M)")
     ap.add_argument("--small-files", type=int, default=None, help="files in the small-file dataset (20000; --quick 5000)")
     ap.add_argument("--link-mtu", type=int, default=shaping.LO_MTU,
@@ -896,9 +905,10 @@ def main() -> int:
     ap.add_argument("--no-curl", action="store_true", help="swarm: no curl baseline (diagnosis runs)")
     ap.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     args = ap.parse_args()
-    global SITE_RTT, LINK_MTU
+    global SITE_RTT, CLIENT_RTT, LINK_MTU
     rtts = [shaping.parse_delay(r, "--rtt") for r in args.rtt]
     LINK_MTU = args.link_mtu
+    CLIENT_RTT = shaping.parse_delay(args.client_rtt, "--client-rtt")
     bl.require_shaping("bench_wan")
     docs = []
     for rtt in rtts:
