@@ -46,7 +46,8 @@ class StallWatch:
     after: float = STALL_AFTER
     ban: float = BAN_FOR
     never: frozenset[str] = frozenset()  # addresses never shut out (our own: sibling workers)
-    _last: dict[tuple[str, int], tuple[tuple[int, int], float]] = field(default_factory=dict)  # peer → (bytes both ways, since)
+    # peer → ((bytes from it, bytes to it), since when neither moved)
+    _last: dict[tuple[str, int], tuple[tuple[int, int], float]] = field(default_factory=dict)
     banned: dict[str, float] = field(default_factory=dict)  # address → until
 
     def step(self, now: float, peers: Iterable[PeerSample]) -> list[str]:

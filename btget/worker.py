@@ -452,7 +452,7 @@ class Worker:
                        for p in peers if p.connection_type not in self._web_seed_types]
             stalled = self.stall.step(now, samples)
             for ip in stalled:
-                log.info("worker %d: %s holds our requests and sent nothing for %.0f s: shut out for %.0f s",
+                log.info("worker %d: %s holds our requests and nothing moved either way for %.0f s: shut out for %.0f s",
                          self.spec.index, ip, self.stall.after, self.stall.ban)
             changed |= bool(stalled)
         if changed:
