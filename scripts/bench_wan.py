@@ -220,7 +220,8 @@ def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]]
                                stdout=open(work / f"client{k}.json", "wb"), env={**os.environ, **(env or {})})
                    for k in range(n)]
         times = _completion_times(logs, clients, t0, 900, seed)
-        meter.clients([c.pid for c in clients])
+        # Clients that seed on are still running; the others have exited, their CPU no longer readable.
+        meter.clients([c.pid for c in clients] if seed else [])
         codes = [procs.stop(c) for c in clients]
     if any(codes):
         raise SystemExit(f"bt-get clients exited {codes}; see {work}/client*.log")
@@ -357,7 +358,7 @@ def cpu_summary(cpu: dict) -> dict:
     sites = [v for k, v in cpu["parts_cpu_s"].items() if k.startswith("site")]
     return {"host_busy": cpu["host_busy"], "host_busy_to_first_byte": cpu["host_busy_to_first_byte"],
             "host_busy_after_first_byte": cpu["host_busy_after_first_byte"],
-            "client_core_share": bl.median(cpu["clients_cpu_s"]) / wall,
+            "client_core_share": bl.median(cpu["clients_cpu_s"]) / wall if cpu["clients_cpu_s"] else float("nan"),
             "site_core_share": max(sites, default=0.0) / wall}
 
 
