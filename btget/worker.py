@@ -215,6 +215,9 @@ class Worker:
         self.num_pieces = atp.ti.num_pieces()
         self.file_sizes = [files.file_size(i) for i in range(files.num_files())]
         self.save_every = max(self.piece_length, sum(files.file_size(i) for i in wanted) // SAVE_FRACTION)
+        from btget.siteshare import Paces
+
+        self.paces = Paces(sum(self.file_sizes) // max(1, len(self.slices)))  # which sites the rules can steer
         return atp
 
     # --- main loop ------------------------------------------------------------------
@@ -479,13 +482,16 @@ class Worker:
             elif self.ledger.remote(p.ip[0], key):
                 t3s.append(p)
                 downloading += not p.flags & seed
+        self.paces.see(now, site_peers)
+        held = self.paces.held(site_peers)
         shed = []
-        if now >= self.next_share:
+        if now >= self.next_share and self.paces.judged(site_peers):
             # The share rule looks every STALL_CHECK, on half a second of bytes: looking every 50 ms, T3s on
             # loopback shed sites on their first bursts and the sites' slots went round (bench_egress, 8
             # clients: 1.91 copies against 1.14-1.31).
             self.next_share = now + STALL_CHECK
-            shed = siteshare.to_shed(site_peers, len(site_peers), downloading, self.whole)
+            shed = [ip for ip in siteshare.to_shed(site_peers, len(site_peers), downloading, self.whole)
+                    if ip not in held]
         for ip in shed:
             self.shed[ip] = now + siteshare.SHED_FOR
         spared = set()
@@ -505,7 +511,7 @@ class Worker:
             self.helping = siteshare.helps(len(slices), self.fed_by, cover, self.helping,
                                            self._clearing_time(now, cover))
             spared = set(siteshare.to_spare(slices, 1 + len(t3s), downloading, self.whole, cover,
-                                            slices[self.fed_by] if self.helping else None))
+                                            slices[self.fed_by] if self.helping else None)) - held
         returned = self.spared - spared
         changed = bool(shed) or spared != self.spared
         self.spared = spared

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from btget.siteshare import (NORMAL, TOP, Cover, SitePeer, busy, clearing_time, feeding, helps, mask, priorities,
-                              share, slice_of, span, to_shed, to_spare)
+from btget.siteshare import (NORMAL, TOP, Cover, Paces, SitePeer, busy, clearing_time, feeding, helps, mask, pace,
+                              priorities, share, slice_of, span, to_shed, to_spare)
 
 SITES = [SitePeer("127.0.0.2", 30_000_000, True), SitePeer("127.0.0.3", 10_000_000, True),
          SitePeer("127.0.0.4", 20_000_000, True)]
@@ -132,6 +132,41 @@ def test_no_site_is_spared_below_a_busy_swarm_for_a_shard_or_when_complete():
     assert to_spare(IPS, 2, 2, True, cover) == []  # two T3s on three sites: the sites are still needed
     assert to_spare(IPS, 8, 8, False, cover) == []  # the shard rule
     assert to_spare(IPS, 8, 8, True, Cover(9, 0, ALL, PIECE)) == []  # nothing lacking: nothing to decide
+
+
+# --- a site too fast for the looks to steer is kept while it unchokes us ---
+MB = 1_000_000
+
+
+def test_a_site_that_would_send_its_slice_within_two_seconds_is_too_fast_to_steer():
+    assert pace(100 * MB, 60 * MB, 1.0) is True  # 60 MB/s: a 100 MB slice in 1.7 s
+    assert pace(100 * MB, 40 * MB, 1.0) is False  # 40 MB/s: in 2.5 s
+    assert pace(100 * MB, 12 * MB, 0.02) is True  # a burst: fast before PACE_SPAN is out
+    assert pace(100 * MB, 0, 0.05) is None  # too soon to say it is slow
+    assert pace(100 * MB, 0, 0.1) is False
+
+
+def test_a_site_is_judged_from_the_last_look_before_it_began_to_send_and_once():
+    paces = Paces(100 * MB)
+    paces.see(0.0, [SitePeer("a", 5 * MB, False), SitePeer("b", 0, True), SitePeer("c", 0, True)])
+    assert not paces.judged([SitePeer("b", 0, True)])
+    # a still chokes us; b and c unchoke us and have sent nothing yet (no requests of ours)
+    paces.see(0.3, [SitePeer("a", 5 * MB, False), SitePeer("b", 0, True), SitePeer("c", 0, True)])
+    # then a and b send 30 MB each between two looks half a second apart (a slow loop on loopback), c 1 MB
+    now = [SitePeer("a", 35 * MB, True), SitePeer("b", 30 * MB, True), SitePeer("c", 1 * MB, True)]
+    paces.see(0.8, now)
+    assert paces.judged(now) and paces.held(now) == {"a", "b"}  # 60 MB/s each: a 100 MB slice in 1.7 s
+    # judged for good: a slow spell of a fast site does not make it steerable
+    paces.see(5.0, [SitePeer("a", 36 * MB, True)])
+    assert paces.held([SitePeer("a", 36 * MB, True)]) == {"a"}
+
+
+def test_a_site_not_yet_judged_is_kept_while_it_unchokes_us_and_one_that_chokes_us_never_is():
+    paces = Paces(100 * MB)
+    peers = [SitePeer("a", 0, True), SitePeer("b", 0, False)]
+    paces.see(0.0, peers)
+    assert paces.held(peers) == {"a"}
+    assert not paces.judged(peers) and paces.judged([SitePeer("b", 0, False)])
 
 
 # --- which sites are shared out: those holding the dataset (btget/cli.holding) ---
