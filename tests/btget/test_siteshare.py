@@ -138,10 +138,11 @@ def test_no_site_is_spared_below_a_busy_swarm_for_a_shard_or_when_complete():
 MB = 1_000_000
 
 
-def test_a_site_that_would_send_its_slice_within_two_seconds_is_too_fast_to_steer():
+def test_a_site_that_would_send_its_slice_within_two_seconds_at_over_25_mb_s_is_too_fast_to_steer():
     assert pace(100 * MB, 60 * MB, 1.0) is True  # 60 MB/s: a 100 MB slice in 1.7 s
     assert pace(100 * MB, 40 * MB, 1.0) is False  # 40 MB/s: in 2.5 s
     assert pace(100 * MB, 12 * MB, 0.02) is True  # a burst: fast before PACE_SPAN is out
+    assert pace(22 * MB, 1_250_000, 0.1) is False  # 100 Mbit/s is steered, however small the slice
     assert pace(100 * MB, 0, 0.05) is None  # too soon to say it is slow
     assert pace(100 * MB, 0, 0.1) is False
 
