@@ -232,6 +232,20 @@ def tree_cpu_seconds(pids: Sequence[int]) -> float:
 
 
 # --- the federation ------------------------------------------------------------------------------
+PACKAGES = ("btget", "btrepo", "btserver", "btswarm", "torrents", "tracker")
+
+
+def compile_checkout() -> None:
+    """Write the checkout's bytecode, as pip does when it installs the wheel. Where PYTHONDONTWRITEBYTECODE
+    is set (some CI and sandbox images) every process started from the checkout would compile its modules
+    at each start: 0.055 CPU-s of the 0.39 that `import btget.cli` costs, and 8 T3s started at once on 2
+    cores reached their median first byte 0.2 s later (1.94-2.01 s against 1.69-1.81 s, 3 runs each)."""
+    import compileall
+
+    for package in PACKAGES:
+        compileall.compile_dir(str(ROOT / package), quiet=1)
+
+
 @contextlib.contextmanager
 def federation(work: Path, data: Path | Sequence[Path], *, sites: int, idle_ttl: str = "10m", heartbeat: str = "1s",
                timeout: float = 600, args: Sequence[str] = (), env: dict[str, str] | None = None
@@ -243,6 +257,7 @@ def federation(work: Path, data: Path | Sequence[Path], *, sites: int, idle_ttl:
     HTTP calls and every process it starts (clients, nginx) are on the
     shaped loopback.
     """
+    compile_checkout()
     work.mkdir(parents=True, exist_ok=True)
     log_path = work / "up.log"
     t = time.monotonic()
