@@ -43,8 +43,9 @@ unchoked now and then by a T3 that does not yet see its slice held
 Both rules steer a site by what the worker sees at its looks, 50 ms apart
 when the host is idle and up to 0.7 s on a loaded one. A site that would
 send its slice within STEER_WITHIN, faster than STEER_FLOOR (loopback, a
-LAN) has sent most of it before a look can act, and the slot it gives up goes to another T3 that it
-feeds a copy too: such a site is kept while it unchokes us (Paces).
+LAN) has sent most of it before a look can act, and the slot it gives up
+goes to another T3 that it feeds a copy too: such a site is kept while it
+unchokes us (Paces).
 """
 
 from __future__ import annotations
