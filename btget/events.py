@@ -54,6 +54,7 @@ class Progress:
     connected: bool = False  # some peer connected at some point
     connected_at: float | None = None  # epoch seconds of the first peer connection
     files: dict[int, int] | None = None  # file index → verified bytes (first event after the check, finished, stopped)
+    found: int | None = None  # wanted bytes verified on disk before this run fetched any (first event after the check)
     siblings: dict[str, int] = field(default_factory=dict)  # endpoint of a connection from another worker → its index
     peer_hash_failures: dict[str, int] = field(default_factory=dict)  # endpoint → failed pieces it took part in
     banned: tuple[str, ...] = ()  # endpoints banned for corrupt pieces

@@ -177,8 +177,9 @@ class Board:
         self.total.seeds = sum(e.seeds for e in self.last.values())
         self.total.meter.add(now, sum(e.downloaded for e in self.last.values()))
         if event.worker not in self.found and (event.state not in CHECKING or event.phase is not Phase.RUNNING):
-            # Bytes fetched already in this run are not what was on disk.
-            self.found[event.worker] = max(0, row.done - event.downloaded)
+            # Bytes fetched already in this run are not what was on disk (the worker counts them out
+            # exactly; without its count, the bytes received are taken off).
+            self.found[event.worker] = event.found if event.found is not None else max(0, row.done - event.downloaded)
         if self.resume_said or len(self.found) < len(self.workers):
             return None
         self.resume_said = True

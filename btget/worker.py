@@ -168,6 +168,10 @@ class Worker:
         self.next_probe = 0.0
         self.bans_seen = False  # libtorrent banned some peer: maybe a web seed (see _banned_web_seeds)
         self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
+        # Pieces fetched between the check's end (torrent_checked_alert; libtorrent also says piece_finished
+        # for each piece of the resume state it reads) and the first report after it.
+        self.check_done = False
+        self.fetched: set[int] = set()
         self.save_every = 0  # set in _params: 1% of this share, at least one piece
         self.piece_length = 0
         # A piece could not be written (disk full): what libtorrent believes it has may not be on disk
@@ -303,7 +307,7 @@ class Worker:
             lt.peer_connect_alert: self._on_peer_connect, lt.peer_disconnected_alert: self._on_peer_disconnect,
             lt.hash_failed_alert: lambda a: self.ledger.hash_failed(), lt.peer_ban_alert: self._on_ban,
             lt.tracker_error_alert: self._on_tracker_error, lt.tracker_reply_alert: self._on_tracker_reply,
-            lt.file_error_alert: self._on_file_error,
+            lt.file_error_alert: self._on_file_error, lt.torrent_checked_alert: self._on_checked,
             lt.listen_failed_alert: lambda a: self._fail("listen", self.spec.listen_ip,
                                                          f"cannot listen ({a.error.message()})"),
             lt.torrent_error_alert: lambda a: self._fail("torrent", _filename(a) or "torrent", a.error.message()),
@@ -318,7 +322,10 @@ class Worker:
             # "resuming: ... already verified" (one file_progress, not one per report).
             checked = not self.checked and str(self.status.state).rsplit(".", 1)[-1] not in events.CHECKING
             self.checked = self.checked or checked
-            self.send(self.progress(files=checked))
+            self.send(self.progress(files=checked, found=self._found(self.status.pieces) if checked else None))
+
+    def _on_checked(self, a: Any) -> None:
+        self.check_done = True
 
     def _on_finished(self, a: Any) -> None:
         if self.phase is not WorkerPhase.FETCHING:
@@ -342,6 +349,8 @@ class Worker:
         # Saved every 0.5 s *and* every 1% of the share: on a fast link half a second is many
         # pieces, which a kill -9 would cost again.
         self.unsaved += self.piece_length
+        if self.check_done and not self.checked:
+            self.fetched.add(int(a.piece_index))
         if self.unsaved >= self.save_every and self.phase is not WorkerPhase.FAILED:
             self.save_resume()
 
@@ -627,15 +636,23 @@ class Worker:
         deadline = time.monotonic() + STOP_WITHIN
         if self.write_failed:
             self._recheck(deadline - SAVE_WITHIN)
+        # The peers and byte counts before the pause, which ends the connections.
+        self.status = counted = self.handle.status()
+        if self.phase is WorkerPhase.FETCHING:
+            self._count_sources()
+            self._attribute_rest()
+        # Paused before the state is saved and the files counted, so that the last report counts what
+        # the saved state holds: pieces that passed their check after the count still reached the disk,
+        # a rerun found them (btget/recover.py), and its "resuming: ..." said more than the summary had.
+        if not self.handle.flags() & self.lt.torrent_flags.paused:
+            self.handle.pause()
+            self._wait_for(self.lt.torrent_paused_alert, min(SAVE_WITHIN, deadline - SAVE_WITHIN - time.monotonic()))
         self.save_resume(force=True)
         while self.pending_saves and time.monotonic() < deadline:
             if self.ses.wait_for_alert(200) is not None:
                 self.alerts.drain(self.ses)
         remove_stale(self.spec)  # unused: the check was cut short, or a new state was written
-        self.status = self.handle.status()
-        if self.phase is WorkerPhase.FETCHING:
-            self._count_sources()
-            self._attribute_rest()
+        self.status = counted
         self.send(self.progress(events.Phase.STOPPED, files=True))
         self.ses.pause()
         self.relays.close()
@@ -693,14 +710,15 @@ class Worker:
     def _attribute_rest(self) -> None:
         self.ledger.attribute_rest(self.status.total_payload_download if self.status else 0, self.piece_length)
 
-    def progress(self, phase: events.Phase = events.Phase.RUNNING, files: bool = False) -> events.Progress:
+    def progress(self, phase: events.Phase = events.Phase.RUNNING, files: bool = False,
+                 found: int | None = None) -> events.Progress:
         st = self.status
         done = self._file_bytes() if files else None
         if st is None:
             return events.Progress(self.spec.index, phase, hash_failures=self.ledger.hash_failures,
                                    sources=dict(self.ledger.sources), connected=self.connected, connected_at=self.connected_at,
                                    files={i: done[i] for i in self.spec.wanted} if done is not None else None,
-                                   **self.ledger.named())
+                                   found=found, **self.ledger.named())
         return events.Progress(
             worker=self.spec.index, phase=phase, done=st.total_wanted_done, wanted=st.total_wanted,
             rate=st.download_payload_rate, up_rate=st.upload_payload_rate, peers=st.num_peers, seeds=st.num_seeds,
@@ -709,7 +727,8 @@ class Worker:
             sources=dict(self.ledger.sources),
             state=str(st.state).rsplit(".", 1)[-1], flushed=self.phase is WorkerPhase.SEEDING,
             first_byte_at=self.first_byte_at, connected=self.connected, connected_at=self.connected_at,
-            files={i: done[i] for i in self.spec.wanted} if done is not None else None, **self.ledger.named())
+            files={i: done[i] for i in self.spec.wanted} if done is not None else None, found=found,
+            **self.ledger.named())
 
     def _file_bytes(self) -> list[int]:
         """Bytes of each file that verified pieces hold. libtorrent's file_progress counts a piece once it
@@ -722,6 +741,16 @@ class Worker:
         have = self.handle.status(self.lt.status_flags_t.query_pieces).pieces
         layout = PieceMap(self.file_sizes, self.piece_length)
         return [layout.covered(i, have) if i in self.spec.wanted else 0 for i in range(len(self.file_sizes))]
+
+    def _found(self, pieces: Any) -> int:
+        """Wanted bytes that the pieces of a status (`pieces`, one flag each) held before this run fetched
+        any: a rerun's "resuming: ..." (btget/readout.py). The status lags the check by up to a report
+        interval, in which the run completes pieces, some from blocks the last run left on disk."""
+        from btget.streaming import PieceMap
+
+        had = [bool(v) and i not in self.fetched for i, v in enumerate(pieces)]
+        layout = PieceMap(self.file_sizes, self.piece_length)
+        return sum(layout.covered(i, had) for i in self.spec.wanted)
 
     def send(self, event: events.WorkerEvent) -> None:
         if self.parent_gone:

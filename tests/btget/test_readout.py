@@ -50,6 +50,19 @@ def test_board_totals_and_resume_said_once_after_the_check():
     assert board.total.done == 30 * MiB + board.workers[2].done <= 100 * MiB
 
 
+def test_resume_line_is_what_was_on_disk_not_what_this_run_fetched():
+    board = readout.Board([(1, 10, 60 * MiB), (2, 10, 40 * MiB)])
+    # Worker 1's first report after the check came late: 2 MiB fetched since, half of a piece whose other
+    # blocks the last run left on disk. Its own count of what was there (found) is exact; worker 2
+    # sends none (an older worker), so the bytes received are taken off.
+    board.take(Progress(1, done=22 * MiB, wanted=61 * MiB, state="downloading", downloaded=1 * MiB,
+                        files={0: 22 * MiB}, found=20 * MiB), 0.5)
+    said = board.take(Progress(2, done=15 * MiB, wanted=41 * MiB, state="downloading", downloaded=1 * MiB,
+                               files={1: 15 * MiB}), 0.6)
+    assert said == "resuming: 34.0 MiB of 100.0 MiB already verified"
+    assert board.total.done == 37 * MiB  # the bars show all that is verified now
+
+
 def test_rate_falls_to_zero_soon_after_bytes_stop():
     meter = readout.RateMeter()
     assert meter.rate(0.0) is None
