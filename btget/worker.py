@@ -736,9 +736,12 @@ class Worker:
         the pieces it has (status.pieces) are those it wrote, so after a failed write those count."""
         if not self.write_failed:
             return self.handle.file_progress(self.lt.torrent_handle.piece_granularity)
+        return self._held_bytes(self.handle.status(self.lt.status_flags_t.query_pieces).pieces)
+
+    def _held_bytes(self, have: Any) -> list[int]:
+        """Bytes of each wanted file (0 for the others) that the pieces marked in `have` hold."""
         from btget.streaming import PieceMap
 
-        have = self.handle.status(self.lt.status_flags_t.query_pieces).pieces
         layout = PieceMap(self.file_sizes, self.piece_length)
         return [layout.covered(i, have) if i in self.spec.wanted else 0 for i in range(len(self.file_sizes))]
 
@@ -746,11 +749,7 @@ class Worker:
         """Wanted bytes that the pieces of a status (`pieces`, one flag each) held before this run fetched
         any: a rerun's "resuming: ..." (btget/readout.py). The status lags the check by up to a report
         interval, in which the run completes pieces, some from blocks the last run left on disk."""
-        from btget.streaming import PieceMap
-
-        had = [bool(v) and i not in self.fetched for i, v in enumerate(pieces)]
-        layout = PieceMap(self.file_sizes, self.piece_length)
-        return sum(layout.covered(i, had) for i in self.spec.wanted)
+        return sum(self._held_bytes([bool(v) and i not in self.fetched for i, v in enumerate(pieces)]))
 
     def send(self, event: events.WorkerEvent) -> None:
         if self.parent_gone:

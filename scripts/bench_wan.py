@@ -241,7 +241,8 @@ def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]]
         from_sites += sum(v for src, v in sources.items() if src.startswith("site"))
     uploaded = bl.settled_uploaded_total(fed) - before
     out = {"seconds": max(times), "each_s": times, "egress_x": uploaded / ds["bytes"],
-           "wire_egress_x": (sites_wire_bytes(fed) - wire) / ds["bytes"], "from_sites_x": from_sites / ds["bytes"], "sources": each_sources, "starts": starts,
+           "wire_egress_x": (sites_wire_bytes(fed) - wire) / ds["bytes"], "from_sites_x": from_sites / ds["bytes"],
+           "sources": each_sources, "starts": starts,
            "first_byte_s": bl.median([m.get("first_byte", float("nan")) for m in starts]), "cpu": meter.doc}
     # The start (Python processes on shared cores) against the transfer: busy until the median first byte, and after.
     out["cpu"]["host_busy_to_first_byte"] = meter.busy(0.0, out["first_byte_s"])

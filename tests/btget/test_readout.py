@@ -53,8 +53,9 @@ def test_board_totals_and_resume_said_once_after_the_check():
 def test_resume_line_is_what_was_on_disk_not_what_this_run_fetched():
     board = readout.Board([(1, 10, 60 * MiB), (2, 10, 40 * MiB)])
     # Worker 1's first report after the check came late: 2 MiB fetched since, half of a piece whose other
-    # blocks the last run left on disk. Its own count of what was there (found) is exact; worker 2
-    # sends none (an older worker), so the bytes received are taken off.
+    # blocks the last run left on disk. Its own count of what was there (found) is exact; worker 2's
+    # event carries none (as when it stops before its first report after the check): the bytes received are
+    # taken off.
     board.take(Progress(1, done=22 * MiB, wanted=61 * MiB, state="downloading", downloaded=1 * MiB,
                         files={0: 22 * MiB}, found=20 * MiB), 0.5)
     said = board.take(Progress(2, done=15 * MiB, wanted=41 * MiB, state="downloading", downloaded=1 * MiB,
