@@ -35,6 +35,13 @@ So that the sites send each piece about once, in a busy swarm (see busy):
   T3 can forward. The T3 a site fed keeps it past its slice, or takes it
   back, only while a slower site's slice is held nowhere (helps).
 
+- a site slow enough to steer (Paces) sends one T3 a turn of TURN of its
+  slice, then that T3 lets it go (turns_done): the site's slot passes to
+  another T3, and its slice enters the swarm at several T3s, not one. Without
+  turns the T3 a site fed held the whole slice and all seven others took it
+  from its one uplink; with half-slice turns the sites put 1.27 copies on the
+  wire at 8 T3s against 1.53, in the same time (docs/benchmarks.md "wan").
+
 The T3s' view of each other lags 1-2 s on a saturated uplink (their HAVE
 messages wait behind piece data in TCP send buffers), so a site is still
 unchoked now and then by a T3 that does not yet see its slice held
@@ -60,6 +67,7 @@ SHED_FOR = 10.0  # s a site let go is not connected again (then the worker re-an
 STEER_WITHIN = 2.0  # s: a site that would send a slice within this is too fast to steer (Paces)...
 STEER_FLOOR = 25_000_000  # bytes/s: ...if it sends faster than this (twice the 100 Mbit/s the rules were built on)
 PACE_SPAN = 0.1  # s a site must have sent for before its pace is judged (unless it is fast sooner)
+TURN = 0.5  # of a slice: what a site sends one T3 of a busy swarm on a connection before that T3 lets it go
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,15 @@ def to_shed(peers: list[SitePeer], sites: int, downloading: int, whole: bool) ->
         return []
     serving = sorted((p for p in peers if p.unchokes_us), key=lambda p: (-p.received, p.ip))
     return [p.ip for p in serving[share(sites, downloading):]]
+
+
+def turns_done(peers: list[SitePeer], sites: int, t3s: int, downloading: int, whole: bool,
+               slice_bytes: int) -> list[str]:
+    """The site addresses to let go because each has sent us its turn on this connection (TURN of its
+    slice) in a busy swarm. The caller keeps the sites too fast to steer (Paces.held)."""
+    if not (whole and busy(sites, t3s, downloading)):
+        return []
+    return [p.ip for p in peers if p.unchokes_us and p.received >= TURN * slice_bytes]
 
 
 def feeding(sites: list[str], peers: list[SitePeer], cover: Cover) -> int | None:

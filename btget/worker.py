@@ -471,8 +471,8 @@ class Worker:
             self._set_ip_filter()
 
     def _shed_sites(self, now: float, peers: list) -> bool:
-        """Let go of the sites unchoking us beyond our share of them, and of those whose pieces the T3s
-        around us can give us; ask first for the slices of the sites we keep (btget/siteshare.py). True if
+        """Let go of the sites unchoking us beyond our share of them or past their turn, and of those whose
+        pieces the T3s around us can give us; ask first for the slices of the sites we keep (btget/siteshare.py). True if
         the IP filter changed."""
         if not self.slices or not peers:
             return False
@@ -501,6 +501,9 @@ class Worker:
             self.next_share = now + STALL_CHECK
             shed = [ip for ip in siteshare.to_shed(site_peers, len(site_peers), downloading, self.whole)
                     if ip not in held]
+        shed += [ip for ip in siteshare.turns_done(site_peers, len(slices), 1 + len(t3s), downloading, self.whole,
+                                                   self.paces.slice_bytes)
+                 if ip not in held and ip not in self.shed and ip not in shed]
         for ip in shed:
             self.shed[ip] = now + siteshare.SHED_FOR
         spared = set()

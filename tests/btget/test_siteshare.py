@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from btget.siteshare import (NORMAL, TOP, Cover, Paces, SitePeer, busy, clearing_time, feeding, helps, mask, pace,
-                              priorities, share, slice_of, span, to_shed, to_spare)
+                              priorities, share, slice_of, span, to_shed, to_spare, turns_done)
 
 SITES = [SitePeer("127.0.0.2", 30_000_000, True), SitePeer("127.0.0.3", 10_000_000, True),
          SitePeer("127.0.0.4", 20_000_000, True)]
@@ -34,6 +34,25 @@ def test_sites_that_choke_us_are_not_counted_or_shed():
 
 def test_the_shard_rule_a_t3_fetching_part_of_the_dataset_keeps_every_site():
     assert to_shed(SITES, 3, 8, whole=False) == []
+
+
+# --- turns: a site sends each T3 of a busy swarm half its slice, then passes its slot on ---
+
+SLICE = 35_000_000
+
+
+def test_a_site_is_let_go_once_it_has_sent_us_half_its_slice_in_a_busy_swarm():
+    peers = [SitePeer("127.0.0.2", SLICE // 2, True), SitePeer("127.0.0.3", SLICE // 2 - 1, True),
+             SitePeer("127.0.0.4", SLICE, False)]
+    assert turns_done(peers, 3, 8, 8, whole=True, slice_bytes=SLICE) == ["127.0.0.2"]
+
+
+def test_no_turns_for_a_lone_t3_a_swarm_with_fewer_t3s_than_sites_or_a_shard():
+    peers = [SitePeer("127.0.0.2", SLICE, True)]
+    assert turns_done(peers, 3, 1, 1, whole=True, slice_bytes=SLICE) == []
+    assert turns_done(peers, 3, 2, 2, whole=True, slice_bytes=SLICE) == []
+    assert turns_done(peers, 3, 8, 1, whole=True, slice_bytes=SLICE) == []  # the others are done: the sites are ours
+    assert turns_done(peers, 3, 8, 8, whole=False, slice_bytes=SLICE) == []
 
 
 # --- the slices: each site sends its own part of the pieces first, and is let go once the swarm holds it ---
