@@ -380,7 +380,8 @@ class Worker:
         if ep:  # connect_failed: refused, or timed out (a firewall that drops)
             self.ledger.disconnected(ep[0], ep[1], pid, connect_failed=fetching and a.op == self.lt.operation_t.connect)
         if fetching:
-            if ep and ep not in self.ledger.web_seeds and self.ledger.remote(ep[0], self.ledger.key(*ep)):
+            if (ep and ep not in self.ledger.web_seeds and ep[0] not in self.shed and ep[0] not in self.spared
+                    and self.ledger.remote(ep[0], self.ledger.key(*ep))):
                 self.reannounce.lost()
             # A site that cannot read its replica drops its seed at once, between two status
             # updates: look now, not at the next one.
@@ -437,7 +438,11 @@ class Worker:
     def _seeds_gone(self, seeds: int) -> None:
         """No seed connected while fetching: every one left (a site that cannot read its replica stops
         seeding it), was banned, or could not be reached. Ask the tracker now (btget/reannounce.py), whose
-        answer carries a site's seed or starts one, rather than wait out the announce interval."""
+        answer carries a site's seed or starts one, rather than wait out the announce interval. The sites
+        we let go ourselves (btget/siteshare.py) count as had: the tracker would only hand them back, and
+        in a failover's wake, when the store has not yet seen the sites' seeds again, ask them to start
+        the seeds they run."""
+        seeds += len(set(self.shed) | self.spared)
         seedless = (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
         if self.reannounce.due(time.monotonic(), seeds, seedless):
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
