@@ -40,7 +40,8 @@ So that the sites send each piece about once, in a busy swarm (see busy):
   another T3, and its slice enters the swarm at several T3s, not one. Without
   turns the T3 a site fed held the whole slice and all seven others took it
   from its one uplink; with half-slice turns the sites put 1.27 copies on the
-  wire at 8 T3s against 1.53, in the same time (docs/benchmarks.md "wan").
+  wire at 8 T3s against 1.53 in alternated runs (1.37 in later ones), in the
+  same time; at RTT 100 ms they save nothing (docs/benchmarks.md "wan").
 
 The T3s' view of each other lags 1-2 s on a saturated uplink (their HAVE
 messages wait behind piece data in TCP send buffers), so a site is still

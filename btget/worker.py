@@ -476,9 +476,9 @@ class Worker:
             self._set_ip_filter()
 
     def _shed_sites(self, now: float, peers: list) -> bool:
-        """Let go of the sites unchoking us beyond our share of them or past their turn, and of those whose
-        pieces the T3s around us can give us; ask first for the slices of the sites we keep (btget/siteshare.py). True if
-        the IP filter changed."""
+        """Let go of the sites unchoking us beyond our share of them or past their turn, and of those
+        whose pieces the T3s around us can give us; ask first for the slices of the sites we keep
+        (btget/siteshare.py). True if the IP filter changed."""
         if not self.slices or not peers:
             return False
         from btget import siteshare
