@@ -14,6 +14,13 @@ seconds. Announces forced one after another with no seed in between wait
 twice as long each time, from `gap` to `every`: a tracker that keeps
 handing out the same unreachable peers (refused at once on loopback) sees
 one announce a second at most, then one per `every`.
+
+Sites the worker let go itself (btget/siteshare.py: its share of them,
+their turns, their slices held around it) count as seeds had: the tracker
+would only hand them back. Counted as lost, a T3 of a 2-site swarm that let
+both go asked every second, and just after a Redis failover, before the
+store saw the sites' seeds again, such announces had the tracker ask both
+sites to start the seeds they ran.
 """
 
 from __future__ import annotations
@@ -41,10 +48,11 @@ class Reannounce:
         """A peer was banned, could not be reached, or hung up."""
         self._lost = True
 
-    def due(self, now: float, seeds: int, seedless: bool) -> bool:
+    def due(self, now: float, seeds: int, seedless: bool, let_go: int = 0) -> bool:
         """Whether to announce now. `seeds`: seeds connected; `seedless`: fetching, and a seed was had or a
-        connection tried (before that, the tracker's first answer is still on its way)."""
-        if seeds > 0:
+        connection tried (before that, the tracker's first answer is still on its way); `let_go`: sites
+        the worker let go itself, which count as connected."""
+        if seeds + let_go > 0:
             self._wait, self._lost, self._in_a_row = self.gap, False, False
             return False
         if not seedless or now - self._last < (self._wait if self._lost else self.every):

@@ -438,13 +438,10 @@ class Worker:
     def _seeds_gone(self, seeds: int) -> None:
         """No seed connected while fetching: every one left (a site that cannot read its replica stops
         seeding it), was banned, or could not be reached. Ask the tracker now (btget/reannounce.py), whose
-        answer carries a site's seed or starts one, rather than wait out the announce interval. The sites
-        we let go ourselves (btget/siteshare.py) count as had: the tracker would only hand them back, and
-        in a failover's wake, when the store has not yet seen the sites' seeds again, ask them to start
-        the seeds they run."""
-        seeds += len(set(self.shed) | self.spared)
+        answer carries a site's seed or starts one, rather than wait out the announce interval. Not for
+        the sites we let go ourselves (btget/siteshare.py): the tracker would only hand them back."""
         seedless = (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
-        if self.reannounce.due(time.monotonic(), seeds, seedless):
+        if self.reannounce.due(time.monotonic(), seeds, seedless, let_go=len(set(self.shed) | self.spared)):
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
         self.had_seeds = seeds > 0
 

@@ -35,3 +35,11 @@ def test_losses_in_a_row_back_off_to_ten_seconds_and_a_seed_resets_it():
     assert r.due(45.0, 0, seedless=True)
     r.lost()
     assert r.due(46.0, 0, seedless=True)
+
+
+def test_sites_the_worker_let_go_itself_count_as_seeds_had():
+    r = Reannounce()
+    r.lost()  # even just after a loss
+    assert not r.due(0.5, 0, seedless=True, let_go=2)  # a 2-site swarm, both sites past their turn
+    assert not r.due(11.0, 0, seedless=True, let_go=1)
+    assert r.due(11.5, 0, seedless=True, let_go=0)  # back from the IP filter, and gone: ask
