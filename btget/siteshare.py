@@ -25,8 +25,8 @@ So that the sites send each piece about once, in a busy swarm (see busy):
 
 - each site has its slice of the pieces, the k-th of K sites (sorted by
   address, the same order at every T3) the k-th K-th: a T3 asks first for
-  the slices of the sites it keeps (piece priority 7, which libtorrent picks
-  before any other whatever its availability). Without it the T3s fed by
+  the slices of the sites it keeps (piece priority TOP, see there: among
+  pieces of equal availability first, the rarest first). Without it the T3s fed by
   different sites asked them for the same "rarest" pieces, a request queue
   of 2 s ahead each, unseen by the others until they arrived: egress 2.2
   copies at 8 T3s.
@@ -61,7 +61,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-TOP, NORMAL = 7, 4  # libtorrent piece priorities: a kept site's slice, and the rest (libtorrent's default)
+# libtorrent piece priorities: a kept site's slice, and the rest (libtorrent's default). Not 7: libtorrent
+# picks priority-7 pieces in no order of availability, so a T3 a site unchoked took from it the pieces of its
+# slice that other T3s held as readily as those nobody held (at 16 T3s, 6-7 turns of half a slice per site
+# where two would do); 4-6 are ordered by availability (halved), the higher priority first when equal.
+TOP, NORMAL = 6, 4
 HELP_AFTER = 3.0  # s the pieces held nowhere would take to be held somewhere when our slice is in (helps)
 PACE_OVER = 1.0  # s over which that pace is measured
 SHED_FOR = 10.0  # s a site let go is not connected again (then the worker re-announces and chooses anew)
