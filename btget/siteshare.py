@@ -25,8 +25,8 @@ So that the sites send each piece about once, in a busy swarm (see busy):
 
 - each site has its slice of the pieces, the k-th of K sites (sorted by
   address, the same order at every T3) the k-th K-th: a T3 asks first for
-  the slices of the sites it keeps (piece priority TOP, see there: among
-  pieces of equal availability first, the rarest first). Without it the T3s fed by
+  the slices of the sites it keeps (piece priority TOP: first among pieces
+  of equal availability, the rarest first). Without it the T3s fed by
   different sites asked them for the same "rarest" pieces, a request queue
   of 2 s ahead each, unseen by the others until they arrived: egress 2.2
   copies at 8 T3s.

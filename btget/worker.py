@@ -380,7 +380,7 @@ class Worker:
         if ep:  # connect_failed: refused, or timed out (a firewall that drops)
             self.ledger.disconnected(ep[0], ep[1], pid, connect_failed=fetching and a.op == self.lt.operation_t.connect)
         if fetching:
-            if (ep and ep not in self.ledger.web_seeds and ep[0] not in self.shed and ep[0] not in self.spared
+            if (ep and ep not in self.ledger.web_seeds and ep[0] not in self._let_go()
                     and self.ledger.remote(ep[0], self.ledger.key(*ep))):
                 self.reannounce.lost()
             # A site that cannot read its replica drops its seed at once, between two status
@@ -441,7 +441,7 @@ class Worker:
         answer carries a site's seed or starts one, rather than wait out the announce interval. Not for
         the sites we let go ourselves (btget/siteshare.py): the tracker would only hand them back."""
         seedless = (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
-        if self.reannounce.due(time.monotonic(), seeds, seedless, let_go=len(set(self.shed) | self.spared)):
+        if self.reannounce.due(time.monotonic(), seeds, seedless, let_go=len(self._let_go())):
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
         self.had_seeds = seeds > 0
 
@@ -563,10 +563,14 @@ class Worker:
                 break
         return Cover(self.num_pieces, lacking, held, self.piece_length)
 
+    def _let_go(self) -> set[str]:
+        """The site addresses we let go ourselves (btget/siteshare.py): shed for a while, or spared."""
+        return set(self.shed) | self.spared
+
     def _set_ip_filter(self) -> None:
         # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
         rules = self.lt.ip_filter()
-        for ip in set(self.stall.banned) | self.banned_ips | set(self.shed) | self.spared:
+        for ip in set(self.stall.banned) | self.banned_ips | self._let_go():
             rules.add_rule(ip, ip, 1)
         self.ses.set_ip_filter(rules)
 

@@ -76,6 +76,11 @@ def test_a_t3_asks_first_for_the_slices_of_the_sites_it_keeps():
     assert priorities(9, 3, {0, 2}) == [TOP] * 3 + [NORMAL] * 3 + [TOP] * 3
 
 
+def test_a_kept_slice_comes_first_but_still_rarest_first():
+    # libtorrent orders priorities 1-6 by availability, 7 in no order: a slice at 7 was taken again at every turn
+    assert NORMAL < TOP < 7
+
+
 def test_a_t3_kept_by_no_site_or_by_every_site_keeps_libtorrents_order():
     assert priorities(9, 3, set()) is None
     assert priorities(9, 3, {0, 1, 2}) is None
