@@ -276,6 +276,8 @@ class RedisClient:
             if time.monotonic() < self._down_until:
                 raise StoreUnavailable(self.label, self._down_reason)
             self._connecting = asyncio.ensure_future(self._open())
+            # Its caller may time out and go (the task is shielded): the failure is logged in _open.
+            self._connecting.add_done_callback(lambda task: task.cancelled() or task.exception())
         return await asyncio.shield(self._connecting)
 
     async def _open(self) -> _Connection:
