@@ -11,6 +11,20 @@ disconnects it and returns its blocks to the picker at once), a peer that
 holds requests of ours, is not choking us and has sent nothing for
 `after` seconds; after `ban` seconds it may be connected again.
 
+Another T3 is given longer (`peer_after`) than a site, and news of a new
+piece from it counts as a sign of life. A T3 passes pieces to the whole
+swarm through one uplink, and its connections go silent for seconds while it
+is healthy: on shaped links (16 T3s at 20 Mbit/s, each peer watched but none
+shut out) a T3 sent a given peer nothing for up to 12.4 s, 343 times for 3 s
+or more in one run; counting its HAVEs as life, 173 times, up to 12.0 s, in
+another. At 3 s the watch shut healthy T3s out for 30 s 86 times in such a
+run: one T3 looked at was left with 7-9 of its 15 peers, saw fewer of the
+pieces held around it, and so kept its sites sending pieces the swarm
+already held (1.76 copies on the wire, against 1.29 with only the sites
+watched; docs/benchmarks.md "wan"). A site serves a few T3s at a time (its upload slots),
+so its connections do not starve so, and its requests are the ones worth
+freeing fast.
+
 Nothing must have moved the other way either. Our requests travel on the
 connection that carries our pieces to that peer, behind them in our send
 buffers: a T3 the swarm downloads from (the first holder of a site's slice)
@@ -27,7 +41,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-STALL_AFTER = 3.0  # s without a byte while holding our requests (a live peer at 100 kbit/s sends a block per 1.3 s)
+STALL_AFTER = 3.0  # s a site is silent holding our requests (a live one at 100 kbit/s sends a block per 1.3 s)
+PEER_STALL_AFTER = 15.0  # s another T3 is (see above: healthy ones were silent for up to 12 s)
 BAN_FOR = 30.0  # s before a shut-out address may be connected again
 
 
@@ -39,15 +54,18 @@ class PeerSample:
     queued: int  # our requests it holds
     choked: bool  # it chokes us (then it holds no requests that count)
     uploaded: int = 0  # payload bytes sent to it on this connection (our requests queue behind them)
+    pieces: int = 0  # pieces it has told us it holds (a T3 announces each new one: alive)
+    site: bool = True  # a storage site's seed, not another T3
 
 
 @dataclass
 class StallWatch:
     after: float = STALL_AFTER
+    peer_after: float = PEER_STALL_AFTER
     ban: float = BAN_FOR
     never: frozenset[str] = frozenset()  # addresses never shut out (our own: sibling workers)
-    # peer → ((bytes from it, bytes to it), since when neither moved)
-    _last: dict[tuple[str, int], tuple[tuple[int, int], float]] = field(default_factory=dict)
+    # peer → ((bytes from it, bytes to it, its pieces), since when none moved)
+    _last: dict[tuple[str, int], tuple[tuple[int, int, int], float]] = field(default_factory=dict)
     banned: dict[str, float] = field(default_factory=dict)  # address → until
 
     def step(self, now: float, peers: Iterable[PeerSample]) -> list[str]:
@@ -55,12 +73,13 @@ class StallWatch:
         seen, out = {}, []
         for p in peers:
             key = (p.ip, p.port)
-            moved = (p.downloaded, p.uploaded)
-            bytes_then, since = self._last.get(key, ((-1, -1), now))
-            if moved != bytes_then or p.queued == 0 or p.choked:
-                since = now  # moving (either way), or nothing asked of it: not stalled
+            moved = (p.downloaded, p.uploaded, p.pieces)
+            then, since = self._last.get(key, ((-1, -1, -1), now))
+            if moved != then or p.queued == 0 or p.choked:
+                since = now  # moving (either way, or news of its pieces), or nothing asked of it: not stalled
             seen[key] = (moved, since)
-            if now - since >= self.after and p.ip not in self.never and p.ip not in self.banned:
+            if (now - since >= (self.after if p.site else self.peer_after) and p.ip not in self.never
+                    and p.ip not in self.banned):
                 self.banned[p.ip] = now + self.ban
                 out.append(p.ip)
         self._last = seen

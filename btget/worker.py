@@ -460,14 +460,17 @@ class Worker:
                 peers = self.handle.get_peer_info()
             except RuntimeError:
                 peers = []
-            choked = self.lt.peer_info.remote_choked  # it chokes us (`choked`: we choke it)
+            choked, seed = self.lt.peer_info.remote_choked, self.lt.peer_info.seed  # it chokes us (`choked`: we choke it)
+            # Without the sites' list (site share off, /api/sites not answered) a seed is taken for a site.
             samples = [PeerSample(p.ip[0], p.ip[1], p.total_download, p.download_queue_length, bool(p.flags & choked),
-                                  p.total_upload)
+                                  p.total_upload, p.num_pieces,
+                                  site=(f"{p.ip[0]}:{p.ip[1]}" in self.site_keys if self.site_keys
+                                        else bool(p.flags & seed)))
                        for p in peers if p.connection_type not in self._web_seed_types]
             stalled = self.stall.step(now, samples)
             for ip in stalled:
-                log.info("worker %d: %s holds our requests and nothing moved either way for %.0f s: shut out for %.0f s",
-                         self.spec.index, ip, self.stall.after, self.stall.ban)
+                log.info("worker %d: %s holds our requests and nothing moved either way: shut out for %.0f s",
+                         self.spec.index, ip, self.stall.ban)
             changed |= bool(stalled)
         if changed:
             self._set_ip_filter()

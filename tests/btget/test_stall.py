@@ -41,3 +41,18 @@ def test_a_peer_we_are_sending_to_is_not_stalled_while_our_pieces_move():
     hung = [PeerSample("127.0.0.3", 6881, 500, 10, False, uploaded=9_000_000)]
     assert w.step(10, hung) == [] and w.step(11.9, hung) == []
     assert w.step(12, hung) == ["127.0.0.3"]
+
+
+def test_another_t3_is_given_longer_than_a_site_and_news_of_its_pieces_is_a_sign_of_life():
+    """A T3's uplink serves the whole swarm: its connections go silent for seconds while it is healthy."""
+    w = StallWatch(after=3, peer_after=15)
+    site = PeerSample("127.0.0.3", 6881, 500, 10, False, site=True)
+    t3 = PeerSample("127.0.0.101", 40000, 500, 10, False, pieces=7, site=False)
+    assert w.step(0, [site, t3]) == []
+    assert w.step(3, [site, t3]) == ["127.0.0.3"]
+    assert w.step(14.9, [t3]) == []
+    # Silent but announcing a new piece: alive, its clock starts again.
+    announcing = PeerSample("127.0.0.101", 40000, 500, 10, False, pieces=8, site=False)
+    assert w.step(15, [announcing]) == []
+    assert w.step(29.9, [announcing]) == []
+    assert w.step(30, [announcing]) == ["127.0.0.101"]
