@@ -21,9 +21,9 @@ another. At 3 s the watch shut healthy T3s out for 30 s 86 times in such a
 run: one T3 looked at was left with 7-9 of its 15 peers, saw fewer of the
 pieces held around it, and so kept its sites sending pieces the swarm
 already held (1.76 copies on the wire, against 1.29 with only the sites
-watched; docs/benchmarks.md "wan"). A site serves a few T3s at a time (its upload slots),
-so its connections do not starve so, and its requests are the ones worth
-freeing fast.
+watched; docs/benchmarks.md "wan"). A site serves a few T3s at a time (its
+upload slots), so its connections do not starve so, and its requests are
+the ones worth freeing fast.
 
 Nothing must have moved the other way either. Our requests travel on the
 connection that carries our pieces to that peer, behind them in our send

@@ -460,7 +460,8 @@ class Worker:
                 peers = self.handle.get_peer_info()
             except RuntimeError:
                 peers = []
-            choked, seed = self.lt.peer_info.remote_choked, self.lt.peer_info.seed  # it chokes us (`choked`: we choke it)
+            choked = self.lt.peer_info.remote_choked  # it chokes us (`choked`: we choke it)
+            seed = self.lt.peer_info.seed
             # Without the sites' list (site share off, /api/sites not answered) a seed is taken for a site.
             samples = [PeerSample(p.ip[0], p.ip[1], p.total_download, p.download_queue_length, bool(p.flags & choked),
                                   p.total_upload, p.num_pieces,
