@@ -76,9 +76,21 @@ def test_a_t3_asks_first_for_the_slices_of_the_sites_it_keeps():
     assert priorities(9, 3, {0, 2}) == [TOP] * 3 + [NORMAL] * 3 + [TOP] * 3
 
 
+def libtorrent_rank(priority: int, peers: int) -> int:
+    """Where libtorrent's picker puts a piece not being downloaded, lowest first (piece_picker.hpp,
+    piece_pos::priority): priority 7 ignores availability, 4-6 halve it."""
+    if priority == 7:
+        return 1
+    if priority >= 4:
+        peers, priority = peers // 2, priority - 3
+    return peers * 3 + 4 - priority
+
+
 def test_a_kept_slice_comes_first_but_still_rarest_first():
-    # libtorrent orders priorities 1-6 by availability, 7 in no order: a slice at 7 was taken again at every turn
-    assert NORMAL < TOP < 7
+    # Among pieces equally held around us, the slice first...
+    assert all(libtorrent_rank(TOP, n) < libtorrent_rank(NORMAL, n) for n in range(6))
+    # ...but a slice piece two T3s around hold after a piece none holds (at 7 it was taken again at every turn).
+    assert libtorrent_rank(TOP, 2) > libtorrent_rank(NORMAL, 0)
 
 
 def test_a_t3_kept_by_no_site_or_by_every_site_keeps_libtorrents_order():
