@@ -218,7 +218,6 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
             **kinds,
             "repo": fed.repo_url,
             "interval": 60,
-            "min_seeds": min(2, len(fed.sites)),
             **store,
             **fed.extra_tracker,
         }} for k, port in enumerate(fed.tracker_ports)

@@ -26,7 +26,10 @@ class TrackerConfig:
     site_kinds: Mapping[str, str] = field(default_factory=dict)
     site_networks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     start_wait: Seconds = Seconds(2.0)
-    min_seeds: int = 1  # seeds wanted in every active swarm, before counting leechers
+    # Seeds wanted in every active swarm, before counting leechers (at most max_seeds_per_swarm, and
+    # at most the sites that hold it): a lone T3 gets every holder's uplink, as the sites send one
+    # copy between them however many seed it. At 1 a lone T3 on a cold federation had one site.
+    min_seeds: int = 3
     leechers_per_seed: int = 4
     max_seeds_per_swarm: int = 3
     site_backoff: Seconds = Seconds(30.0)

@@ -25,7 +25,7 @@ def test_nothing_seeds_until_asked_then_bt_get_fetches_from_both_sites(federatio
     doc = json.loads(result.stdout)
     assert doc["exit_code"] == 0
     assert compare_trees(federation.source, tmp_path / federation.dataset) == []
-    # The tracker asked both sites (min_seeds = 2 in `btswarm up`) and both sent bytes.
+    # The tracker asked both sites (every holder, the tracker's min_seeds) and both sent bytes.
     assert {"site1", "site2"} <= {k for k, v in doc["sources"].items() if v > 0}, doc["sources"]
     swarm = get_json(f"{federation.tracker_url}/api/swarms/{doc['info_hash']}")
     assert swarm["completed"] >= 1
