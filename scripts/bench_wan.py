@@ -540,6 +540,7 @@ def batch(fed: bl.Federation, work: Path, ds: dict, runs: int, rate: int, counts
     by = {str(n): {"shards_s": bl.median(shards[n]), "x_bound": bl.median(shards[n]) / bound,
                    "shard_bytes": sizes[n], "runs_s": shards[n],
                    "first_byte_s": bl.median([r["first_byte_s"] for r in details[n]]),
+                   "each_s": [r["each_s"] for r in details[n]], "starts": [r["starts"] for r in details[n]],
                    "cpu": [r["cpu"] for r in details[n]]} for n in counts}
     return {"bound_s": bound, "whole_s": bl.median(whole), "whole_runs_s": whole, "by_shards": by}
 
