@@ -3,7 +3,8 @@
     .venv/bin/python scripts/bench_wan.py [--out DIR] [--quick] [--keep] [--runs N]
         [--rate 100mbit] [--client-rate 100mbit] [--rtt 0ms 40ms 100ms] [--client-rtt 0ms] [--size 200M]
         [--small-files 20000]
-        [--link-mtu 65536] [--clients 1 2 4 8 16] [--shards 4 8] [--aria2c 8] [--no-curl]
+        [--link-mtu 65536] [--clients 1 2 4 8] [--slow-clients 16 32] [--slow-rate 10mbit]
+        [--shards 4 8] [--aria2c 8] [--no-curl]
         [--only single swarm batch hetero smallfiles hung arrival]
 
 Every site's uplink is R (--rate), every client's C (--client-rate), the
@@ -22,7 +23,7 @@ its baseline and its bound measured or computed in the same run:
 
   single      one T3 <- 3 sites: bt-get vs curl from nginx behind one R vs
               aria2c from the same 3 seeds; bound S/(3R).
-  swarm       N T3s at once (N = 1, 2, 4, 8, 16), each keeps seeding until
+  swarm       N T3s at once (N = 1, 2, 4, 8), each keeps seeding until
               the last is done: time to the last completion vs N curls from
               one nginx behind R; Kumar-Ross bound max(S/3R, N.S/(3R+N.C));
               T2 egress (sites' bytes uploaded / S as libtorrent counts them,
@@ -41,6 +42,12 @@ its baseline and its bound measured or computed in the same run:
               limit: the share of all cores busy over the run, to the median
               first byte and after it (/proc/stat), and each part's CPU
               (clients, sites, tracker, repository, btswarm up).
+              Then N = 16 and 32 (--slow-clients) in a federation of their
+              own whose sites and T3s all have --slow-rate (10 Mbit/s): at
+              R = C = 100 Mbit/s 16 or more bt-gets make this host's 2
+              cores the limit, not the links (the CPU line says how busy
+              they were). Bound and egress as above; no every-site, curl or
+              aria2c arm; one run per RTT with --quick.
   batch       `bt-get --shard K/n` on n client addresses at once (n in
               --shards, 4 and 8) vs one client fetching everything; bound
               S/(3R).
@@ -88,7 +95,8 @@ from torrents import urls
 SCENARIOS = ("single", "swarm", "batch", "hetero", "smallfiles", "hung", "arrival")
 TARGETS = {  # issue 25's where it set one (single, swarm 8, batch, aria2c), the earlier ones elsewhere
     "single_fraction": 0.92, "single_vs_curl": 2.7, "single_vs_aria2c": 1.5,
-    "swarm8_fraction": 0.85, "swarm8_egress_x": 1.2, "swarm8_vs_aria2c": 1.5, "swarm16_fraction": 0.8,
+    "swarm8_fraction": 0.85, "swarm8_egress_x": 1.2, "swarm8_vs_aria2c": 1.5,
+    "swarm16_fraction": 0.8, "swarm16_egress_x": 1.3, "swarm32_fraction": 0.8, "swarm32_egress_x": 1.3,
     "hetero_fraction": 0.85, "batch_x_bound": 1.15, "hung_fraction": 0.7,
 }
 STUCK_AFTER = 10.0  # bt-server's default [server] stuck_after
@@ -438,17 +446,19 @@ def kumar_ross(size: int, n: int, site_rates: list[int], client_rate: int) -> fl
     return max(bits / total, n * bits / (total + n * client_rate))
 
 
-def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, counts: list[int], rate: int,
-          client_rate: int, curl_upto: int, aria2c_counts: list[int], site_rates: list[int] | None = None) -> dict:
+def swarm(fed: bl.Federation, srv: bl.Nginx | None, work: Path, ds: dict, runs: int, counts: list[int], rate: int,
+          client_rate: int, curl_upto: int, aria2c_counts: list[int], site_rates: list[int] | None = None,
+          every_site: bool = True) -> dict:
     """N bt-gets at once, and N aria2c from the same seeds (the .torrent without web seeds) in the same runs;
     the first run of the largest N <= 8 keeps its timeline (who waited on whom). `site_rates`: the sites'
-    uplinks when they differ (hetero), for the bound."""
+    uplinks when they differ (hetero), for the bound. `every_site`: also the same N with the site share off.
+    `srv` (nginx) is needed only for the curl baseline (`curl_upto` >= 0)."""
     seeds_everywhere(fed, fed.info_hash(ds["name"]))
     torrent = work / f"{ds['name']}.noweb.torrent"
     torrent.write_bytes(fedlib.get_bytes(f"{fed.repo}{urls.dataset_torrent(ds['name'])}?web_seeds=0"))
     traced = max((n for n in counts if n <= 8), default=None)
     detail: dict[int, list[dict]] = {n: [] for n in counts}
-    before: dict[int, list[dict]] = {n: [] for n in counts if n > 1}
+    before: dict[int, list[dict]] = {n: [] for n in counts if n > 1 and every_site}
     aria: dict[int, list[dict]] = {n: [] for n in aria2c_counts}
     timelines: dict[str, dict] = {}
     for run_no in range(runs):
@@ -478,13 +488,14 @@ def swarm(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, co
                        f"T2 egress {a['egress_x']:.2f}x (wire {a['wire_egress_x']:.2f}x), each {' '.join(f'{t:.1f}' for t in sorted(a['each_s']))}")
     curl: dict[int, dict] = {}
     for n in counts:
-        if curl_upto < 0:  # --no-curl
+        if curl_upto < 0 or srv is None:  # --no-curl
             curl[n] = {"seconds": float("nan"), "measured": False}
         elif n <= curl_upto or n == 1:
             curl[n] = {"seconds": curl_many(srv, work, ds, n), "measured": True}
         else:
             curl[n] = {"seconds": n * curl[1]["seconds"], "measured": False}
-        bl.log(f"swarm {n:2d} curl: {curl[n]['seconds']:6.2f} s{'' if curl[n]['measured'] else ' (N x the N=1 time)'}")
+        if curl[n]["seconds"] == curl[n]["seconds"]:  # not NaN: measured or scaled from N = 1
+            bl.log(f"swarm {n:2d} curl: {curl[n]['seconds']:6.2f} s{'' if curl[n]['measured'] else ' (N x the N=1 time)'}")
     rows = {}
     for n in counts:
         t = bl.median([r["seconds"] for r in detail[n]])
@@ -778,6 +789,15 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
                     r["files_per_s"] = {k: small["files"] / v for k, v in r["median_s"].items()}
                     r["dataset"] = public(small)
                     doc["smallfiles"] = r
+    if "swarm" in only and args.slow_clients:
+        slow = shaping.parse_rate(args.slow_rate, "--slow-rate")
+        with noted(doc, "swarm_slow"), \
+                bl.federation(work / "fedslow", data, sites=3, args=shaped_args(slow, slow)) as fed:
+            bl.timed(bl.bt_get_cmd(fed, big["name"], bl.fresh_dir(work / "warm"), bl.client_ip(CLIENTS - 1)), 1800)
+            bl.fresh_dir(work / "warm")
+            doc["swarm_slow"] = swarm(fed, None, work, big, 1 if args.quick else runs, args.slow_clients, slow, slow,
+                                      -1, [], every_site=False)
+            doc["swarm_slow"]["rate"] = slow
     if "hetero" in only:
         with noted(doc, "hetero"), \
                 bl.federation(work / "fedh", data, sites=3, args=shaped_args(rate, client_rate,
@@ -837,40 +857,12 @@ def report(doc: dict) -> None:
         print(line("bt-get vs curl<-nginx behind R", s["vs_curl"], "", ">= 2.7"))
         print(line("bt-get vs aria2c", s["vs_aria2c"], "", ">= 1.5"))
     if "swarm" in doc:
-        m = doc["swarm"]["median"]
         print("swarm: N T3s at once")
-        print(bl.table(["N", "bt-get s", "KR bound s", "fraction", "egress x", "wire x", "1st byte s", "every site s",
-                        "egress x", "wire x", "curl s", "x curl", "aria2c s", "egress x", "wire x", "x aria2c"],
-                       [[n, r["seconds"], r["bound_s"], r["fraction"], r["egress_x"], r.get("wire_egress_x", "-"),
-                         r.get("first_byte_s", "-"), r.get("every_site_s", "-"), r.get("every_site_egress_x", "-"),
-                         r.get("every_site_wire_egress_x", "-"),
-                         f"{r['curl_s']:.1f}{'' if r['curl_measured'] else '*'}", r["vs_curl"],
-                         r.get("aria2c_s", "-"), r.get("aria2c_egress_x", "-"), r.get("aria2c_wire_egress_x", "-"),
-                         r.get("vs_aria2c", "-")]
-                        for n, r in m.items()]))
-        print("  (every site: the T3s keep every site that unchokes them, as before btget/siteshare.py; "
-              "aria2c: the same .torrent without web seeds, from the same seeds; egress: what the sites' libtorrent "
-              "wrote to its sockets, wire: what their uplinks carried)")
-        for n, r in m.items():
-            if "cpu" in r:
-                c = r["cpu"]
-                print(f"  {n} T3s: the host's cores {c['host_busy']:.0%} busy over the run ("
-                      f"{c['host_busy_to_first_byte']:.0%} to the median first byte, {c['host_busy_after_first_byte']:.0%} "
-                      f"after); a bt-get (parent and worker) {c['client_core_share']:.0%} of a core, the busiest "
-                      f"site {c['site_core_share']:.0%}")
-        for n, r in m.items():
-            print(line(f"{n} T3s: from the median first byte to the last done: fraction of the bound",
-                       r["bound_s"] / r["after_first_byte_s"], f"{r['after_first_byte_s']:.2f} s", "(start left out)"))
-        if "8" in m:
-            print(line("8 T3s: fraction of the Kumar-Ross bound", m["8"]["fraction"], "", ">= 0.85"))
-            print(line("8 T3s: T2 egress (x dataset)", m["8"]["egress_x"], "", "<= 1.2"))
-            if "wire_egress_x" in m["8"]:
-                print(line("8 T3s: T2 egress on the wire (x dataset)", m["8"]["wire_egress_x"], "", "<= 1.2"))
-            if "vs_aria2c" in m["8"]:
-                print(line("8 T3s: 8 aria2c last done / 8 bt-get last done", m["8"]["vs_aria2c"],
-                           f"aria2c {m['8']['aria2c_s']:.2f} s", ">= 1.5"))
-        if "16" in m:
-            print(line("16 T3s: fraction of the Kumar-Ross bound", m["16"]["fraction"], "", ">= 0.8"))
+        swarm_report(doc["swarm"]["median"], line)
+    if "swarm_slow" in doc:
+        print(f"swarm: N T3s at once, every site and T3 at {shaping.format_rate(doc['swarm_slow']['rate'])} "
+              "(at the full rates this host's cores would be the limit)")
+        swarm_report(doc["swarm_slow"]["median"], line)
     if "batch" in doc:
         b = doc["batch"]
         for n, r in b["by_shards"].items():
@@ -908,6 +900,45 @@ def report(doc: dict) -> None:
         print(f"FAILED {key}: {why}")
 
 
+def swarm_report(m: dict, line) -> None:
+    """The table of N T3s at once, how busy the host was, and the issue's targets for N = 8, 16 and 32."""
+    print(bl.table(["N", "bt-get s", "KR bound s", "fraction", "egress x", "wire x", "1st byte s", "every site s",
+                    "egress x", "wire x", "curl s", "x curl", "aria2c s", "egress x", "wire x", "x aria2c"],
+                   [[n, r["seconds"], r["bound_s"], r["fraction"], r["egress_x"], r.get("wire_egress_x", "-"),
+                     r.get("first_byte_s", "-"), r.get("every_site_s", "-"), r.get("every_site_egress_x", "-"),
+                     r.get("every_site_wire_egress_x", "-"),
+                     f"{r['curl_s']:.1f}{'' if r['curl_measured'] else '*'}", r["vs_curl"],
+                     r.get("aria2c_s", "-"), r.get("aria2c_egress_x", "-"), r.get("aria2c_wire_egress_x", "-"),
+                     r.get("vs_aria2c", "-")]
+                    for n, r in m.items()]))
+    print("  (every site: the T3s keep every site that unchokes them, as before btget/siteshare.py; "
+          "aria2c: the same .torrent without web seeds, from the same seeds; egress: what the sites' libtorrent "
+          "wrote to its sockets, wire: what their uplinks carried)")
+    for n, r in m.items():
+        if "cpu" in r:
+            c = r["cpu"]
+            print(f"  {n} T3s: the host's cores {c['host_busy']:.0%} busy over the run ("
+                  f"{c['host_busy_to_first_byte']:.0%} to the median first byte, {c['host_busy_after_first_byte']:.0%} "
+                  f"after); a bt-get (parent and worker) {c['client_core_share']:.0%} of a core, the busiest "
+                  f"site {c['site_core_share']:.0%}")
+    for n, r in m.items():
+        print(line(f"{n} T3s: from the median first byte to the last done: fraction of the bound",
+                   r["bound_s"] / r["after_first_byte_s"], f"{r['after_first_byte_s']:.2f} s", "(start left out)"))
+    if "8" in m:
+        print(line("8 T3s: fraction of the Kumar-Ross bound", m["8"]["fraction"], "", ">= 0.85"))
+        print(line("8 T3s: T2 egress (x dataset)", m["8"]["egress_x"], "", "<= 1.2"))
+        if "wire_egress_x" in m["8"]:
+            print(line("8 T3s: T2 egress on the wire (x dataset)", m["8"]["wire_egress_x"], "", "<= 1.2"))
+        if "vs_aria2c" in m["8"]:
+            print(line("8 T3s: 8 aria2c last done / 8 bt-get last done", m["8"]["vs_aria2c"],
+                       f"aria2c {m['8']['aria2c_s']:.2f} s", ">= 1.5"))
+    for n in ("16", "32"):
+        if n in m:
+            print(line(f"{n} T3s: fraction of the Kumar-Ross bound", m[n]["fraction"], "", ">= 0.8"))
+            print(line(f"{n} T3s: T2 egress on the wire (x dataset)", m[n]["wire_egress_x"],
+                       f"counted {m[n]['egress_x']:.2f}x", "<= 1.3"))
+
+
 def main() -> int:
     ap = bl.parser(__doc__)
     ap.add_argument("--rate", default="100mbit", help="each site's uplink R (and the nginx baseline's)")
@@ -921,7 +952,10 @@ def main() -> int:
     ap.add_argument("--small-files", type=int, default=None, help="files in the small-file dataset (20000; --quick 5000)")
     ap.add_argument("--link-mtu", type=int, default=shaping.LO_MTU,
                     help=f"the shaped loopback's MTU (btswarm up --link-mtu; {shaping.JUMBO_MTU}: jumbo frames)")
-    ap.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--slow-clients", type=int, nargs="*", default=[16, 32],
+                    help="swarm: these N on links of --slow-rate, in a federation of their own (none: skip)")
+    ap.add_argument("--slow-rate", default="10mbit", help="R = C of the --slow-clients swarm")
     ap.add_argument("--shards", type=int, nargs="+", default=[4, 8], help="batch: arrays of this many shards")
     ap.add_argument("--aria2c", type=int, nargs="*", default=[8], help="N of the swarm also run with N aria2c")
     ap.add_argument("--no-curl", action="store_true", help="swarm: no curl baseline (diagnosis runs)")
@@ -955,6 +989,10 @@ def rtt_figures(doc: dict) -> dict[str, float]:
         out["1 T3 <- 3 sites, bt-get"] = doc["single"]["median_s"]["bt-get"]
     for n, r in doc.get("swarm", {}).get("median", {}).items():
         out[f"{n} T3s at once, last done"] = r["seconds"]
+    if "swarm_slow" in doc:
+        slow = shaping.format_rate(doc["swarm_slow"]["rate"])
+        for n, r in doc["swarm_slow"]["median"].items():
+            out[f"{n} T3s at once at {slow}, last done"] = r["seconds"]
     for n, r in doc.get("batch", {}).get("by_shards", {}).items():
         out[f"{n} shards at once, last done"] = r["shards_s"]
     if "hetero_swarm" in doc:

@@ -273,6 +273,9 @@ def plot_wan(doc: dict, out: Path) -> Path:
     for n, target in (("8", 0.85), ("16", 0.8)):
         if n in sw:
             bars.append((f"{n} T3s", sw[n]["fraction"], target))
+    slow = doc.get("swarm_slow", {})
+    for n, r in slow.get("median", {}).items():  # 16 and 32 T3s on slower links (bench_wan --slow-rate)
+        bars.append((f"{n} T3s, {slow['rate'] / 1e6:g} Mbit/s", r["fraction"], 0.8))
     for n, r in doc.get("batch", {}).get("by_shards", {}).items():
         bars.append((f"{n} shards", 1 / r["x_bound"], 1 / 1.15))
     if "hetero" in doc:
