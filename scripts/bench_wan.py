@@ -452,7 +452,7 @@ def swarm(fed: bl.Federation, srv: bl.Nginx | None, work: Path, ds: dict, runs: 
     """N bt-gets at once, and N aria2c from the same seeds (the .torrent without web seeds) in the same runs;
     the first run of the largest N <= 8 keeps its timeline (who waited on whom). `site_rates`: the sites'
     uplinks when they differ (hetero), for the bound. `every_site`: also the same N with the site share off.
-    `srv` (nginx) is needed only for the curl baseline (`curl_upto` >= 0)."""
+    `srv` (nginx) may be None when there is no curl baseline (`curl_upto` < 0)."""
     seeds_everywhere(fed, fed.info_hash(ds["name"]))
     torrent = work / f"{ds['name']}.noweb.torrent"
     torrent.write_bytes(fedlib.get_bytes(f"{fed.repo}{urls.dataset_torrent(ds['name'])}?web_seeds=0"))
@@ -488,13 +488,13 @@ def swarm(fed: bl.Federation, srv: bl.Nginx | None, work: Path, ds: dict, runs: 
                        f"T2 egress {a['egress_x']:.2f}x (wire {a['wire_egress_x']:.2f}x), each {' '.join(f'{t:.1f}' for t in sorted(a['each_s']))}")
     curl: dict[int, dict] = {}
     for n in counts:
-        if curl_upto < 0 or srv is None:  # --no-curl
+        if curl_upto < 0:  # --no-curl
             curl[n] = {"seconds": float("nan"), "measured": False}
         elif n <= curl_upto or n == 1:
             curl[n] = {"seconds": curl_many(srv, work, ds, n), "measured": True}
         else:
             curl[n] = {"seconds": n * curl[1]["seconds"], "measured": False}
-        if curl[n]["seconds"] == curl[n]["seconds"]:  # not NaN: measured or scaled from N = 1
+        if curl_upto >= 0:
             bl.log(f"swarm {n:2d} curl: {curl[n]['seconds']:6.2f} s{'' if curl[n]['measured'] else ' (N x the N=1 time)'}")
     rows = {}
     for n in counts:
@@ -741,6 +741,12 @@ def dataset(data: Path, name: str, files: int, size: int, jitter: float = 0.3) -
             "bytes": bl.dataset_size(root), "files": len(lfns)}
 
 
+def warm_up(fed: bl.Federation, work: Path, name: str, timeout: float = 900) -> None:
+    """A first fetch of `name` from the spare client address: seeds started, page cache warm."""
+    bl.timed(bl.bt_get_cmd(fed, name, bl.fresh_dir(work / "warm"), bl.client_ip(CLIENTS - 1)), timeout)
+    bl.fresh_dir(work / "warm")
+
+
 def public(ds: dict) -> dict:
     return {"name": ds["name"], "bytes": ds["bytes"], "files": ds["files"]}
 
@@ -765,9 +771,7 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
     if {"single", "swarm", "batch", "smallfiles"} & set(only):
         with bl.federation(work / "fed3", data, sites=3, args=shaped_args(rate, client_rate)) as fed, \
                 bl.nginx(work / "fed3", data) as srv:
-            # A warm-up fetch: seeds started, page cache warm
-            bl.timed(bl.bt_get_cmd(fed, big["name"], bl.fresh_dir(work / "warm"), bl.client_ip(CLIENTS - 1)), 900)
-            bl.fresh_dir(work / "warm")
+            warm_up(fed, work, big["name"])
             if "single" in only:
                 with noted(doc, "single"):
                     doc["single"] = single(fed, srv, work, big, runs, rate)
@@ -781,9 +785,7 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
                     doc["batch"] = batch(fed, work, big, runs, rate, args.shards)
             if small is not None:
                 with noted(doc, "smallfiles"):
-                    bl.timed(bl.bt_get_cmd(fed, small["name"], bl.fresh_dir(work / "warm"),
-                                           bl.client_ip(CLIENTS - 1)), 900)
-                    bl.fresh_dir(work / "warm")
+                    warm_up(fed, work, small["name"])
                     r = single_only(fed, srv, work, small, runs, small["bytes"] * 8 / (3 * rate), "smallfiles",
                                     config=work / "curl-small.cfg")
                     r["files_per_s"] = {k: small["files"] / v for k, v in r["median_s"].items()}
@@ -793,8 +795,7 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
         slow = shaping.parse_rate(args.slow_rate, "--slow-rate")
         with noted(doc, "swarm_slow"), \
                 bl.federation(work / "fedslow", data, sites=3, args=shaped_args(slow, slow)) as fed:
-            bl.timed(bl.bt_get_cmd(fed, big["name"], bl.fresh_dir(work / "warm"), bl.client_ip(CLIENTS - 1)), 1800)
-            bl.fresh_dir(work / "warm")
+            warm_up(fed, work, big["name"], timeout=1800)  # 105 MB at 3 x 10 Mbit/s
             doc["swarm_slow"] = swarm(fed, None, work, big, 1 if args.quick else runs, args.slow_clients, slow, slow,
                                       -1, [], every_site=False)
             doc["swarm_slow"]["rate"] = slow
@@ -803,7 +804,7 @@ def run(work: Path, args, only: list[str], runs: int) -> dict:
                 bl.federation(work / "fedh", data, sites=3, args=shaped_args(rate, client_rate,
                                                                             {"site3": rate // 10})) as fed, \
                 bl.nginx(work / "fedh", data) as srv:
-            bl.timed(bl.bt_get_cmd(fed, big["name"], bl.fresh_dir(work / "warm"), bl.client_ip(CLIENTS - 1)), 900)
+            warm_up(fed, work, big["name"])
             r = single_only(fed, srv, work, big, runs, big["bytes"] * 8 / (2 * rate), "hetero")
             r["strict_bound_s"] = big["bytes"] * 8 / (2.1 * rate)
             doc["hetero"] = r

@@ -83,7 +83,6 @@ async def test_first_answer_lists_the_started_seed(make_client):
                                          "uploaded_by_site": {"site1": 0}}
 
 
-
 async def test_a_lone_leecher_is_answered_with_every_holders_seed(make_client):
     """min_seeds 3 by default: a lone T3 on a cold federation gets every holder's uplink. At 1 the other
     sites idled through its whole fetch (3 sites: 4.9 s against 3.4 s, docs/benchmarks.md "wan")."""
@@ -96,6 +95,7 @@ async def test_a_lone_leecher_is_answered_with_every_holders_seed(make_client):
         got = {answer[b"peers"][i:i + 6] for i in range(0, len(answer[b"peers"]), 6)}
         assert got == {bytes([127, 0, 0, k]) + (6881).to_bytes(2, "big") for k in (2, 3, 4)}
         assert answer[b"complete"] == 3
+
 
 async def test_fifty_concurrent_announces_send_one_post_per_site(make_client):
     client = await make_client()
