@@ -149,6 +149,18 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def runs_table(runs: dict[str, list[dict[str, float]]], base: str, files: int) -> str:
+    """Every run of each contender in order (seconds, CPU-ms per file, its run's ratio to `base`): a cost
+    that grows from one fetch to the next shows here, where a median would hide it."""
+    rows = []
+    for label, rs in runs.items():
+        if label == base:
+            continue
+        for k, r in enumerate(rs):
+            rows.append([label, k + 1, r["seconds"], 1000 * r["cpu_s"] / files, runs[base][k]["seconds"] / r["seconds"]])
+    return table(["contender", "run", "seconds", "CPU-ms/file", f"x {base}"], rows)
+
+
 def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.2f}" if abs(v) < 100 else f"{v:.0f}"

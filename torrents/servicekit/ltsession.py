@@ -185,6 +185,7 @@ class Alerts:
         self._handlers = dict(handlers)
         self._resolved: dict[type, Any] = {}  # an alert's own type → its handler (or None), found once
         self.unhandled: dict[str, int] = {}
+        self.handled: dict[str, int] = {}  # by type name: what a run's alerts cost (tests/btget/test_perfile.py)
 
     def __call__(self, alert: Any) -> None:
         kind = type(alert)
@@ -194,6 +195,7 @@ class Alerts:
         if handler is None:
             self.unhandled[kind.__name__] = self.unhandled.get(kind.__name__, 0) + 1
             return
+        self.handled[kind.__name__] = self.handled.get(kind.__name__, 0) + 1
         try:
             handler(alert)
         except Exception as exc:
