@@ -75,7 +75,8 @@ SERVE_DEFAULT = "127.0.0.1:8765"
               help="Fetch from the sites' web seeds from the start, beside peers (default: only when no peer "
                    "sends anything, e.g. behind a firewall that blocks peer ports).")
 @click.option("--peer", "peers", multiple=True, metavar="IP:PORT", help="Extra peer to connect to (repeatable).")
-@click.option("--listen", metavar="IP", help="Address of the libtorrent sessions (ports are chosen free).")
+@click.option("--listen", metavar="IP", help="Listen on this address only and make every connection from it (a "
+                                             "multi-homed host); default: every address, IPv4 and IPv6.")
 @click.option("--json", "json_output", is_flag=True, help="Print one JSON document on stdout.")
 @click.option("--serve", metavar="[IP:PORT]", is_flag=False, flag_value=SERVE_DEFAULT, default=None,
               help=f"Do not download first: serve the files over HTTP on a loopback address (default "

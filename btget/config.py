@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -16,7 +17,11 @@ class GetConfig:
     repo: str = "http://127.0.0.1:8080"
     output: str = "."
     workers: int | str = 1  # a number, or "auto" (one per core, capped)
-    listen: str = "127.0.0.1"  # address of the libtorrent sessions; ports are chosen free
+    # Address of the libtorrent sessions: "" listens on every address of both families and lets the
+    # kernel choose where each connection leaves from, as any host on a real network needs; one address
+    # (a multi-homed host, or several clients on one host's loopback) binds listening and connections to
+    # it. Ports are chosen free.
+    listen: str = ""
     seed_time: Seconds = Seconds(0.0)
     seed_ratio: float = 0.0
     timeout: Seconds = Seconds(0.0)  # 0: no limit
@@ -50,6 +55,11 @@ class GetConfig:
             raise ConfigError("seed_ratio", f"must not be negative, got {self.seed_ratio!r}")
         if self.web_seeds not in ("auto", "off", "always"):
             raise ConfigError("web_seeds", f"expected auto, off or always, got {self.web_seeds!r}")
+        if self.listen:
+            try:
+                ipaddress.ip_address(self.listen)
+            except ValueError:
+                raise ConfigError("listen", f"{self.listen!r} is not an IP address (\"\" listens on every address)") from None
         if self.max_connections < 1:
             raise ConfigError("max_connections", f"must be at least 1, got {self.max_connections!r}")
 

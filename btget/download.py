@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from torrents import metainfo, peerid
 from torrents.errors import BtswarmError
+from torrents.hostport import ANY, format_hostport
 from torrents.metainfo import Metainfo
 
 from btget import links, plan, ratecap, timeline, verify, webseeds
@@ -49,7 +50,7 @@ class Job:
     selected: tuple[plan.PlanFile, ...]
     peers: tuple[tuple[str, int], ...] = ()
     web: webseeds.Rule = webseeds.Rule()  # the web seeds (the torrent's, --web-seed) and when to use them
-    listen_ip: str = "127.0.0.1"
+    listen_ip: str = ANY  # every address (the default), or the one given with --listen
     recheck: bool = False
     max_connections: int = 200
     seed_time: float = 0.0
@@ -233,7 +234,7 @@ def run(job: Job, display: Display) -> Outcome:
     if state.completed_at is not None:
         links.restore(job.root, job.meta)
     end = state.completed_at if state.completed_at is not None else time.monotonic()
-    endpoints = {f"{v.endpoint[0]}:{v.endpoint[1]}": k for k, v in state.workers.items() if v.endpoint}
+    endpoints = {format_hostport(*v.endpoint): k for k, v in state.workers.items() if v.endpoint}
     for v in state.workers.values():
         endpoints.update(v.last.siblings if v.last else {})
     return Outcome(complete=state.completed_at is not None, error=outcome_error(state, job, results, interrupted),

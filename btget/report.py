@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 from dataclasses import dataclass
 
 from torrents.exitstatus import ExitStatus
+from torrents.hostport import host_of
 from torrents.metainfo import Metainfo
 from torrents.units import human_duration, human_rate, human_size
 
@@ -50,9 +51,9 @@ def source_name(endpoint: str, sites: Mapping[str, str], workers: Mapping[str, i
         return sites[endpoint]
     if endpoint in workers:
         return f"worker {workers[endpoint]}"
-    ip = endpoint.rsplit(":", 1)[0]
+    ip = host_of(endpoint)
     for ep, name in sites.items():
-        if ep.rsplit(":", 1)[0] == ip:
+        if host_of(ep) == ip:
             return name
     return endpoint
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from torrents.hostport import format_hostport, host_of, own_addresses
+
 WEB_SEED = "web seed "
 SEED_WEIGHT = 1000  # a seed weighs this much more than a leecher when nothing was ever seen moving
 
@@ -61,7 +63,7 @@ class Ledger:
     """One worker's per-source byte counts and what it knows of its peers."""
 
     def __init__(self, listen_ip: str, prefix: str = "", web_seeds: Iterable[tuple[str, int]] = ()) -> None:
-        self.listen_ip = listen_ip
+        self.own = own_addresses(listen_ip)  # where sibling workers connect from
         self.prefix = prefix.encode()
         # Web seeds by endpoint: a connection to one that ends between two samples is still
         # named a web seed, not taken for a sibling worker.
@@ -84,18 +86,18 @@ class Ledger:
         self._piece_length = 0
 
     def key(self, ip: str, port: int) -> str:
-        return f"{WEB_SEED}{ip}:{port}" if (ip, port) in self.web_seeds else f"{ip}:{port}"
+        return f"{WEB_SEED}{format_hostport(ip, port)}" if (ip, port) in self.web_seeds else format_hostport(ip, port)
 
     def introduce(self, peers: Iterable[tuple[str, int]]) -> None:
         """The parent's Connect: the other workers listen there."""
-        self.introduced.update(f"{ip}:{port}" for ip, port in peers)
+        self.introduced.update(format_hostport(ip, port) for ip, port in peers)
 
     def remote(self, ip: str, key: str) -> bool:
         """A BitTorrent peer that is neither a web seed nor a sibling worker: one known by its peer id (this
-        run's prefix) or by the endpoint the parent introduced; without a prefix, any on our own address."""
+        run's prefix) or by the endpoint the parent introduced; without a prefix, any on our own addresses."""
         if key.startswith(WEB_SEED) or key in self.siblings or key in self.introduced:
             return False
-        return bool(self.prefix) or ip != self.listen_ip
+        return bool(self.prefix) or ip not in self.own
 
     # --- what libtorrent says -------------------------------------------------------------------
     def sample(self, connections: Iterable[Connection]) -> None:
@@ -103,7 +105,7 @@ class Ledger:
         recent: dict[str, int] = {}
         remote = 0
         for c in connections:
-            key = f"{c.ip}:{c.port}"
+            key = format_hostport(c.ip, c.port)
             if c.web_seed:
                 key = WEB_SEED + key
             self._identify(key, c.pid)
@@ -139,7 +141,7 @@ class Ledger:
         self._seen.setdefault(key, 1)
         if (ip, port) not in self.web_seeds and self.remote(ip, key):
             self.connect_attempts += 1
-        self._failures_at_connect.setdefault(f"{ip}:{port}", self.hash_failures)
+        self._failures_at_connect.setdefault(format_hostport(ip, port), self.hash_failures)
 
     def disconnected(self, ip: str, port: int, pid: bytes = b"", connect_failed: bool = False) -> None:
         """peer_disconnected_alert (its peer id, once the handshake was done); `connect_failed`: it never
@@ -210,6 +212,6 @@ class Ledger:
         """What the parent is told of the peers (events.Progress's fields of that name)."""
         return {"siblings": dict(self.siblings), "peer_hash_failures": dict(self.peer_hash_failures),
                 "banned": tuple(self.banned),
-                "peer_bytes": sum(n for k, n in self.sources.items() if self.remote(k.rsplit(":", 1)[0], k)),
+                "peer_bytes": sum(n for k, n in self.sources.items() if self.remote(host_of(k), k)),
                 "peers_remote": self.peers_remote, "connect_attempts": self.connect_attempts,
                 "connect_failures": self.connect_failures}

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from torrents.errors import BtswarmError
+from torrents.hostport import ANY
 from torrents.metainfo import Metainfo
 
 from btget import worker
@@ -123,7 +124,8 @@ class SwarmPieces:
             lt.piece_finished_alert: self._on_piece, lt.hash_failed_alert: self._on_hash_failed,
             lt.save_resume_data_alert: self._on_resume_data, lt.save_resume_data_failed_alert: self._on_resume_failed,
             lt.file_error_alert: self._on_error, lt.torrent_error_alert: self._on_error,
-            lt.listen_failed_alert: self._on_error,
+            lt.listen_failed_alert: lambda a: (log.info("%s", a.message()) if self.spec.listen_ip == ANY
+                                               else self._on_error(a)),  # one address of many: the others listen
             lt.peer_connect_alert: lambda a: log.debug("%s", a.message()),
             lt.peer_disconnected_alert: lambda a: log.debug("%s", a.message()),
             lt.tracker_reply_alert: lambda a: log.info("tracker %s: %d peers", a.tracker_url(), a.num_peers),

@@ -35,6 +35,8 @@ import enum
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from torrents.hostport import format_hostport
+
 
 class Mode(enum.Enum):
     AUTO = "auto"
@@ -54,7 +56,7 @@ class Source:
         """host:port, as libtorrent names the connection."""
         parts = urlsplit(self.url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        return f"{parts.hostname}:{port}"
+        return format_hostport(parts.hostname or "", port)
 
     @property
     def label(self) -> str:

@@ -30,6 +30,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from torrents import peerid
+from torrents.hostport import ANY, format_hostport, host_of, own_addresses
 from torrents.servicekit import tls
 
 from btget import events, recover, sources
@@ -70,7 +71,7 @@ class WorkerSpec:
     state_dir: str  # DIR/NAME/.bt-get
     key: str  # names this share's resume state (plan.share_key)
     wanted: tuple[int, ...]  # file indices this worker downloads; the rest get priority 0
-    listen_ip: str = "127.0.0.1"
+    listen_ip: str = ANY  # one address, or every address of the host (the sessions' connections then unbound)
     peers: tuple[tuple[str, int], ...] = ()
     web_seeds: tuple[str, ...] = ()  # HTTP sources (BEP 19) used from the start; the parent adds and drops them
     url_list: tuple[str, ...] = ()  # every web seed it may be told to use (the torrent's, --web-seed): naming
@@ -181,10 +182,10 @@ class Worker:
         self._web_seed_types = (lt.peer_info.web_seed, lt.peer_info.http_seed)
         from btget import stall
 
-        self.stall = stall.StallWatch(never=frozenset({spec.listen_ip}))
+        self.stall = stall.StallWatch(never=frozenset(own_addresses(spec.listen_ip)))
         self.shed: dict[str, float] = {}  # site address let go (btget/siteshare.py) → monotonic time it may return
         self.site_keys = frozenset(spec.site_peers)
-        self.slices = list(dict.fromkeys(k.rsplit(":", 1)[0] for k in spec.site_peers))  # slices[k]: site k's address
+        self.slices = list(dict.fromkeys(host_of(k) for k in spec.site_peers))  # slices[k]: site k's address
         self.spared: set[str] = set()  # site addresses let go while the T3s around us hold their slices
         self.helping = False  # the site that fed us is kept to fetch a slower site's slice (btget/siteshare.py)
         self.fed_by: int | None = None  # the slice of the site that fed us, remembered after we let it go
@@ -205,7 +206,8 @@ class Worker:
         marks = {"session": time.time()}
         self.handle = self.ses.add_torrent(self._params())
         marks["torrent_added"] = time.time()
-        self.send(events.Listening(spec.index, spec.listen_ip, self.ses.listen_port(), marks))
+        # Sibling workers find each other on this host's loopback when listening everywhere.
+        self.send(events.Listening(spec.index, own_addresses(spec.listen_ip)[0], self.ses.listen_port(), marks))
         for peer in spec.peers:
             self.handle.connect_peer(peer)
 
@@ -311,8 +313,7 @@ class Worker:
             lt.hash_failed_alert: lambda a: self.ledger.hash_failed(), lt.peer_ban_alert: self._on_ban,
             lt.tracker_error_alert: self._on_tracker_error, lt.tracker_reply_alert: self._on_tracker_reply,
             lt.file_error_alert: self._on_file_error, lt.torrent_checked_alert: self._on_checked,
-            lt.listen_failed_alert: lambda a: self._fail("listen", self.spec.listen_ip,
-                                                         f"cannot listen ({a.error.message()})"),
+            lt.listen_failed_alert: self._on_listen_failed,
             lt.torrent_error_alert: lambda a: self._fail("torrent", _filename(a) or "torrent", a.error.message()),
         })
 
@@ -326,6 +327,13 @@ class Worker:
             checked = not self.checked and str(self.status.state).rsplit(".", 1)[-1] not in events.CHECKING
             self.checked = self.checked or checked
             self.send(self.progress(files=checked, found=self._found(self.status.pieces) if checked else None))
+
+    def _on_listen_failed(self, a: Any) -> None:
+        # Listening everywhere, one address refusing (a link-local one, a port taken there) leaves the others.
+        if self.spec.listen_ip == ANY:
+            log.info("worker %d: cannot listen on %s (%s)", self.spec.index, _endpoint_of(a), a.error.message())
+        else:
+            self._fail("listen", self.spec.listen_ip, f"cannot listen ({a.error.message()})")
 
     def _on_checked(self, a: Any) -> None:
         self.check_done = True
@@ -408,6 +416,8 @@ class Worker:
         # site's heartbeat for a dataset just published), or nobody listens there, every time.
         often = a.times_in_row >= (REASONS_DEFINITIVE if said else REFUSALS_DEFINITIVE)
         definitive = bool(untrusted) or often and (bool(said) or a.error.value() == errno.ECONNREFUSED)
+        if not said and not untrusted:
+            reason += bound_elsewhere(self.spec.listen_ip, a.tracker_url())
         if said and not definitive:
             # Ask again soon rather than after libtorrent's half-minute back-off.
             self.handle.force_reannounce(REASON_RECHECK, -1, self.lt.reannounce_flags_t.ignore_min_interval)
@@ -468,7 +478,7 @@ class Worker:
             # Without the sites' list (site share off, /api/sites not answered) a seed is taken for a site.
             samples = [PeerSample(p.ip[0], p.ip[1], p.total_download, p.download_queue_length, bool(p.flags & choked),
                                   p.total_upload, p.num_pieces,
-                                  site=(f"{p.ip[0]}:{p.ip[1]}" in self.site_keys if self.site_keys
+                                  site=(format_hostport(p.ip[0], p.ip[1]) in self.site_keys if self.site_keys
                                         else bool(p.flags & seed)))
                        for p in peers if p.connection_type not in self._web_seed_types]
             stalled = self.stall.step(now, samples)
@@ -483,8 +493,12 @@ class Worker:
         """Let go of the sites unchoking us beyond our share of them or past their turn, and of those
         whose pieces the T3s around us can give us; ask first for the slices of the sites we keep
         (btget/siteshare.py). True if the IP filter changed."""
-        if not self.slices or not peers:
+        if not self.slices:
             return False
+        if not peers:
+            # Nobody left around us (the T3s that fed us left, or every connection dropped): the sites we
+            # spared for them are the only source, so they come back now, not after a stall.
+            return self._take_back_spared()
         from btget import siteshare
 
         lt = self.lt
@@ -494,7 +508,7 @@ class Worker:
         for p in peers:
             if p.connection_type in self._web_seed_types:
                 continue
-            key = f"{p.ip[0]}:{p.ip[1]}"
+            key = format_hostport(p.ip[0], p.ip[1])
             if key in keys:
                 site_peers.append(siteshare.SitePeer(p.ip[0], p.total_download, not p.flags & choked))
             elif self.ledger.remote(p.ip[0], key):
@@ -547,6 +561,15 @@ class Worker:
                 self.kept_slices = kept
         return changed
 
+    def _take_back_spared(self) -> bool:
+        """Let every spared site connect again and ask the tracker for them at once. True if any was."""
+        if not self.spared:
+            return False
+        self.spared = set()
+        if self.phase is WorkerPhase.FETCHING:
+            self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
+        return True
+
     def _clearing_time(self, now: float, cover: Any) -> float:
         """When the pieces held nowhere around us will be held somewhere, at their pace of the last second."""
         from btget.siteshare import PACE_OVER, clearing_time
@@ -590,7 +613,7 @@ class Worker:
         self.ledger.ban(endpoint[0], endpoint[1])
         # A web seed's address is left open: libtorrent dropped the web seed, and the site's peer wire
         # there checks every piece before sending it (seed mode).
-        if (endpoint[0] != self.spec.listen_ip and endpoint[0] not in self.banned_ips
+        if (endpoint[0] not in own_addresses(self.spec.listen_ip) and endpoint[0] not in self.banned_ips
                 and (endpoint[0], endpoint[1]) not in self.ledger.web_seeds):
             self.banned_ips.add(endpoint[0])
             self._set_ip_filter()
@@ -605,7 +628,7 @@ class Worker:
         # --json and the display then show.
         self.ses.apply_settings({"download_rate_limit": rates[0], "upload_rate_limit": rates[1],
                                  "rate_limit_ip_overhead": False})
-        ltsession.limit_everyone(self.ses, exempt=(self.spec.listen_ip,))
+        ltsession.limit_everyone(self.ses, exempt=own_addresses(self.spec.listen_ip))
 
     def _set_web_seeds(self, command: events.WebSeeds) -> None:
         """Use exactly the web seeds the parent named (adding and removing url seeds on the handle)."""
@@ -909,6 +932,38 @@ def _endpoints(urls: tuple[str, ...]) -> set[tuple[str, int]]:
         if parts.hostname:
             out.add((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)))
     return out
+
+
+def bound_elsewhere(listen_ip: str, url: str) -> str:
+    """Why a tracker may be out of reach, when it is that: our sessions are bound to `listen_ip` (--listen)
+    and this host reaches the tracker from another address, which a bound connection cannot use ("" when
+    not bound, or bound to the right one)."""
+    from urllib.parse import urlsplit
+
+    from torrents.hostport import source_address
+
+    if listen_ip == ANY:
+        return ""
+    parts = urlsplit(url)
+    try:
+        source = source_address(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+    except (OSError, ValueError):
+        return f" (bt-get is bound to {listen_ip} by --listen/[get] listen, and this host has no route to " \
+               f"{parts.hostname})"
+    import ipaddress
+
+    here, there = ipaddress.ip_address(listen_ip), ipaddress.ip_address(source)
+    if source == listen_ip or (here.is_loopback and there.is_loopback and here.version == there.version):
+        return ""  # any loopback address reaches this host's loopback
+    return f" (bt-get is bound to {listen_ip} by --listen/[get] listen, but this host reaches {parts.hostname} " \
+           f"from {source}: leave listen unset to use every address)"
+
+
+def _endpoint_of(alert: Any) -> str:
+    """A listen alert's address and port, as the user would write them."""
+    from torrents.hostport import format_hostport
+
+    return format_hostport(str(alert.address), int(alert.port))
 
 
 def _filename(alert: Any) -> str:

@@ -12,7 +12,7 @@ from torrents.config import Rate, Seconds, default_state_dir, load_section
 from torrents.devsecret import DEV_SECRET
 from torrents.did import parse_pattern
 from torrents.errors import BtswarmError, ConfigError
-from torrents.hostport import check_hostport, parse_hostport
+from torrents.hostport import check_hostport, is_wildcard, parse_hostport
 from torrents.sitekinds import SITE_KINDS
 
 from btserver import weburls
@@ -89,7 +89,10 @@ class ServerConfig:
     kind: str = "T2"
     secret: str = DEV_SECRET  # allowed on loopback only (torrents/devsecret.py)
     listen: str = "127.0.0.1:8700"  # control API
-    peer_listen: str = "127.0.0.1:6881"  # libtorrent
+    peer_listen: str = "127.0.0.1:6881"  # libtorrent; a wildcard (0.0.0.0, [::]) listens on every address
+    # The address the tracker hands to peers (heartbeats): peer_listen's own, or, for a wildcard,
+    # this one; empty: the address this host reaches the tracker from (what a peer there would see).
+    peer_address: str = ""
     control_url: str = ""  # as others reach it; default http://<listen>
     state: str = field(default_factory=lambda: default_state_dir("server"))
     roots: tuple[str, ...] = ()  # each subdirectory of a root is a dataset
@@ -158,7 +161,7 @@ class ServerConfig:
 
         Checked once every key is read (the loader checks keys one by one), by `bt-server run`.
         """
-        if _unspecified(parse_hostport(self.listen)[0]) and not self.control_url:
+        if is_wildcard(parse_hostport(self.listen)[0]) and not self.control_url:
             raise ConfigError("[server] control_url", f"needed with listen = {self.listen!r}: the tracker is told "
                                                       "where the control API is (e.g. http://HOST:8700)")
 
@@ -167,11 +170,13 @@ class ServerConfig:
             raise ConfigError("kind", f"must be one of {', '.join(SITE_KINDS)}, got {self.kind!r}")
         for key in ("listen", "peer_listen"):
             check_hostport(self, key)
-        # Told to others (heartbeats): a wildcard address would send peers to themselves.
-        peer_host = parse_hostport(self.peer_listen)[0]
-        if _unspecified(peer_host):
-            raise ConfigError("peer_listen", f"{self.peer_listen!r}: the tracker hands this address to peers; give "
-                                             f"this host's own address, the one they reach, not {peer_host}")
+        if self.peer_address:
+            try:
+                if ipaddress.ip_address(self.peer_address).is_unspecified:
+                    raise ValueError
+            except ValueError:
+                raise ConfigError("peer_address", f"{self.peer_address!r} is not an address peers can reach "
+                                                  "(this host's own IP address)") from None
         if self.web_listen:
             check_hostport(self, "web_listen")
         if self.web_url and not self.web_url.startswith(("http://", "https://")):
@@ -188,13 +193,6 @@ class ServerConfig:
             raise ConfigError("stuck_after", f"must not be negative (0 turns detection off), got {self.stuck_after!r}")
         if self.heartbeat_interval <= 0:
             raise ConfigError("heartbeat_interval", f"must be more than 0, got {self.heartbeat_interval!r}")
-
-
-def _unspecified(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_unspecified
-    except ValueError:
-        return False
 
 
 def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,

@@ -17,12 +17,14 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
 
 from torrents import auth
-from torrents.hostport import format_hostport, parse_hostport
+from torrents.errors import BtswarmError
+from torrents.hostport import format_hostport, is_wildcard, parse_hostport, source_address
 from torrents.log import notice
 from torrents.servicekit import tls
 from torrents.servicekit.web import PeerClock, client_session
@@ -84,6 +86,24 @@ class Daemon:
                                         kind=self.config.kind, web_busy=self.web.load.busy() if self.web else (),
                                         stuck=self.seeder.stuck_hashes(), built=built, uploaded=self.uploaded())
 
+    def peer_address(self) -> str:
+        """The address peers are told when the peer wire listens on a wildcard ("" when it listens on one):
+        [server] peer_address, else this host's address towards the (first) tracker, which is where the T3s
+        that the tracker sends here must find it."""
+        host = parse_hostport(self.config.peer_listen)[0]
+        if not is_wildcard(host):
+            return ""
+        if self.config.peer_address:
+            return self.config.peer_address
+        for url in self.config.tracker_urls():
+            parts = urlsplit(url)
+            try:
+                return source_address(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+            except OSError as exc:
+                log.warning("%s: no route to the tracker at %s (%s)", self.config.site, url, exc.strerror or exc)
+        raise BtswarmError("[server] peer_listen", f"{self.config.peer_listen} listens everywhere and no tracker is "
+                                                   "reachable to learn this host's address: set [server] peer_address")
+
     def uploaded(self) -> dict[str, int]:
         """Payload bytes sent per info-hash since the daemon started: the peer wire's and the web seed's."""
         sent = Counter(self.seeder.uploaded())
@@ -101,8 +121,10 @@ class Daemon:
         self.changed = asyncio.Event()
         self.seeder.on_change = lambda: self._threadsafe(self.notify)
         await loop.run_in_executor(None, self.seeder.open)
-        notice().info("%s: control %s, peers %s; preparing datasets", self.config.site, self.control_url,
-                      self.seeder.endpoint)
+        self.seeder.advertised = self.peer_address()
+        told = f" (listening on {self.config.peer_listen})" if self.seeder.advertised else ""
+        notice().info("%s: control %s, peers %s%s; preparing datasets", self.config.site, self.control_url,
+                      self.seeder.endpoint, told)
         self.http = client_session(tls.ca_file(self.config.ca_file))  # https tracker and repository verified
         if self.web is not None:
             self._web_runner = await self._start_web()

@@ -32,6 +32,7 @@ import libtorrent as lt
 
 from torrents import peerid
 from torrents.errors import BtswarmError, NotFound
+from torrents.hostport import format_hostport
 from torrents.servicekit import ltsession
 
 from btserver import policy, uploadslots
@@ -135,6 +136,7 @@ class Seeder:
         self._stop = threading.Event()
         self._pump: threading.Thread | None = None
         self._listen_port = 0
+        self.advertised = ""  # the address peers are told when listening on a wildcard (btserver/config.py)
 
     # -- life cycle ---------------------------------------------------------
     def open(self) -> None:
@@ -175,8 +177,8 @@ class Seeder:
 
     @property
     def endpoint(self) -> str:
-        host = f"[{self.listen_ip}]" if ":" in self.listen_ip else self.listen_ip
-        return f"{host}:{self._listen_port}"
+        """Where peers reach the seeds: the listen address, or for a wildcard the one `advertised`."""
+        return format_hostport(self.advertised or self.listen_ip, self._listen_port)
 
     # -- datasets -----------------------------------------------------------
     def register(self, seedable: Seedable) -> None:

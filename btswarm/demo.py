@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from btswarm import federation
+from btswarm import federation, topology
 from btswarm.trees import compare_trees
 
 
@@ -39,7 +39,10 @@ def run_demo(state: Path, out: Path, *, sites: int, keep: bool, report: Callable
         target = out / name
         if target.exists():
             shutil.rmtree(target)  # the demo shows a whole fetch, not a resumed one
-        cmd = [str(bin_dir / "bt-get"), name, "--repo", fed.repo, "-o", str(out), "--workers", str(workers)]
+        # On this host's loopback, as the federation is: bt-get's default (every address) would also offer the
+        # host's network addresses to the sites.
+        cmd = [str(bin_dir / "bt-get"), name, "--repo", fed.repo, "-o", str(out), "--workers", str(workers),
+               "--listen", topology.client_ip(0)]
         report("$ bt-get " + " ".join(cmd[1:]))
         code = subprocess.call(cmd)
         if code != 0:

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.support import Proc
+
+# bt-get listens on every address by default, as a host on a real network must. On this one host that would
+# include the machine's own network addresses, which the tests must never hand out as peers: every bt-get
+# here listens on loopback unless a test says otherwise (the hosts test bed runs the default, in namespaces
+# whose only addresses are loopback-range).
+os.environ.setdefault("BTSWARM_GET_LISTEN", "127.0.0.1")
 
 
 @pytest.fixture

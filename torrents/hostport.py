@@ -1,8 +1,41 @@
-"""`host:port` endpoints, parsed and written the one way every part uses (IPv6 in brackets)."""
+"""`host:port` endpoints, parsed and written the one way every part uses (IPv6 in brackets); a process's own
+addresses."""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
+
 from torrents.errors import ConfigError
+
+ANY = ""  # a session that listens on every address of both families, its connections unbound
+LOOPBACK = ("127.0.0.1", "::1")
+
+
+def own_addresses(listen_ip: str) -> tuple[str, ...]:
+    """Where this host's other sessions (a run's sibling workers) connect from: the one address they all
+    listen on, or, listening everywhere, this host's loopback."""
+    return LOOPBACK if listen_ip == ANY else (listen_ip,)
+
+
+def source_address(host: str, port: int) -> str:
+    """This host's address on the way to `host:port`: the one a peer there sees us at. A connected UDP
+    socket asks the kernel's routing table; no packet is sent. Raises OSError when there is no route."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+    family, _, _, _, sockaddr = infos[0]
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        s.connect(sockaddr)
+        return s.getsockname()[0]
+
+
+def is_wildcard(host: str) -> bool:
+    """0.0.0.0, :: or ANY: every address of the host, not one a peer can be told."""
+    if host == ANY:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
 
 
 def parse_hostport(text: str, subject: str = "address") -> tuple[str, int]:
@@ -28,6 +61,12 @@ def check_hostport(section: object, key: str) -> None:
         parse_hostport(getattr(section, key), key)
     except ConfigError as exc:
         raise ConfigError(key, exc.problem) from None
+
+
+def host_of(endpoint: str) -> str:
+    """The host of a 'host:port' or '[v6]:port' endpoint written by format_hostport, without brackets."""
+    host = endpoint.rpartition(":")[0]
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
 
 
 def format_hostport(host: str, port: int) -> str:

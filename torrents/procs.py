@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nothing listens on at `host` now (the kernel's pick; free until someone binds it)."""
-    with socket.socket() as s:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from btswarm.topology import toml
+from torrents.hostport import format_hostport
 from tests.support import Proc, command, free_port, wait_for
 
 
@@ -66,11 +67,15 @@ class Deployment:
     """Tracker, repository and sites, each with its own TOML file under `root`/config, started in that order."""
 
     def __init__(self, root: Path, data: Path, *, sites: int = 2, pki: Pki | None = None,
-                 extra: dict[str, dict] | None = None) -> None:
+                 extra: dict[str, dict] | None = None, host: str = "127.0.0.1",
+                 site_ips: list[str] | None = None) -> None:
+        """`host`: the tracker's and the repository's address; `site_ips`: each site's (default 127.0.0.2, ...)."""
         self.root, self.data, self.pki = root, data, pki
         self.scheme = "https" if pki else "http"
-        self.tracker_port, self.repo_port = free_port("127.0.0.1"), free_port("127.0.0.1")
-        self.sites = [SiteSpec(f"site{i + 1}", f"127.0.0.{i + 2}") for i in range(sites)]
+        self.host = host
+        self.tracker_port, self.repo_port = free_port(host), free_port(host)
+        self.sites = [SiteSpec(f"site{i + 1}", site_ips[i] if site_ips else f"127.0.0.{i + 2}")
+                      for i in range(sites)]
         for s in self.sites:
             s.control_port, s.peer_port = free_port(s.ip), free_port(s.ip)
         self.extra = extra or {}
@@ -78,14 +83,14 @@ class Deployment:
 
     @property
     def tracker_url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.tracker_port}"
+        return f"{self.scheme}://{format_hostport(self.host, self.tracker_port)}"
 
     @property
     def repo_url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.repo_port}"
+        return f"{self.scheme}://{format_hostport(self.host, self.repo_port)}"
 
     def control_url(self, site: SiteSpec) -> str:
-        return f"{self.scheme}://{site.ip}:{site.control_port}"
+        return f"{self.scheme}://{format_hostport(site.ip, site.control_port)}"
 
     def _tls(self) -> dict[str, str]:
         if self.pki is None:
@@ -95,17 +100,17 @@ class Deployment:
     def configs(self) -> dict[str, dict[str, dict]]:
         site_secrets = {s.name: s.secret for s in self.sites}
         out = {
-            "tracker": {"tracker": {"listen": f"127.0.0.1:{self.tracker_port}", "site_secrets": site_secrets,
+            "tracker": {"tracker": {"listen": format_hostport(self.host, self.tracker_port), "site_secrets": site_secrets,
                                     "repo": self.repo_url, "min_seeds": len(self.sites), "repo_poll": 1,
                                     **self._tls(), **self.extra.get("tracker", {})}},
-            "repo": {"repo": {"listen": f"127.0.0.1:{self.repo_port}", "state": str(self.root / "repo"),
+            "repo": {"repo": {"listen": format_hostport(self.host, self.repo_port), "state": str(self.root / "repo"),
                               "tracker": self.tracker_url, "site_secrets": site_secrets, **self._tls(),
                               **self.extra.get("repo", {})}},
         }
         for s in self.sites:
             out[s.name] = {"server": {
-                "site": s.name, "secret": s.secret, "listen": f"{s.ip}:{s.control_port}",
-                "peer_listen": f"{s.ip}:{s.peer_port}", "control_url": self.control_url(s),
+                "site": s.name, "secret": s.secret, "listen": format_hostport(s.ip, s.control_port),
+                "peer_listen": format_hostport(s.ip, s.peer_port), "control_url": self.control_url(s),
                 "state": str(self.root / "sites" / s.name), "roots": [str(self.data)], "tracker": self.tracker_url,
                 "repo": self.repo_url, "heartbeat_interval": 1, **self._tls(), **self.extra.get(s.name, {})}}
         return out

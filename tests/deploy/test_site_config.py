@@ -17,9 +17,10 @@ def run(prog: str, config, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("body, problem", [
-    ('peer_listen = "0.0.0.0:6881"',
-     "[server] peer_listen: '0.0.0.0:6881': the tracker hands this address to peers; give this host's own "
-     "address, the one they reach, not 0.0.0.0"),
+    ('peer_listen = "0.0.0.0:6881"\npeer_address = "0.0.0.0"',
+     "[server] peer_address: '0.0.0.0' is not an address peers can reach (this host's own IP address)"),
+    ('peer_address = "site.example"',
+     "[server] peer_address: 'site.example' is not an address peers can reach (this host's own IP address)"),
 ])
 def test_settings_that_cannot_work_are_refused_naming_file_and_key(body, problem, tmp_path):
     config = tmp_path / "server.toml"

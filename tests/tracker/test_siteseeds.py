@@ -69,6 +69,17 @@ def test_the_site_seed_handed_out_is_one_of_theirs_never_the_requester():
     assert siteseeds.site_seed(reg, {"gone"}, ("127.0.0.9", 1), rng) is None
 
 
+def test_a_site_seed_is_handed_out_in_the_family_the_requester_asked_from():
+    reg, _ = registry()
+    reg.beat(site("dual", ("127.0.0.2:6881", "[::1]:6881")))
+    reg.beat(site("v4only", ("127.0.0.3:6881",)))
+    rng = random.Random(1)
+    assert {siteseeds.site_seed(reg, {"dual"}, ("::1", 5), rng) for _ in range(20)} == {("::1", 6881)}
+    assert {siteseeds.site_seed(reg, {"dual"}, ("127.0.0.9", 5), rng) for _ in range(20)} == {("127.0.0.2", 6881)}
+    # A site with none in that family: what it has (the asker may still reach it).
+    assert siteseeds.site_seed(reg, {"v4only"}, ("::1", 5), rng) == ("127.0.0.3", 6881)
+
+
 def test_with_peer_keeps_an_answer_that_has_it_and_puts_it_first_otherwise():
     a, b, c, s = b"AAAAAA", b"BBBBBB", b"CCCCCC", b"SSSSSS"
     assert siteseeds.with_peer(a + s + b, s, 3) == a + s + b

@@ -1,23 +1,28 @@
 """libtorrent session settings shared by bt-server seeds and bt-get workers.
 
 What decides whether anything moves (measured; docs/benchmarks.md):
-TCP only (uTP crawls on loopback), outgoing connections bound to the
-process's own address (else every peer looks like 127.0.0.1 and bans
-itself), and no DHT, local discovery, UPnP or NAT-PMP (no traffic off the
-federation). Imports libtorrent: use it only from the processes that run
-a session.
+TCP only (uTP crawls on loopback), and no DHT, local discovery, UPnP or
+NAT-PMP (no traffic off the federation). A session given an address
+listens there and binds its outgoing connections to it (several processes
+on one host's loopback each on a 127.0.0.x of their own); a session given
+ANY listens on every address of both families, on one port, and lets the
+kernel choose the source of each connection, as a host on a real network
+must: bound to 127.0.0.1 it reaches nothing beyond itself. Imports
+libtorrent: use it only from the processes that run a session.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 from typing import Any, Mapping
 
 import libtorrent as lt
 
 from torrents import metainfo
 from torrents.errors import ConfigError
+from torrents.hostport import ANY
 
 # Extra settings from the environment, for measuring a setting without a release
 # (scripts/bench_wan.py): a JSON object, seeds and clients apart.
@@ -28,11 +33,36 @@ ALERTS = (lt.alert.category_t.error_notification | lt.alert.category_t.status_no
           | lt.alert.category_t.peer_notification | lt.alert.category_t.connect_notification)
 
 
-def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: Any) -> dict[str, Any]:
-    """A settings pack for a session on `listen_ip:port` (port 0: any free port)."""
+def listen_interfaces(listen_ip: str, port: int = 0) -> str:
+    """libtorrent's listen_interfaces for `listen_ip` (ANY: both wildcards) on `port` (0: a free one).
+
+    For a wildcard libtorrent opens a socket on each address of the host, each on its own port when
+    asked for port 0; one port for all of them is what peers, the tracker and sibling workers expect."""
+    if listen_ip == ANY:
+        port = port or free_port_everywhere()
+        return f"0.0.0.0:{port},[::]:{port}"
     host = f"[{listen_ip}]" if ":" in listen_ip else listen_ip
+    return f"{host}:{port}"
+
+
+def free_port_everywhere() -> int:
+    """A TCP port free on every address of both families (a dual-stack socket takes it for both), else
+    on every IPv4 address when the host has no IPv6."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            s.bind(("::", 0))
+            return s.getsockname()[1]
+    except OSError:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("0.0.0.0", 0))
+            return s.getsockname()[1]
+
+
+def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: Any) -> dict[str, Any]:
+    """A settings pack for a session on `listen_ip:port` (ANY: every address; port 0: a free port)."""
     pack: dict[str, Any] = {
-        "listen_interfaces": f"{host}:{port}",
+        "listen_interfaces": listen_interfaces(listen_ip, port),
         "outgoing_interfaces": listen_ip,
         "enable_outgoing_utp": False,
         "enable_incoming_utp": False,
