@@ -21,7 +21,7 @@ import time
 from typing import Any, Awaitable, Coroutine, Iterable
 
 from torrents.hostport import parse_hostport
-from tracker import protocol, schedule, siteseeds
+from tracker import protocol, siteseeds
 from tracker.churn import ChurnGuard
 from tracker.config import TrackerConfig
 from tracker.fallback import Fallback
@@ -39,11 +39,6 @@ MAX_FULL_SCRAPE = 1000  # swarms in a scrape without info_hash
 # the client back soon (libtorrent waits at least its min_announce_interval, 5 s here).
 RETRY_INTERVAL = 5
 STORE_DOWN = "tracker: swarm store unavailable, retry later"
-# Leechers of a scheduled swarm (tracker/schedule.py) come back this soon, so a site freed by a
-# T3 that completed is handed to the others; their plan entry lives a few intervals.
-SCHEDULED_INTERVAL = 10
-PLAN_TTL = 3 * SCHEDULED_INTERVAL
-MAX_PLANS = 10_000  # swarms with a plan before the expired ones are dropped
 
 
 class Announcer:
@@ -61,7 +56,6 @@ class Announcer:
         self._jitter = protocol.interval_jitter(config.interval)
         self._sampled = 0  # announces since the last one timed
         self.churn = ChurnGuard()
-        self.plans: dict[bytes, schedule.SwarmPlan] = {}  # this process's view (see tracker/schedule.py)
         self.fallback = Fallback(protocol.peer_ttl(config.interval), sites)
 
     def set_published(self, hashes: Iterable[bytes]) -> None:
@@ -206,48 +200,13 @@ class Announcer:
             # Spread re-announces so a swarm that started together does not
             # come back in lock-step.
             interval, min_interval = config.interval + self.rng.randint(0, self._jitter), config.min_interval
-        peers4, peers6 = view.peers4, view.peers6
-        if config.schedule:
-            planned = self._scheduled(ann, peers4, peers6)
-            if planned is not None:
-                peers4, peers6 = planned
-                interval, min_interval = min(interval, SCHEDULED_INTERVAL), min(min_interval, SCHEDULED_INTERVAL)
         if ann.event == "stopped":
             return protocol.compact_answer(interval, min_interval, view.complete, view.incomplete, b"", b"")
         if not ann.compact:
             return protocol.list_answer(interval, min_interval, view.complete, view.incomplete,
                                         view.listed or [], ann.no_peer_id)
-        return protocol.compact_answer(interval, min_interval, view.complete, view.incomplete, peers4, peers6)
-
-    def _scheduled(self, ann: protocol.Announce, peers4: bytes, peers6: bytes) -> tuple[bytes, bytes] | None:
-        """The peers a leecher of a swarm seeded by several sites is handed: its share of the sites
-        (tracker/schedule.py), or None when the swarm is not scheduled (the handout as it is)."""
-        h, me = ann.info_hash, (ann.ip, ann.port)
-        plan = self.plans.get(h)
-        if ann.seed or ann.event in ("stopped", "completed"):
-            if plan is not None:
-                schedule.leave(plan, me)
-                if not plan.assigned:
-                    del self.plans[h]
-            return None
-        registry = self.sites
-        seeding = [s for s in registry.all() if h in s.seeding and h not in s.stuck and registry.is_up(s)]
-        if len(seeding) < 2:
-            return None
-        now = time.monotonic()
-        if plan is None:
-            if len(self.plans) >= MAX_PLANS:  # swarms whose leechers all went quiet: forgotten
-                self.plans = {k: p for k, p in self.plans.items() if p.load(now)}
-            plan = self.plans[h] = schedule.SwarmPlan()
-        order = schedule.site_order((s.name for s in seeding), h)
-        schedule.assign(plan, me, order, now, PLAN_TTL)
-        allowed = schedule.share(plan, me, order, now)
-        site_of = {ep: s.name for s in seeding for ep in s.peer_endpoints}
-        kept4 = schedule.keep_peers(peers4, site_of, allowed)
-        kept6 = schedule.keep_peers(peers6, site_of, allowed, width=18)
-        if not schedule.has_site(kept4, site_of) and not schedule.has_site(kept6, site_of, width=18):
-            return None  # its sites' seeds were not among those drawn: every seed rather than none
-        return kept4, kept6
+        return protocol.compact_answer(interval, min_interval, view.complete, view.incomplete, view.peers4,
+                                       view.peers6)
 
     def _store_down(self, ann: protocol.Announce | None = None, site: str | None = None) -> bytes:
         """The store is unavailable: an announce is answered from this process's memory (tracker/fallback.py),

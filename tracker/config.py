@@ -34,10 +34,6 @@ class TrackerConfig:
     max_seeds_per_swarm: int = 3
     site_backoff: Seconds = Seconds(30.0)
     trust_ip: bool = False
-    # A swarm seeded by several sites: each leecher handed one site's seeds (and idle sites') so that
-    # the sites serve different T3s (tracker/schedule.py). Off: on shaped links it gained nothing over
-    # the T3s' own rule (btget/siteshare.py) and gives a --shard array fewer sites (docs/benchmarks.md "wan").
-    schedule: bool = False
     default_numwant: int = 50
     failure_reason: str = "unknown info_hash: not published in this federation"
     heartbeat_interval: Seconds = Seconds(10.0)  # asked of sites in the heartbeat answer; down after 3 missed
