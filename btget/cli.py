@@ -49,10 +49,10 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 @click.option("-o", "--output", metavar="DIR", help="Download into DIR/NAME/ (default: config [get] output, or .).")
 @click.option("--scope-subdir", is_flag=True,
               help="A Rucio DID scope:name goes to DIR/scope/name/ (default DIR/name/), as rucio download does.")
-@click.option("--repo", metavar="URL", help="Torrent repository URL (default: $BTSWARM_REPO, then config).")
+@click.option("--repo", metavar="URL", help="Torrent repository URL (default: $BTSWARM_GET_REPO, then config).")
 @click.option("--config", "config_path", metavar="FILE", help="Configuration file (TOML).")
 @click.option("--ca-file", metavar="PEM", help="CAs trusted besides the system's for https repository and trackers "
-              "(default: $BTSWARM_CA_FILE, then config [get] ca_file).")
+              "(default: $BTSWARM_GET_CA_FILE, then config [get] ca_file).")
 @click.option("--workers", metavar="N|auto", help="Local libtorrent sessions, each in its own process.")
 @click.option("--shard", metavar="K/N", help="Fetch only share K of N (batch arrays: one share per host).")
 @click.option("--files", "globs", multiple=True, metavar="GLOB", help="Only files whose LFN matches (repeatable).")
@@ -254,11 +254,10 @@ def _duration(flag: str, text: str | None) -> float | None:
 
 
 def configure(opts: Options) -> GetConfig:
-    """Config file < environment ($BTSWARM_GET_*, $BTSWARM_REPO, $BTSWARM_CA_FILE) < flags."""
-    repo = opts.repo or os.environ.get("BTSWARM_REPO")
-    overrides = {"repo": repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
+    """Config file < environment ($BTSWARM_GET_*) < flags."""
+    overrides = {"repo": opts.repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
                  "seed_ratio": opts.seed_ratio, "timeout": opts.timeout, "stall_timeout": opts.stall_timeout,
-                 "web_seeds": opts.web_mode, "ca_file": opts.ca_file or os.environ.get(tls.CA_ENV),
+                 "web_seeds": opts.web_mode, "ca_file": opts.ca_file,
                  "max_rate": opts.max_rate, "max_upload_rate": opts.max_upload_rate}
     return get_config.load(opts.config_path, overrides=overrides)
 
@@ -416,7 +415,7 @@ def repo_hint(cfg: GetConfig) -> str:
     """How to name another repository, said when the default one is not there."""
     if cfg.repo != GetConfig().repo:
         return ""
-    return " (no repository was named: set one with --repo URL, $BTSWARM_REPO or [get] repo in the config file)"
+    return " (no repository was named: set one with --repo URL, $BTSWARM_GET_REPO or [get] repo in the config file)"
 
 
 def holding(sites: dict[str, str], record: dict[str, Any] | None) -> tuple[str, ...]:

@@ -38,7 +38,7 @@ class GetConfig:
     # web_seed_after (or are blocked outright), "always" from the start, "off" never.
     web_seeds: str = "auto"
     web_seed_after: Seconds = Seconds(5.0)
-    ca_file: str = ""  # a PEM bundle trusted besides the system's CAs for https:// (else $BTSWARM_CA_FILE)
+    ca_file: str = ""  # a PEM bundle trusted besides the system's CAs for https://
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.repo)

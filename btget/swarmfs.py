@@ -13,7 +13,7 @@ Storage options (or environment):
   free loopback port, shared by every filesystem of this process and
   stopped when the process exits (it also stops by itself once this process
   is gone, however that happens).
-- `repo` ($BTSWARM_REPO), `cache` ($BTSWARM_CACHE, default
+- `repo` (else bt-get's: $BTSWARM_GET_REPO, then [get] repo), `cache` ($BTSWARM_CACHE, default
   ~/.cache/btswarm/serve: where the pieces land, and stay for next time),
   `prefetch` (default True: the rest of the dataset keeps arriving at low
   priority), `extra_args` (more bt-get arguments, e.g. ["--listen", IP]).
@@ -131,7 +131,7 @@ class SwarmFileSystem(HTTPFileSystem):
                  prefetch: bool = True, extra_args: tuple[str, ...] | list[str] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.server = (server or os.environ.get("BTSWARM_SERVE") or "").rstrip("/") or None
-        self.repo = repo or os.environ.get("BTSWARM_REPO")
+        self.repo = repo  # else bt-get's own: $BTSWARM_GET_REPO, then its config
         self.cache = cache or _default_cache()
         self.prefetch = prefetch
         self.extra_args = tuple(extra_args)

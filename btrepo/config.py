@@ -32,8 +32,7 @@ class RepoConfig:
     # made); every other T2 only of a dataset whose served version it holds or has held.
     curators: tuple[str, ...] = ()
     # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make the pages and the API listen on
-    # https; ca_file, a PEM bundle, is trusted besides the system's CAs when it asks the tracker for swarms
-    # (else $BTSWARM_CA_FILE).
+    # https; ca_file, a PEM bundle, is trusted besides the system's CAs when it asks the tracker for swarms.
     tls_cert: str = ""
     tls_key: str = ""
     ca_file: str = ""

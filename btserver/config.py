@@ -142,8 +142,7 @@ class ServerConfig:
     hash_threads: int = 0  # 0: one per core
     rucio: RucioConfig = field(default_factory=RucioConfig)  # the [server.rucio] table
     # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make the control API listen on
-    # https; ca_file, a PEM bundle, is trusted besides the system's CAs when it calls the tracker and the repository
-    # (else $BTSWARM_CA_FILE).
+    # https; ca_file, a PEM bundle, is trusted besides the system's CAs when it calls the tracker and the repository.
     tls_cert: str = ""
     tls_key: str = ""
     ca_file: str = ""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import logging
 import os
 import re
 import tomllib
@@ -158,13 +159,30 @@ def split_list(text: str) -> list[str]:
     return [item for item in out if item]
 
 
+log = logging.getLogger("btswarm.config")
+
+# Variables from before every setting was $BTSWARM_<SECTION>_<KEY>: old name → (section or None for every
+# section with the key, key). Read for one release when the new name is unset, with a warning naming it.
+RENAMED_ENV = {"BTSWARM_REPO": ("get", "repo"), "BTSWARM_CA_FILE": (None, "ca_file")}
+
+
+def _renamed(section: str, key: str, env: Mapping[str, str]) -> str | None:
+    """The value of an old variable that stands for $BTSWARM_<SECTION>_<KEY>, said to be deprecated."""
+    for old, (where, name) in RENAMED_ENV.items():
+        if name == key and where in (None, section) and env.get(old):
+            log.warning("$%s is deprecated and will be ignored in the next release: use $%s", old,
+                        env_name(section, key))
+            return env[old]
+    return None
+
+
 def _from_env(section: str, cls: type, env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         key = env_name(section, f.name)
-        if key in env:
-            text = env[key]
+        text = env[key] if key in env else _renamed(section, f.name, env)
+        if text is not None:
             origin = typing.get_origin(hints[f.name])
             if origin is tuple:
                 out[f.name] = split_list(text)

@@ -56,7 +56,7 @@ class TrackerConfig:
     processes: int = 1  # bt-tracker run --processes: several processes on one port (SO_REUSEPORT); needs redis
     # TLS (docs/deploy-site.md): a PEM certificate (with its chain) and key make announces and the API listen on
     # https; ca_file, a PEM bundle, is trusted besides the system's CAs when it calls sites (seed starts) and
-    # the repository (else $BTSWARM_CA_FILE).
+    # the repository.
     tls_cert: str = ""
     tls_key: str = ""
     ca_file: str = ""

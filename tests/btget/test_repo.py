@@ -35,9 +35,9 @@ async def test_name_from_repo_downloads_and_verifies_adler32(aiohttp_server, dat
     publish(repo_dir, dataset)
     server = await aiohttp_server(create_app(repo_dir), host="127.0.0.1")
     peer = seed()
-    # the repository URL from $BTSWARM_REPO, as a batch job's environment would set it
+    # the repository URL from $BTSWARM_GET_REPO, as a batch job's environment would set it
     code, out, err = await bt_get_async(dataset.name, "-o", str(tmp_path / "out"), "--peer", peer, "--json",
-                                  env={"BTSWARM_REPO": str(server.make_url(""))})
+                                  env={"BTSWARM_GET_REPO": str(server.make_url(""))})
     assert code == 0, err
     doc = json.loads(out)
     assert {f["status"] for f in doc["files"]} == {"verified"}

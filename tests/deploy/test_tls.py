@@ -23,7 +23,7 @@ from torrents.exitstatus import ExitStatus
 
 pytestmark = pytest.mark.slow
 
-HINT = "give the CA with --ca-file or $BTSWARM_CA_FILE"
+HINT = "give the CA with --ca-file or $BTSWARM_GET_CA_FILE"
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_a_real_bt_get_downloads_over_tls_from_both_sites(tls_federation, tmp_pa
 def test_the_ca_may_come_from_the_environment(tls_federation, tmp_path):
     fed = tls_federation
     out = bt_get(sample.SAMPLE_NAME, "--repo", fed.repo_url, "-o", str(tmp_path), "--timeout", "90", "-q",
-                 env={**_env(), "BTSWARM_CA_FILE": str(fed.pki.ca)})
+                 env={**_env(), "BTSWARM_GET_CA_FILE": str(fed.pki.ca)})
     assert out.returncode == 0, out.stderr
     assert compare_trees(fed.data / sample.SAMPLE_NAME, tmp_path / sample.SAMPLE_NAME) == []
 
@@ -101,16 +101,16 @@ def test_a_service_without_the_ca_says_why_it_cannot_reach_the_tracker(tls_feder
     config.write_text(toml({"server": cfg}))
     from tests.support import Proc, wait_for
     proc = Proc([command("bt-server"), "run", "--config", str(config), "-v"], tmp_path / "site.log",
-                env={"BTSWARM_CA_FILE": ""})
+                env={"BTSWARM_SERVER_CA_FILE": ""})
     try:
         wait_for(lambda: "certificate not trusted" in proc.log() or proc.popen.poll() is not None, timeout=30,
                  what="the heartbeat's refusal")
         assert (f"heartbeat: tracker {fed.tracker_url} not answering (certificate not trusted (unable to get local "
-                f"issuer certificate); give the CA with [server] ca_file or $BTSWARM_CA_FILE)") in proc.log()
+                f"issuer certificate); give the CA with [server] ca_file or $BTSWARM_SERVER_CA_FILE)") in proc.log()
     finally:
         proc.stop()
 
 
 def _env() -> dict:
     import os
-    return {k: v for k, v in os.environ.items() if k not in ("BTSWARM_CA_FILE", "SSL_CERT_FILE")}
+    return {k: v for k, v in os.environ.items() if not k.endswith("_CA_FILE") and k != "SSL_CERT_FILE"}

@@ -90,7 +90,7 @@ def test_no_repository_named_says_how_to_name_one(tmp_path, monkeypatch):
                          timeout=60, env=env)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1].endswith(
-        "(no repository was named: set one with --repo URL, $BTSWARM_REPO or [get] repo in the config file)")
+        "(no repository was named: set one with --repo URL, $BTSWARM_GET_REPO or [get] repo in the config file)")
 
 
 def test_a_url_that_is_not_a_repository_says_so(fed, tmp_path):

@@ -349,3 +349,18 @@ def test_split_list_rule():
     assert split_list("scope:name.*,scope2:other") == ["scope:name.*", "scope2:other"]  # DIDs
     assert split_list(" a , ,b ") == ["a", "b"]
     assert split_list("") == []
+
+
+def test_a_renamed_variable_is_read_for_one_release_with_a_warning_naming_the_new_one(home, caplog):
+    with caplog.at_level("WARNING", logger="btswarm.config"):
+        cfg = load_config(environ={"BTSWARM_REPO": "http://repo.example:8080", "BTSWARM_CA_FILE": "/etc/ca.pem"})
+    assert cfg.get.repo == "http://repo.example:8080"
+    assert cfg.get.ca_file == cfg.server.ca_file == cfg.tracker.ca_file == cfg.repo.ca_file == "/etc/ca.pem"
+    said = {r.getMessage() for r in caplog.records}
+    assert "$BTSWARM_REPO is deprecated and will be ignored in the next release: use $BTSWARM_GET_REPO" in said
+    assert "$BTSWARM_CA_FILE is deprecated and will be ignored in the next release: use $BTSWARM_SERVER_CA_FILE" in said
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="btswarm.config"):
+        cfg = load_config(environ={"BTSWARM_REPO": "http://old.example:1", "BTSWARM_GET_REPO": "http://new.example:2"})
+    assert cfg.get.repo == "http://new.example:2"  # the new name wins, and nothing is said of the old
+    assert not [r for r in caplog.records if "BTSWARM_REPO" in r.getMessage()]

@@ -14,6 +14,7 @@ libtorrent: use it only from the processes that run a session.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from typing import Any, Mapping
@@ -25,8 +26,11 @@ from torrents.errors import ConfigError
 from torrents.hostport import ANY
 
 # Extra settings from the environment, for measuring a setting without a release
-# (scripts/bench_wan.py): a JSON object, seeds and clients apart.
+# (scripts/bench_wan.py): a JSON object, seeds and clients apart. A process that takes them says so at
+# WARNING, once: they are for benchmarks, never for a production site or T3.
 ENV_SEED, ENV_GET = "BTSWARM_LT_SEED_SETTINGS", "BTSWARM_LT_GET_SETTINGS"
+_warned: set[str] = set()
+log = logging.getLogger("btswarm.ltsession")
 
 ALERTS = (lt.alert.category_t.error_notification | lt.alert.category_t.status_notification
           | lt.alert.category_t.storage_notification | lt.alert.category_t.tracker_notification
@@ -145,6 +149,10 @@ def _from_env(name: str) -> dict[str, Any]:
         raise ConfigError(name, f"not JSON ({exc})") from None
     if not isinstance(value, dict):
         raise ConfigError(name, "not a JSON object of libtorrent settings")
+    if name not in _warned:
+        _warned.add(name)
+        log.warning("$%s overrides libtorrent's settings %s: a benchmark's knob, not for production", name,
+                    ", ".join(f"{k}={v!r}" for k, v in sorted(value.items())))
     return value
 
 

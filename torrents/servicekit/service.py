@@ -34,7 +34,7 @@ def tls_options(partners: str) -> Callable[[Callable[..., Any]], Callable[..., A
                 click.option("--tls-cert", metavar="PEM", help="Serve https with this certificate (and --tls-key)."),
                 click.option("--tls-key", metavar="PEM", help="The private key of --tls-cert."),
                 click.option("--ca-file", metavar="PEM", help=f"CAs trusted besides the system's, for {partners} "
-                             "(default: $BTSWARM_CA_FILE)."))):
+                             "(default: $BTSWARM_<PART>_CA_FILE, then the config's ca_file)."))):
             f = option(f)
         return f
     return decorate

@@ -3,8 +3,8 @@
 Servers: a section's `tls_cert` and `tls_key` (PEM; the certificate file may
 hold the chain) make its HTTP service listen with TLS. Clients verify every
 https:// URL by default against the system's CAs; `ca_file` (a PEM bundle,
-e.g. a federation's private CA) is trusted in addition to them, or
-$BTSWARM_CA_FILE when the configuration names none.
+e.g. a federation's private CA) is trusted in addition to them; like any
+setting it may come from the environment, $BTSWARM_<SECTION>_CA_FILE.
 
 libtorrent (a bt-get worker's and a bt-server seed's HTTPS tracker
 announces) takes no CA file: it verifies with OpenSSL's default paths, read
@@ -28,8 +28,7 @@ from pathlib import Path
 
 from torrents.errors import ConfigError
 
-CA_ENV = "BTSWARM_CA_FILE"
-FLAG_HINT = f"--ca-file or ${CA_ENV}"  # how a command's user gives the CA
+FLAG_HINT = "--ca-file or $BTSWARM_GET_CA_FILE"  # how bt-get's user gives the CA
 LIBTORRENT_CA_ENV = "SSL_CERT_FILE"  # what OpenSSL's default verify paths (and so libtorrent) read
 
 
@@ -56,8 +55,8 @@ def server_context(cert: str, key: str, section: str) -> ssl.SSLContext | None:
 
 
 def ca_file(configured: str | None) -> str:
-    """The CA bundle to trust besides the system's: the configured one, else $BTSWARM_CA_FILE, else none ('')."""
-    return configured or os.environ.get(CA_ENV, "")
+    """The CA bundle to trust besides the system's: the configured one (file, environment or flag), else none."""
+    return configured or ""
 
 
 def client_context(ca: str = "", subject: str = "ca_file") -> ssl.SSLContext:
@@ -81,7 +80,7 @@ def trust_in_libtorrent(ca: str) -> None:
 
 def hint(section: str) -> str:
     """How a service is given a CA: its section's ca_file, or the environment."""
-    return f"[{section}] ca_file or ${CA_ENV}"
+    return f"[{section}] ca_file or $BTSWARM_{section.upper()}_CA_FILE"
 
 
 def untrusted(detail: str, hint: str) -> str:
