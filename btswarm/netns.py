@@ -32,11 +32,11 @@ class NetnsError(BtswarmError):
     """A namespace or tc command failed, or is not allowed here."""
 
 
-def require(subject: str) -> None:
+def require(subject: str, why: str = "a private network namespace and tc shaping",
+            instead: str = "run as root, or without --site-link/--client-link") -> None:
     """One clear line when shaping cannot work here: not root, or no `ip`/`tc`."""
     if os.geteuid() != 0:
-        raise NetnsError(subject, "needs root (a private network namespace and tc shaping); "
-                                  "run as root, or without --site-link/--client-link")
+        raise NetnsError(subject, f"needs root ({why}); {instead}")
     for tool in ("ip", "tc"):
         if shutil.which(tool) is None:
             raise NetnsError(subject, f"needs the `{tool}` command (Debian: iproute2)")

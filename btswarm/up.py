@@ -315,7 +315,7 @@ def run(opts: UpOptions, *, report: Callable[[str], None]) -> int:
     """
     if opts.hosts:
         opts.host_plan("check")  # a bad combination says so before anything is made
-        netns.require("--hosts")
+        netns.require("--hosts", "network namespaces, a bridge, veths and tc shaping", "run as root")
     elif opts.links.shaped:
         netns.require("--site-link")
     with statelock.held(opts.state):
