@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -85,6 +86,8 @@ def test_each_part_is_on_a_host_of_its_own_and_the_root_namespace_gets_nothing(f
         eth0 = by_name["eth0"]
         assert [(a["local"], a["prefixlen"]) for a in eth0["addr_info"]] == [(h.address, 16)]
         assert (eth0["address"], eth0["mtu"]) == (h.mac, 1500)
+        with fed.on_host(h.name):  # /proc/sys/net is the namespace of the thread that reads it
+            assert Path("/proc/sys/net/ipv4/conf/eth0/route_localnet").read_text().strip() == "1"
 
 
 def test_the_dataset_is_published_with_both_sites_as_seen_from_a_t3_host(fed):
