@@ -391,10 +391,12 @@ def _remove_stale_netns(record: Path, report: Callable[[str], None]) -> None:
                                           "directory")
     except ProcessLookupError:
         pass
-    for name in old.get("names") or [old["name"]]:
-        if netns.exists(name):
-            report(f"deleting network namespace {name} left by a btswarm up that was killed")
-            netns.delete(name)
+    left = [name for name in old.get("names") or [old["name"]] if netns.exists(name)]
+    if left:
+        report(f"deleting network namespace{'s' if len(left) > 1 else ''} {', '.join(left)} left by a btswarm up "
+               "that was killed")
+    for name in left:
+        netns.delete(name)
     record.unlink(missing_ok=True)
 
 
