@@ -83,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
 @click.option("--web-seed-url", "web_seed_url", multiple=True, metavar="[SITE=]TEMPLATE",
               help="A door of the sites (site1=TEMPLATE: of one), as [server] web_seed_urls: "
                    "http://HOST:PORT/PATH/{dataset}/{lfn}. Repeatable.")
+@click.option("--hosts", "hosts", is_flag=True,
+              help="Each part on a host of its own: network namespaces on a bridge, addresses 127.20.x.y, the "
+                   "tracker and repository on one host, each site on one, and --t3-hosts T3 hosts that "
+                   "`btswarm run --host` enters; --site-link/--client-link shape each host's own interface (root).")
+@click.option("--t3-hosts", type=click.IntRange(1, 250), default=2, show_default=True,
+              help="With --hosts: how many T3 hosts (t3-1, t3-2, ...).")
 @click.option("-v", "--verbose", count=True)
 def up(**params):
     """Run tracker, repository and SITES storage sites on loopback until Ctrl-C."""
@@ -109,7 +115,7 @@ def _up_options(p: dict) -> up_mod.UpOptions:
         redis_replicas=p["redis_replicas"],
         rucio=p["rucio"] or p["rucio_dir"] is not None, rucio_dir=p["rucio_dir"].resolve() if p["rucio_dir"] else None,
         rucio_scope=p["rucio_scope"], rucio_refresh=parse_duration(p["rucio_refresh"]),
-        web_seed_urls=p["web_seed_url"])
+        web_seed_urls=p["web_seed_url"], hosts=p["hosts"], t3_hosts=p["t3_hosts"])
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -117,11 +123,14 @@ def _up_options(p: dict) -> up_mod.UpOptions:
               help="The state directory of the `btswarm up` to use. Default: ~/.cache/btswarm/up")
 @click.option("--address", metavar="IP", default=None,
               help="Client address to use (default: the next shaped client address in turn).")
+@click.option("--host", "host", metavar="NAME", default=None,
+              help="With `btswarm up --hosts`: the T3 host to run on (t3-1, ...; default: the next in turn).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(state, address, command):
+def run(state, address, host, command):
     """Run COMMAND as a client of the running federation: inside its network namespace (shaped links),
-    with BTSWARM_GET_REPO and BTSWARM_GET_LISTEN set. Example: btswarm run -- bt-get NAME -o /tmp/x"""
-    run_mod.exec_client((state or up_mod.default_state_dir()).resolve(), command, address)
+    with BTSWARM_GET_REPO and BTSWARM_GET_LISTEN set; on a T3 host (--hosts) with BTSWARM_GET_REPO only,
+    as a physicist would. Example: btswarm run -- bt-get NAME -o /tmp/x"""
+    run_mod.exec_client((state or up_mod.default_state_dir()).resolve(), command, address, host)
 
 
 @cli.command()

@@ -21,7 +21,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from btswarm import netns, shaping
+from btswarm import hosts as hostplan
+from btswarm import netns, run, shaping
+from btswarm.hosts import Host
 from btswarm.ready import Ready, SiteInfo
 from torrents import urls
 from torrents.errors import BtswarmError
@@ -178,11 +180,37 @@ class Federation:
         """Bytes each shaped address has sent since the federation started (tc class counters)."""
         if self.netns is None:
             return {}
+        if self.hosts:  # each host's uplink is its own interface's only class
+            return {h.address: shaping.class_bytes(netns.tc_stats(h.netns, hostplan.DEV)).get(hostplan.class_id(), 0)
+                    for h in self.hosts if h.link is not None}
         ids = shaping.link_class_ids(list(self.links))
         # With a delay line, what goes from or to a delayed address is shaped on its device instead of lo.
         devices = ["lo", shaping.TUN_DEVICE] if shaping.delayed(self.links) else ["lo"]
         sent = [shaping.class_bytes(netns.tc_stats(self.netns, dev)) for dev in devices]
         return {address: sum(s.get(cid, 0) for s in sent) for address, cid in ids.items()}
+
+    # -- hosts (btswarm up --hosts) ---------------------------------------------------------------
+    @property
+    def hosts(self) -> tuple[Host, ...]:
+        """Each part's host (services, site1.., t3-1..); () unless started with --hosts. `inside()` then
+        enters the bridge's namespace, from where every host's address is reached."""
+        return self.ready.hosts
+
+    def host(self, name: str) -> Host:
+        return self.ready.host(name)
+
+    def on_host(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """The calling thread on host `name` for a `with` block: what it connects to, and what it
+        starts, starts from that host's address."""
+        return netns.entered(self.host(name).netns)
+
+    def run_on(self, name: str, argv: list[str], *, env: Mapping[str, str] | None = None,
+               **kwargs: Any) -> subprocess.CompletedProcess:
+        """`btswarm run --host NAME -- ARGV` without the exec: ARGV on that host with BTSWARM_GET_REPO
+        set; keyword arguments go to subprocess.run (capture_output, timeout, ...)."""
+        host = self.host(name)
+        return subprocess.run(argv, env=run.host_env(self.ready, host, {**os.environ, **(env or {})}),
+                              preexec_fn=netns.preexec(host.netns), **kwargs)
 
     def torrent(self, name: str) -> bytes:
         return get_bytes(f"{self.repo}{urls.dataset_torrent(name)}")

@@ -1,4 +1,5 @@
-"""Private network namespaces for a shaped federation: create and shape, enter, delete (root only).
+"""Private network namespaces for a shaped federation or a federation of hosts: create and shape, enter,
+delete (root only).
 
 The thin I/O side of btswarm.shaping: `ip netns` and `tc` run as
 commands, and a thread enters a namespace with setns(2) (Python 3.11 has
@@ -16,7 +17,7 @@ import os
 import secrets
 import shutil
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from torrents.errors import BtswarmError
@@ -31,11 +32,11 @@ class NetnsError(BtswarmError):
     """A namespace or tc command failed, or is not allowed here."""
 
 
-def require(subject: str) -> None:
+def require(subject: str, why: str = "a private network namespace and tc shaping",
+            instead: str = "run as root, or without --site-link/--client-link") -> None:
     """One clear line when shaping cannot work here: not root, or no `ip`/`tc`."""
     if os.geteuid() != 0:
-        raise NetnsError(subject, "needs root (a private network namespace and tc shaping); "
-                                  "run as root, or without --site-link/--client-link")
+        raise NetnsError(subject, f"needs root ({why}); {instead}")
     for tool in ("ip", "tc"):
         if shutil.which(tool) is None:
             raise NetnsError(subject, f"needs the `{tool}` command (Debian: iproute2)")
@@ -72,6 +73,37 @@ def create(name: str, tc_commands: Sequence[Sequence[str]] = (),
     except BaseException:
         delete(name)
         raise
+
+
+def build(names: Sequence[str], steps: Sequence[tuple[str, Sequence[str]]],
+          sysctls: Sequence[tuple[str, str]] = ()) -> None:
+    """Namespaces `names`, each with `sysctls` set before any device is made in it (a new device takes
+    `default`), then `steps` ((namespace, argv starting with 'ip' or 'tc'), in order). All or nothing:
+    on a failure every one of them is deleted."""
+    made: list[str] = []
+    try:
+        for name in names:
+            _run(["ip", "netns", "add", name])
+            made.append(name)
+            with entered(name):  # /proc/sys/net is the namespace of the thread that opens it
+                for key, value in sysctls:
+                    Path("/proc/sys", key).write_text(value)
+        for name, cmd in steps:
+            _run([cmd[0], "-n", name, *cmd[1:]])
+    except BaseException:
+        for name in made:
+            delete(name)
+        raise
+
+
+def preexec(name: str | None) -> Callable[[], None]:
+    """For a child between fork and exec: into namespace `name` (None: stay), so that it starts there."""
+    path = None if name is None else os.path.join(NETNS_DIR, name)
+
+    def enter_child() -> None:
+        if path is not None:
+            _setns(path)
+    return enter_child
 
 
 def delete(name: str) -> None:

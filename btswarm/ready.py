@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from btswarm.shaping import Link
+from btswarm.hosts import Host
+from btswarm.shaping import Link, LinkSpec
 from torrents.errors import BtswarmError
 
 
@@ -70,6 +71,13 @@ class Ready:
     netns: str | None = None  # the private network namespace of a shaped federation
     links: tuple[Link, ...] = ()  # its shaped uplinks
     rucio: RucioInfo | None = None
+    hosts: tuple[Host, ...] = ()  # btswarm up --hosts: each part on a host (network namespace) of its own
+
+    def host(self, name: str) -> Host:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(name)
 
     def site(self, name: str) -> SiteInfo:
         for s in self.sites:
@@ -95,6 +103,10 @@ class Ready:
             "state": str(self.state),
             "data": str(self.data),
         }
+        if self.hosts:
+            doc["hosts"] = [{"name": h.name, "role": h.role, "address": h.address, "netns": h.netns, "mac": h.mac,
+                             **({"rate": h.link.rate, "rtt": float(h.link.rtt)} if h.link else {})}
+                            for h in self.hosts]
         if self.rucio is not None:
             doc["rucio"] = {"url": self.rucio.url, "dir": str(self.rucio.dir), "scope": self.rucio.scope,
                             "rses": {site: {"rse": r.rse, "prefix": str(r.prefix)} for site, r in self.rucio.rses.items()}}
@@ -138,6 +150,10 @@ class Ready:
                 rucio.get("url", str), Path(rucio.get("dir", str)), rucio.get("scope", str),
                 {site: RseInfo(x.get("rse", str), Path(x.get("prefix", str)))
                  for site, x in rucio.mapping("rses").items()}),
+            hosts=tuple(Host(x.get("name", str), x.get("role", str), x.get("address", str), x.get("netns", str),
+                             LinkSpec(x.get("rate", int), x.optional("rtt", float) or 0.0)
+                             if x.optional("rate", int) is not None else None)
+                        for x in r.records("hosts", required=False)),
         )
 
 

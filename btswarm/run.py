@@ -8,6 +8,11 @@ BTSWARM_GET_REPO and BTSWARM_GET_LISTEN set: a plain `bt-get NAME` then
 asks this federation's repository and sends from a client address with
 its own uplink. Each run takes the next client address in turn (a counter
 in the state directory, under a lock), unless --address names one.
+
+On a federation of hosts (`btswarm up --hosts`) it runs COMMAND on a
+host instead (--host, or the next T3 host in turn), in that host's
+namespace, with BTSWARM_GET_REPO only: the host has one address, and
+what bt-get does there with its defaults is what a physicist gets.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from btswarm import netns, topology
+from btswarm.hosts import Host
 from btswarm.ready import Ready
 from torrents.errors import BtswarmError
 
@@ -47,6 +53,10 @@ def read_ready(state: Path) -> Ready:
 
 def take_address(state: Path, addresses: Sequence[str]) -> str:
     """The next address in turn; the counter survives across runs, updated under an exclusive lock."""
+    return next_address(addresses, _take_turn(state))
+
+
+def _take_turn(state: Path) -> int:
     with open(state / COUNTER_FILE, "a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         f.seek(0)
@@ -55,7 +65,28 @@ def take_address(state: Path, addresses: Sequence[str]) -> str:
         f.seek(0)
         f.truncate()
         f.write(f"{counter + 1}\n")
-    return next_address(addresses, counter)
+    return counter
+
+
+def pick_host(ready: Ready, name: str | None, counter: int) -> Host:
+    """The host named (any role: `--host services` to look at the tracker's), or the counter-th T3 host."""
+    if name is None:
+        t3s = [h for h in ready.hosts if h.role == "t3"]
+        return t3s[counter % len(t3s)]
+    try:
+        return ready.host(name)
+    except KeyError:
+        raise BtswarmError("--host", f"no host {name!r} (hosts: {', '.join(h.name for h in ready.hosts)})") from None
+
+
+def host_env(ready: Ready, host: Host, environ: dict[str, str]) -> dict[str, str]:
+    """The environment on a host: this federation's repository, and no listen address (bt-get's own
+    default is what is tried); the host's address for commands that want one."""
+    env = dict(environ)
+    env.setdefault("BTSWARM_GET_REPO", ready.repo)
+    env["BTSWARM_CLIENT_ADDRESS"] = host.address
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
+    return env
 
 
 def client_env(ready: Ready, address: str, environ: dict[str, str]) -> dict[str, str]:
@@ -69,10 +100,19 @@ def client_env(ready: Ready, address: str, environ: dict[str, str]) -> dict[str,
     return env
 
 
-def exec_client(state: Path, argv: Sequence[str], address: str | None = None) -> NoReturn:
+def exec_client(state: Path, argv: Sequence[str], address: str | None = None, host: str | None = None) -> NoReturn:
     if not argv:
         raise BtswarmError("btswarm run", "no command given (btswarm run -- bt-get NAME ...)")
     ready = read_ready(state)
+    if ready.hosts:
+        if address is not None:
+            raise BtswarmError("--address", "not on a federation of hosts (each host has one address): give --host")
+        on = pick_host(ready, host, 0 if host else _take_turn(state))
+        netns.require("btswarm run")
+        netns.enter(on.netns)
+        _exec(argv, host_env(ready, on, dict(os.environ)))
+    if host is not None:
+        raise BtswarmError("--host", "this federation has no hosts (start it with `btswarm up --hosts`)")
     if address is not None:
         try:
             if not ipaddress.ip_address(address).is_loopback:
@@ -85,6 +125,10 @@ def exec_client(state: Path, argv: Sequence[str], address: str | None = None) ->
     if ready.netns:
         netns.require("btswarm run")
         netns.enter(ready.netns)
+    _exec(argv, env)
+
+
+def _exec(argv: Sequence[str], env: dict[str, str]) -> NoReturn:
     try:
         os.execvpe(argv[0], list(argv), env)
     except OSError as exc:

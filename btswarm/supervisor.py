@@ -13,7 +13,7 @@ from typing import Awaitable, Callable
 
 import aiohttp
 
-from btswarm import statelock
+from btswarm import netns, statelock
 from btswarm.topology import Service
 from torrents.errors import BtswarmError
 
@@ -52,6 +52,17 @@ async def _redis_ping(url: str) -> bool:
         return False
 
 
+def _child_setup(namespace: str | None) -> Callable[[], None]:
+    """Between fork and exec: die with the supervisor, and start on the service's host (--hosts); the
+    supervisor's own thread never leaves its namespace, so its health checks are not moved with it."""
+    enter = netns.preexec(namespace)
+
+    def setup() -> None:
+        statelock.die_with_parent()
+        enter()
+    return setup
+
+
 class Supervisor:
     def __init__(self, log_dir: Path, *, report: Callable[[str], None] = print, state: Path | None = None) -> None:
         self.log_dir = log_dir
@@ -79,7 +90,7 @@ class Supervisor:
             # ...and dies with it: a kill -9 of the supervisor orphans nothing.
             child.proc = await asyncio.create_subprocess_exec(
                 *child.service.argv, stdin=asyncio.subprocess.DEVNULL, stdout=logfile, stderr=logfile,
-                start_new_session=True, preexec_fn=statelock.die_with_parent)
+                start_new_session=True, preexec_fn=_child_setup(child.service.netns))
         finally:
             logfile.close()
         if self.state is not None:

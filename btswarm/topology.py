@@ -9,6 +9,7 @@ from typing import Sequence
 
 from btswarm.ready import Ready, RseInfo, RucioInfo, SiteInfo, T3Info
 from btswarm import redisserver
+from btswarm.hosts import Host
 from btswarm.shaping import Link
 from torrents.errors import BtswarmError
 
@@ -42,6 +43,7 @@ class Service:
     argv: tuple[str, ...]
     health_url: str
     config_path: Path
+    netns: str | None = None  # the host it runs on (btswarm up --hosts); None: where btswarm up runs
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class Layout:
     # A T3 for `bt-get --share` (config/t3.toml; its bt-server is started by the first share, not by up).
     t3: Site | None = None
     web_seed_urls: dict[str, tuple[str, ...]] = field(default_factory=dict)  # site → its doors (--web-seed-url)
+    netns_of: dict[str, str] = field(default_factory=dict)  # service label → its host's namespace (--hosts)
 
     def data_of(self, index: int) -> Path:
         return self.site_data[index] if self.site_data else self.data
@@ -302,19 +305,20 @@ def services(fed: Layout, bin_dir: Path) -> list[Service]:
     for k, url in enumerate(fed.tracker_urls):
         label = tracker_label(k)
         out.append(Service(label, (str(bin_dir / "bt-tracker"), "run", "--config", str(conf / f"{label}.toml")),
-                           f"{url}/healthz", conf / f"{label}.toml"))
+                           f"{url}/healthz", conf / f"{label}.toml", fed.netns_of.get(label)))
     out.append(Service("repo", (str(bin_dir / "bt-repo"), "run", "--config", str(conf / "repo.toml")),
-                       f"{fed.repo_url}/healthz", conf / "repo.toml"))
+                       f"{fed.repo_url}/healthz", conf / "repo.toml", fed.netns_of.get("repo")))
     for s in fed.sites:
         path = conf / f"{s.name}.toml"
         out.append(Service(s.name, (str(bin_dir / "bt-server"), "run", "--config", str(path)),
-                           f"{s.control_url}/healthz", path))
+                           f"{s.control_url}/healthz", path, fed.netns_of.get(s.name)))
     return out
 
 
 def ready_document(fed: Layout, datasets: list[str], *, netns: str | None = None,
-                   links: tuple[Link, ...] = ()) -> Ready:
-    """What `btswarm up` writes once ready; `netns` and `links` when links are shaped."""
+                   links: tuple[Link, ...] = (), hosts: tuple[Host, ...] = ()) -> Ready:
+    """What `btswarm up` writes once ready; `netns` and `links` when links are shaped, `hosts` with --hosts
+    (`netns` is then the bridge's, from where every host is reached)."""
     return Ready(
         tracker=fed.announce_url, tracker_url=fed.tracker_url,
         trackers=tuple(f"{u}/announce" for u in fed.tracker_urls), tracker_urls=fed.tracker_urls,
@@ -322,7 +326,7 @@ def ready_document(fed: Layout, datasets: list[str], *, netns: str | None = None
         sites=tuple(SiteInfo(s.name, s.peer, s.control_url, s.web_url) for s in fed.sites),
         t3=T3Info(fed.t3.name, fed.t3.peer, fed.t3.control_url, fed.state / "config" / f"{fed.t3.name}.toml")
         if fed.t3 else None,
-        datasets=tuple(datasets), state=fed.state, data=fed.data, netns=netns, links=tuple(links),
+        datasets=tuple(datasets), state=fed.state, data=fed.data, netns=netns, links=tuple(links), hosts=tuple(hosts),
         rucio=RucioInfo(fed.rucio.url, fed.rucio.root, fed.rucio.scope,
                         {site: RseInfo(rse, prefix) for site, rse, prefix in fed.rucio.rses})
         if fed.rucio is not None else None,

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from btswarm import hosts as hostplan
 from btswarm import netns, redisserver, ruciofed, shaping, statelock, topology, tundelay
 from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
@@ -52,6 +53,19 @@ class UpOptions:
     rucio_scope: str = "demo"
     rucio_refresh: float = 30.0
     web_seed_urls: tuple[str, ...] = ()  # --web-seed-url [SITE=]TEMPLATE: the sites' own doors
+    hosts: bool = False  # --hosts: each part on a host (network namespace) of its own (btswarm/hosts.py)
+    t3_hosts: int = 2
+
+    def host_plan(self, prefix: str) -> hostplan.HostPlan:
+        """The hosts of --hosts, namespaces named PREFIX-HOST; BtswarmError for what --hosts cannot do."""
+        unsupported = [("--base-port", bool(self.base_port)), ("--redis", self.redis), ("--trackers", self.trackers > 1),
+                       ("--rucio", self.rucio), ("--link-mtu", self.links.mtu != shaping.LO_MTU)]
+        for option, given in unsupported:
+            if given:
+                raise BtswarmError(option, "not with --hosts (each host has its own ports and an Ethernet MTU "
+                                           f"of {hostplan.MTU}; a Redis, more trackers and Rucio are not placed "
+                                           "on hosts yet)")
+        return hostplan.plan(prefix, [topology.site_name(i) for i in range(self.sites)], self.t3_hosts, self.links)
 
     def link_plan(self) -> tuple[shaping.Link, ...]:
         sites = [(topology.site_name(i), topology.site_ip(i)) for i in range(self.sites)]
@@ -64,11 +78,14 @@ def default_state_dir() -> Path:
     return Path(base) / "btswarm" / "up"
 
 
-def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> topology.Layout:
+def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = (),
+           hosts: hostplan.HostPlan | None = None) -> topology.Layout:
     """Addresses and ports: from --base-port (tracker P, repo P+1, site i P+10+2i / P+11+2i, its web seed
-    P+520+i) or free."""
+    P+520+i) or free; with `hosts`, each part on its host's address and its usual ports."""
     if not 1 <= opts.sites <= 250:
         raise BtswarmError("--sites", f"{opts.sites} is out of range (1-250)")
+    if hosts is not None:
+        return hosts_layout(opts, data, site_data, hosts)
     port = PortPicker()  # the kernel may pick one free port twice
     sites = []
     for i in range(opts.sites):
@@ -108,8 +125,29 @@ def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = ()) -> top
                            redis_replica_ports=replica_ports, sentinel_ports=sentinel_ports)
 
 
+def hosts_layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...],
+                 hosts: hostplan.HostPlan) -> topology.Layout:
+    """--hosts: tracker and repository on the services host, each site on its own, the T3 of
+    `bt-get --share` on the first T3 host; every service on its host's address, as docs/deploy-site.md
+    configures a real site."""
+    services = hosts.host(hostplan.SERVICES)
+    sites = tuple(topology.Site(h.name, h.address, hostplan.SITE_CONTROL_PORT, hostplan.SITE_PEER_PORT,
+                                secrets.token_hex(16), hostplan.SITE_WEB_PORT) for h in hosts.of_role("site"))
+    t3_host = hosts.of_role("t3")[0]
+    t3 = topology.Site(topology.T3_NAME, t3_host.address, hostplan.SITE_CONTROL_PORT, hostplan.T3_PEER_PORT,
+                       secrets.token_hex(16))
+    netns_of = {"tracker": services.netns, "repo": services.netns, topology.T3_NAME: t3_host.netns,
+                **{h.name: h.netns for h in hosts.of_role("site")}}
+    return topology.Layout(state=opts.state, data=data, tracker_port=hostplan.TRACKER_PORT,
+                           repo_port=hostplan.REPO_PORT, sites=sites, idle_ttl=opts.idle_ttl,
+                           heartbeat_interval=opts.heartbeat_interval, host=services.address, site_data=site_data,
+                           t3=t3, web_seed_urls=topology.web_seed_urls(opts.web_seed_urls, [s.name for s in sites]),
+                           netns_of=netns_of)
+
+
 def prepare(opts: UpOptions, report: Callable[[str], None],
-            rucio: "ruciofed.Opened | None" = None) -> tuple[topology.Layout, list[str]]:
+            rucio: "ruciofed.Opened | None" = None,
+            hosts: hostplan.HostPlan | None = None) -> tuple[topology.Layout, list[str]]:
     """Create the state directory, the data (sample unless --data) and every config file;
     with `rucio`, register the data there and name the datasets by their DIDs."""
     opts.state.mkdir(parents=True, exist_ok=True)
@@ -138,7 +176,7 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
         other = sorted(p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
         if other != names:
             raise BtswarmError(d, f"holds other datasets than {data} (per-site --data must be copies)")
-    fed = layout(opts, data, site_data)
+    fed = layout(opts, data, site_data, hosts)
     if rucio is not None:
         rplan = ruciofed.register(rucio.server, opts.rucio_scope, names,
                                   [(s.name, fed.data_of(i)) for i, s in enumerate(fed.sites)], opts.state,
@@ -275,7 +313,10 @@ def run(opts: UpOptions, *, report: Callable[[str], None]) -> int:
     that every thread and every process started afterwards is inside;
     it is deleted when the federation has stopped, whatever the reason.
     """
-    if opts.links.shaped:
+    if opts.hosts:
+        opts.host_plan("check")  # a bad combination says so before anything is made
+        netns.require("--hosts", "network namespaces, a bridge, veths and tc shaping", "run as root")
+    elif opts.links.shaped:
         netns.require("--site-link")
     with statelock.held(opts.state):
         statelock.stop_leftovers(opts.state, report)
@@ -283,6 +324,8 @@ def run(opts: UpOptions, *, report: Callable[[str], None]) -> int:
 
 
 def _run_locked(opts: UpOptions, report: Callable[[str], None]) -> int:
+    if opts.hosts:
+        return _run_hosts(opts, report)
     if not opts.links.shaped:
         return asyncio.run(run_up(opts, report=report))
     links = opts.link_plan()
@@ -294,13 +337,35 @@ def _run_locked(opts: UpOptions, report: Callable[[str], None]) -> int:
                  shaping.delay_sysctls() if shaping.delayed(links) else ())
     record = opts.state / NETNS_FILE
     try:
-        record.write_text(json.dumps({"name": name, "pid": os.getpid()}))
+        record.write_text(json.dumps({"names": [name], "pid": os.getpid()}))
         netns.enter(name)
         report(f"network namespace {name}: " + ", ".join(f"{link.label} {link.spec}" for link in _summary(links)))
         with tundelay.running(links, opts.state / "logs" / "delayline.log"):
             return asyncio.run(run_up(opts, report=report, netns_name=name, links=links))
     finally:
         netns.delete(name)
+        record.unlink(missing_ok=True)
+
+
+def _run_hosts(opts: UpOptions, report: Callable[[str], None]) -> int:
+    """--hosts: the hosts and their bridge made (btswarm/hosts.py), the federation run on them, every
+    namespace deleted when it stops. `btswarm up` itself watches from the bridge's namespace: the hosts'
+    addresses exist only there and on the hosts."""
+    opts.state.mkdir(parents=True, exist_ok=True)
+    record = opts.state / NETNS_FILE
+    _remove_stale_netns(record, report)
+    plan = opts.host_plan(netns.unique_name("bth"))
+    steps = hostplan.lan_steps(plan) + [step for h in plan.hosts for step in hostplan.host_steps(plan, h)]
+    record.write_text(json.dumps({"names": list(plan.namespaces), "pid": os.getpid()}))
+    try:
+        netns.build(plan.namespaces, steps, hostplan.sysctls())
+        netns.enter(plan.lan)
+        report(f"{len(plan.hosts)} hosts on bridge {hostplan.BRIDGE} in network namespace {plan.lan}: "
+               + ", ".join(f"{h.name} {h.address}" + (f" {h.link}" if h.link else "") for h in plan.hosts))
+        return asyncio.run(run_up(opts, report=report, netns_name=plan.lan, links=plan.links(), hosts=plan))
+    finally:
+        for name in plan.namespaces:
+            netns.delete(name)
         record.unlink(missing_ok=True)
 
 
@@ -326,15 +391,18 @@ def _remove_stale_netns(record: Path, report: Callable[[str], None]) -> None:
                                           "directory")
     except ProcessLookupError:
         pass
-    if netns.exists(old["name"]):
-        report(f"deleting network namespace {old['name']} left by a btswarm up that was killed")
-        netns.delete(old["name"])
+    left = [name for name in old.get("names") or [old["name"]] if netns.exists(name)]
+    if left:
+        report(f"deleting network namespace{'s' if len(left) > 1 else ''} {', '.join(left)} left by a btswarm up "
+               "that was killed")
+    for name in left:
+        netns.delete(name)
     record.unlink(missing_ok=True)
 
 
 async def run_up(opts: UpOptions, *, report: Callable[[str], None], bin_dir: Path | None = None,
                  stop: asyncio.Event | None = None, netns_name: str | None = None,
-                 links: tuple[shaping.Link, ...] = ()) -> int:
+                 links: tuple[shaping.Link, ...] = (), hosts: hostplan.HostPlan | None = None) -> int:
     """Start everything, print how to use it, run until SIGINT/SIGTERM (or `stop`), then stop all."""
     bin_dir = bin_dir or Path(sys.executable).parent
     loop = asyncio.get_running_loop()
@@ -349,26 +417,28 @@ async def run_up(opts: UpOptions, *, report: Callable[[str], None], bin_dir: Pat
     try:
         if stop.is_set():
             raise Interrupted()
-        return await _run_up(opts, report, bin_dir, stop, rucio, netns_name, links)
+        return await _run_up(opts, report, bin_dir, stop, rucio, netns_name, links, hosts)
     finally:
         if rucio is not None:
             await loop.run_in_executor(None, rucio.stop)
 
 
 async def _run_up(opts: UpOptions, report: Callable[[str], None], bin_dir: Path, stop: asyncio.Event,
-                  rucio: "ruciofed.Opened | None", netns_name: str | None, links: tuple[shaping.Link, ...]) -> int:
+                  rucio: "ruciofed.Opened | None", netns_name: str | None, links: tuple[shaping.Link, ...],
+                  hosts: hostplan.HostPlan | None = None) -> int:
     loop = asyncio.get_running_loop()
-    fed, names = await loop.run_in_executor(None, prepare, opts, report, rucio)
+    fed, names = await loop.run_in_executor(None, prepare, opts, report, rucio, hosts)
     async with Supervisor(opts.state / "logs", report=report, state=opts.state) as sup:
         for service in topology.services(fed, bin_dir):
             await _or_stop(sup.start(service), stop)
             report(f"started {service.label}: {service.health_url.rsplit('/', 1)[0]}")
         await _or_stop(wait_published(fed, names, opts.timeout, report), stop)
-        doc = topology.ready_document(fed, names, netns=netns_name, links=links)
+        doc = topology.ready_document(fed, names, netns=netns_name, links=links,
+                                      hosts=hosts.hosts if hosts is not None else ())
         ready_files = [opts.state / topology.READY_COPY] + ([opts.ready_file] if opts.ready_file else [])
         for path in ready_files:
             doc.write(path)
-        report(banner(fed, names, netns_name, links))
+        report(banner(fed, names, netns_name, links, hosts))
         try:
             await sup.watch(stop.wait())
         finally:
@@ -395,7 +465,7 @@ async def _or_stop(work, stop: asyncio.Event):
 
 
 def banner(fed: topology.Layout, names: list[str], netns_name: str | None = None,
-           links: tuple[shaping.Link, ...] = ()) -> str:
+           links: tuple[shaping.Link, ...] = (), hosts: hostplan.HostPlan | None = None) -> str:
     lines = [
         "btswarm federation is up:",
         f"  repository  {fed.repo_url}/",
@@ -413,12 +483,19 @@ def banner(fed: topology.Layout, names: list[str], netns_name: str | None = None
     lines += ["datasets:"] + [f"  {n}" for n in names]
     if fed.t3 is not None:
         lines += [f"a T3 to share what it fetches (bt-get --share): --config {fed.state / 'config' / 't3.toml'}"]
+    state = "" if fed.state == default_state_dir() else f" --state {fed.state}"
+    if hosts is not None:
+        lines += [f"hosts (network namespaces on a bridge in {hosts.lan}):"]
+        lines += [f"  {h.name:<10}  {h.address:<13}  {h.netns}  uplink {h.link or 'unshaped'}" for h in hosts.hosts]
+        t3 = hosts.of_role("t3")[0].name
+        lines += ["try (`btswarm run --host` runs a command on a T3 host, with BTSWARM_GET_REPO set):",
+                  f"  btswarm run{state} --host {t3} -- bt-get {names[0]} -o /tmp/btswarm-get", "Ctrl-C stops it."]
+        return "\n".join(lines)
     if netns_name is None:
         lines += ["try:", f"  bt-get {names[0]} --repo {fed.repo_url} -o /tmp/btswarm-get", "Ctrl-C stops it."]
         return "\n".join(lines)
     lines += [f"links (uplinks, in network namespace {netns_name}):"]
     lines += [f"  {link.label:<22}  {link.address:<15}  {link.spec}" for link in _summary(links)]
-    state = "" if fed.state == default_state_dir() else f" --state {fed.state}"
     lines += ["try (each `btswarm run` is a client on the next shaped client address):",
               f"  btswarm run{state} -- bt-get {names[0]} -o /tmp/btswarm-get", "Ctrl-C stops it."]
     return "\n".join(lines)
