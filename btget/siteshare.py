@@ -11,8 +11,9 @@ seconds): their slot passes to another T3, each site then feeds a
 different T3, and each of those forwards what it gets at about the rate it
 gets it.
 
-Its share is ceil(sites / T3s downloading): a lone T3 keeps every site, two
-T3s on three sites keep two each, eight keep one. T3s downloading are this
+Its share is ceil(sites / T3s downloading), in a busy swarm only (more T3s
+than sites, see busy): four T3s on three sites keep one each, eight keep one;
+with no more T3s than sites every T3 keeps every site. T3s downloading are this
 one and the connected peers that are neither seeds nor sibling workers. The
 sites kept are those that have sent most on this connection (a site shed
 mid-transfer costs its queued blocks).
@@ -136,12 +137,13 @@ def share(sites: int, downloading: int) -> int:
 
 
 def busy(sites: int, t3s: int, downloading: int) -> bool:
-    """At least as many T3s (this one and those around it, downloading or seeding) as sites, two of them
-    or more downloading: their uplinks can carry what the sites would. Seeding T3s count: at the end of a
-    swarm the last T3s are fed by the finished ones (4 T3s on 3 sites: with only T3s downloading counted,
-    the sites came back for the last two and sent up to 1.55 copies). A lone T3 arriving after the others
-    are done is not a busy swarm: it takes the sites' uplinks too."""
-    return sites > 0 and t3s >= sites and downloading >= 2
+    """More T3s (this one and those around it, downloading or seeding) than sites, two of them or more
+    downloading: only then can their uplinks carry what the sites would. With as many T3s as sites each
+    can take a site whole, and a site let go is uplink lost to the swarm: on hosts of their own, two T3s
+    on two sites took 2.5 times as long with the rules as without (docs/benchmarks.md "hosts"). Seeding
+    T3s count: at the end of a swarm the last T3s are fed by the finished ones. A lone T3 arriving after
+    the others are done is not a busy swarm: it takes the sites' uplinks too."""
+    return sites > 0 and t3s > sites and downloading >= 2
 
 
 def to_shed(peers: list[SitePeer], sites: int, downloading: int, whole: bool) -> list[str]:

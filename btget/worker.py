@@ -52,6 +52,7 @@ PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peer
 # bans one at once only when it alone sent the piece, and a web seed that goes on sending bad
 # ranges costs a re-fetch each time.
 WEB_SEED_HASHFAILS = 2
+SKIPPED = "skipping tracker announce"  # libtorrent's words when a listen address has no route to a tracker
 REFUSALS_DEFINITIVE = 3  # connections a tracker refused in a row before that is its answer
 REASONS_DEFINITIVE = 2  # refusals with a reason in a row before that is its answer
 REASON_RECHECK = 3  # seconds before asking a tracker that gave a reason once more
@@ -159,6 +160,8 @@ class Worker:
         self.had_seeds = False
         self.connected = False  # some peer connected at some point (sent to the parent)
         self.connected_at: float | None = None  # time.time() of the first peer connection
+        self.listening: set[str] = set()  # TCP listen endpoints: one per address of the host with ANY
+        self.skipped: dict[str, set[str]] = {}  # tracker URL → the listen endpoints that have no route to it
         self.reannounce = Reannounce()  # when losing every seed asks the tracker again
         self.web_urls = set(spec.web_seeds)  # the web seeds in use now (as the parent names them)
         from btget import doorrelay
@@ -313,7 +316,7 @@ class Worker:
             lt.hash_failed_alert: lambda a: self.ledger.hash_failed(), lt.peer_ban_alert: self._on_ban,
             lt.tracker_error_alert: self._on_tracker_error, lt.tracker_reply_alert: self._on_tracker_reply,
             lt.file_error_alert: self._on_file_error, lt.torrent_checked_alert: self._on_checked,
-            lt.listen_failed_alert: self._on_listen_failed,
+            lt.listen_failed_alert: self._on_listen_failed, lt.listen_succeeded_alert: self._on_listen,
             lt.torrent_error_alert: lambda a: self._fail("torrent", _filename(a) or "torrent", a.error.message()),
         })
 
@@ -404,9 +407,25 @@ class Worker:
             self.bans_seen = True
             self._banned_web_seeds()
 
+    def _on_listen(self, a: Any) -> None:
+        if a.socket_type == self.lt.socket_type_t.tcp:
+            self.listening.add(_endpoint_of(a))
+
+    def _unreachable_from_some(self, a: Any) -> bool:
+        """Listening everywhere, libtorrent announces from each address, and one that has no route to the
+        tracker (loopback, for a tracker on another host) is skipped: not the tracker's failure while
+        another address may reach it. True for such a skip (said once every address has skipped)."""
+        if self.spec.listen_ip != ANY or SKIPPED not in a.error.message():
+            return False
+        skipped = self.skipped.setdefault(a.tracker_url(), set())
+        skipped.add(format_hostport(str(a.local_endpoint[0]), int(a.local_endpoint[1])))
+        return not self.listening <= skipped
+
     def _on_tracker_error(self, a: Any) -> None:
         # A dead or refusing tracker is the usual reason for "0 seeds": say so rather than let
         # the user watch a still bar.
+        if self._unreachable_from_some(a):
+            return
         said = a.failure_reason()
         reason = said or a.error.message()
         # An https tracker whose certificate we cannot verify: final at once (our CAs do not
@@ -517,7 +536,8 @@ class Worker:
         self.paces.see(now, site_peers)
         held = self.paces.held(site_peers)
         shed = []
-        if now >= self.next_share and self.paces.judged(site_peers):
+        crowd = self.whole and siteshare.busy(len(slices), 1 + len(t3s), downloading)  # else every site is kept
+        if crowd and now >= self.next_share and self.paces.judged(site_peers):
             # The share rule looks every STALL_CHECK, on half a second of bytes: looking every 50 ms, T3s on
             # loopback shed sites on their first bursts and the sites' slots went round (bench_egress, 8
             # clients: 1.91 copies against 1.14-1.31).
@@ -530,7 +550,7 @@ class Worker:
         for ip in shed:
             self.shed[ip] = now + siteshare.SHED_FOR
         spared = set()
-        if not (self.whole and siteshare.busy(len(slices), 1 + len(t3s), downloading)):
+        if not crowd:
             self.next_cover = 0.0
         elif now < self.next_cover:
             spared = self.spared
@@ -940,7 +960,7 @@ def bound_elsewhere(listen_ip: str, url: str) -> str:
     not bound, or bound to the right one)."""
     from urllib.parse import urlsplit
 
-    from torrents.hostport import source_address
+    from torrents.hostport import is_local, source_address
 
     if listen_ip == ANY:
         return ""
@@ -950,11 +970,8 @@ def bound_elsewhere(listen_ip: str, url: str) -> str:
     except (OSError, ValueError):
         return f" (bt-get is bound to {listen_ip} by --listen/[get] listen, and this host has no route to " \
                f"{parts.hostname})"
-    import ipaddress
-
-    here, there = ipaddress.ip_address(listen_ip), ipaddress.ip_address(source)
-    if source == listen_ip or (here.is_loopback and there.is_loopback and here.version == there.version):
-        return ""  # any loopback address reaches this host's loopback
+    if source == listen_ip or (":" in source) == (":" in listen_ip) and is_local(parts.hostname or ""):
+        return ""  # bound or not, a connection to this host's own address stays on it
     return f" (bt-get is bound to {listen_ip} by --listen/[get] listen, but this host reaches {parts.hostname} " \
            f"from {source}: leave listen unset to use every address)"
 

@@ -82,7 +82,7 @@ def pick_host(ready: Ready, name: str | None, counter: int) -> Host:
 def host_env(ready: Ready, host: Host, environ: dict[str, str]) -> dict[str, str]:
     """The environment on a host: this federation's repository, and no listen address (bt-get's own
     default is what is tried); the host's address for commands that want one."""
-    env = dict(environ)
+    env = {k: v for k, v in environ.items() if k != "BTSWARM_GET_LISTEN"}  # one of another host's addresses
     env.setdefault("BTSWARM_GET_REPO", ready.repo)
     env["BTSWARM_CLIENT_ADDRESS"] = host.address
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
@@ -90,10 +90,11 @@ def host_env(ready: Ready, host: Host, environ: dict[str, str]) -> dict[str, str
 
 
 def client_env(ready: Ready, address: str, environ: dict[str, str]) -> dict[str, str]:
-    """The environment for the client: this federation's repository and the client address (set ones win)."""
+    """The environment for the client: this federation's repository (a set one wins) and the client address
+    `btswarm run` took for it (the shaped address it was given, whatever the shell had)."""
     env = dict(environ)
     env.setdefault("BTSWARM_GET_REPO", ready.repo)
-    env.setdefault("BTSWARM_GET_LISTEN", address)
+    env["BTSWARM_GET_LISTEN"] = address
     env["BTSWARM_CLIENT_ADDRESS"] = env["BTSWARM_GET_LISTEN"]  # for commands that are not bt-get (curl --interface)
     # This install's bt-get first, also when its venv is not activated.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])

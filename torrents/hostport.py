@@ -28,6 +28,17 @@ def source_address(host: str, port: int) -> str:
         return s.getsockname()[0]
 
 
+def is_local(host: str) -> bool:
+    """Whether `host` is an address of this host (a socket can bind to it)."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.bind((host, 0))
+        return True
+    except OSError:
+        return False
+
+
 def is_wildcard(host: str) -> bool:
     """0.0.0.0, :: or ANY: every address of the host, not one a peer can be told."""
     if host == ANY:

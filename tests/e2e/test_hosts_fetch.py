@@ -1,0 +1,91 @@
+"""bt-get as a physicist runs it, across hosts (`btswarm up --hosts`): each T3 given only the repository.
+
+The tracker and the repository on one host, each site on its own, two T3s on theirs, every uplink shaped on
+its host's interface. The T3s' bt-get has no --listen and nothing of its own in the environment: its
+defaults must reach the tracker, the sites and the other T3 (issue 44). Root only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from tests.e2e.conftest import start_federation
+from tests.support import wait_for
+from torrents import sample
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces, a bridge, tc shaping")]
+
+# Slow sites beside faster T3s, as the T2s of a busy swarm are: a piece one T3 holds is worth taking from it.
+SITE_LINK, T3_LINK = "40mbit", "100mbit"
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hostsfetch")
+    sample.generate(tmp / "data", files=8, total_size=32 * 2**20)
+    fed = start_federation(tmp, "--hosts", "--sites", "2", "--t3-hosts", "2", "--data", str(tmp / "data"),
+                           "--heartbeat", "1s", "--site-link", SITE_LINK, "--client-link", T3_LINK)
+    yield fed
+    assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
+
+
+def bt_get_on(fed, host: str, out, *args: str) -> subprocess.Popen:
+    """`bt-get NAME -o OUT --json` on `host`, as `btswarm run --host` starts it: the repository in the
+    environment, no listen address."""
+    argv = ["bt-get", fed.dataset, "-o", str(out), "--json", "--timeout", "180", *args]
+    from btswarm import netns, run
+
+    h = fed.host(host)
+    return subprocess.Popen(argv, env=run.host_env(fed.ready, h, dict(os.environ)), preexec_fn=netns.preexec(h.netns),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def result(proc: subprocess.Popen) -> tuple[int, dict, str]:
+    out, err = proc.communicate(timeout=240)
+    return proc.returncode, json.loads(out) if out.strip() else {}, err
+
+
+def same_as_source(fed, copy) -> bool:
+    source = fed.data / fed.dataset
+    names = sorted(p.name for p in source.iterdir())
+    got = sorted(p.name for p in copy.iterdir() if not p.name.startswith("."))
+    return names == got and all((source / n).read_bytes() == (copy / n).read_bytes() for n in names)
+
+
+def on_disk(directory) -> int:
+    """Bytes the files under `directory` hold on disk (allocated blocks: what has been written)."""
+    return sum(p.stat().st_blocks * 512 for p in directory.rglob("*") if p.is_file() and ".bt-get" not in p.parts)
+
+
+def test_two_t3s_on_hosts_of_their_own_fetch_with_only_the_repository_and_trade(fed, tmp_path):
+    procs = {h: bt_get_on(fed, h, tmp_path / h) for h in ("t3-1", "t3-2")}
+    results = {h: result(p) for h, p in procs.items()}
+    for h, (code, doc, err) in results.items():
+        assert code == 0, (h, err)
+        assert same_as_source(fed, tmp_path / h / fed.dataset), h
+    # Each sent the other pieces: bytes from the other T3's host address, named by it.
+    for h, other in (("t3-1", "t3-2"), ("t3-2", "t3-1")):
+        doc = results[h][1]
+        from_other = sum(n for src, n in doc["sources"].items() if src.startswith(fed.host(other).address + ":"))
+        assert from_other > 0, (h, doc["sources"])
+
+
+def test_a_t3_whose_partner_leaves_mid_way_takes_the_sites_back_and_completes(fed, tmp_path):
+    leaver, stayer = (bt_get_on(fed, h, tmp_path / h) for h in ("t3-1", "t3-2"))
+    try:
+        # Mid-way for the one that leaves: a quarter of the dataset written.
+        wait_for(lambda: on_disk(tmp_path / "t3-1") >= 8 * 2**20 or leaver.poll() is not None, timeout=120,
+                 what="the first T3 to be a quarter of the way")
+        leaver.send_signal(signal.SIGKILL)  # gone without a word: no 'stopped' announce, connections reset
+    finally:
+        leaver.wait(30)
+    code, doc, err = result(stayer)
+    assert code == 0, err  # not exit 7 ("every seed left"): the sites it let go came back
+    assert same_as_source(fed, tmp_path / "t3-2" / fed.dataset)
+    assert sum(n for src, n in doc["sources"].items() if src.startswith(("site", "web seed site"))) > 0
