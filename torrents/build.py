@@ -37,7 +37,7 @@ from typing import Callable, Mapping, Sequence
 import xxhash
 
 from torrents import bencoding, metainfo
-from torrents.dataset import Dataset, DatasetFile, link_target, plain_link_text
+from torrents.dataset import DatasetFile, check_listing, link_target, plain_link_text, validate_lfn, validate_name
 from torrents.errors import DatasetError
 
 Progress = Callable[[int], None]
@@ -452,10 +452,13 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
     total = sum(s for _, _, s in sized)
 
     def check_names() -> None:
-        # The dataset model refuses unsafe or clashing names.
-        Dataset(name, tuple(DatasetFile(lfn, size) for lfn, _, size in sized)
-                + tuple(DatasetFile(lfn, 0, symlink=target, link_text=texts.get(lfn))
-                        for lfn, target in links.items()))
+        # The dataset model's checks, in its order, without a DatasetFile per plain file
+        # (a stat's size needs no check): unsafe or clashing names are refused.
+        for lfn, _, _ in sized:
+            validate_lfn(lfn)
+        linked = [DatasetFile(lfn, 0, symlink=target, link_text=texts.get(lfn)) for lfn, target in links.items()]
+        validate_name(name)
+        check_listing(name, sorted([lfn for lfn, _, _ in sized] + [f.lfn for f in linked]))
 
     if total == 0 or (hybrid and links):
         check_names()  # a bad name is the first thing said, as when there is data to hash

@@ -150,6 +150,25 @@ class DatasetFile:
         return doc
 
 
+def check_listing(name: str, lfns: Sequence[str]) -> None:
+    """Refuse a dataset's sorted LFNs (each valid on its own) if one is listed twice, is both a
+    file and a directory, or if there are none."""
+    seen: set[str] = set()
+    dirs: set[str] = set()
+    for lfn in lfns:
+        if lfn in seen:
+            raise DatasetError(f"{name}/{lfn}", "listed twice")
+        seen.add(lfn)
+        if "/" in lfn:
+            parts = lfn.split("/")
+            dirs.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    clash = seen & dirs
+    if clash:
+        raise DatasetError(f"{name}/{min(clash)}", "is both a file and a directory")
+    if not lfns:
+        raise DatasetError(name, "dataset has no files")
+
+
 @dataclass(frozen=True)
 class Dataset:
     name: str
@@ -163,20 +182,7 @@ class Dataset:
         if self.did is not None and str(self.did) != self.name:
             raise DatasetError(self.name, f"named otherwise than its DID {self.did}")
         ordered = tuple(sorted(self.files, key=lambda f: f.lfn))
-        seen: set[str] = set()
-        dirs: set[str] = set()
-        for f in ordered:
-            if f.lfn in seen:
-                raise DatasetError(f"{self.name}/{f.lfn}", "listed twice")
-            seen.add(f.lfn)
-            if "/" in f.lfn:
-                parts = f.lfn.split("/")
-                dirs.update("/".join(parts[:i]) for i in range(1, len(parts)))
-        clash = seen & dirs
-        if clash:
-            raise DatasetError(f"{self.name}/{min(clash)}", "is both a file and a directory")
-        if not ordered:
-            raise DatasetError(self.name, "dataset has no files")
+        check_listing(self.name, [f.lfn for f in ordered])
         object.__setattr__(self, "files", ordered)
 
     @property

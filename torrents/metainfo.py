@@ -278,7 +278,11 @@ def encode_info_around(name: str, files: Sequence[tuple[str, int]], piece_length
         return b"%d:%s" % (len(b), b)
 
     def path(lfn: str) -> bytes:
-        return b"l" + b"".join(string(p.encode()) for p in lfn.split("/")) + b"e"
+        # UTF-8 never has a '/' byte inside a character: splitting the bytes splits the text
+        b = lfn.encode()
+        if b"/" not in b:
+            return b"l%d:%se" % (len(b), b)
+        return b"l" + b"".join([b"%d:%s" % (len(p), p) for p in b.split(b"/")]) + b"e"
 
     def text(lfn: str) -> bytes:
         return b"12:symlink text" + string(link_texts[lfn].encode()) if link_texts and lfn in link_texts else b""
