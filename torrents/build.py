@@ -57,6 +57,8 @@ PROGRESS_INTERVAL = 0.1
 # The file-relative block of a content sum.
 SUM_BLOCK = 1024 * 1024
 _ADLER_BASE = 65521
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_FADVISE = hasattr(os, "posix_fadvise")
 
 
 def default_threads() -> int:
@@ -256,7 +258,13 @@ class _Cursor:
             while got < want:
                 left = sizes[index] - offset
                 if fd is None:
-                    fd = self.fd = self._open(index, left)
+                    try:
+                        fd = self.fd = os.open(layout.paths[index], _OPEN_FLAGS)
+                    except OSError as exc:
+                        raise DatasetError(layout.paths[index], f"cannot read ({exc.strerror})") from None
+                    if left > READ_SIZE and _FADVISE:
+                        # A cold file read end to end: ask for aggressive readahead.
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
                 take = min(left, want - got)
                 part = view[got:got + take]
                 try:
@@ -277,17 +285,6 @@ class _Cursor:
                     offset += n
         finally:
             self.index, self.offset = index, offset
-
-    def _open(self, index: int, left: int) -> int:
-        path = self.layout.paths[index]
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError as exc:
-            raise DatasetError(path, f"cannot read ({exc.strerror})") from None
-        if left > READ_SIZE and hasattr(os, "posix_fadvise"):
-            # A cold file read end to end: ask for aggressive readahead.
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        return fd
 
     def _changed(self, index: int) -> None:
         """A read found file `index` longer or shorter than listed: say by how much."""
@@ -446,6 +443,7 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
     sized = []
     for lfn, path in ordered:
         try:
+            path = os.fspath(path)  # once: a Path would be converted at each use
             sized.append((lfn, path, os.stat(path).st_size))
         except OSError as exc:
             raise DatasetError(path, f"cannot read ({exc.strerror})") from None
