@@ -456,7 +456,8 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
             validate_lfn(lfn)
         linked = [DatasetFile(lfn, 0, symlink=target, link_text=texts.get(lfn)) for lfn, target in links.items()]
         validate_name(name)
-        check_listing(name, sorted([lfn for lfn, _, _ in sized] + [f.lfn for f in linked]))
+        check_listing(name, sorted([lfn for lfn, _, _ in sized] + [f.lfn for f in linked]) if linked
+                      else [lfn for lfn, _, _ in sized])
 
     if total == 0 or (hybrid and links):
         check_names()  # a bad name is the first thing said, as when there is data to hash
@@ -479,6 +480,9 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
         check_names()
         head, tail = metainfo.encode_info_around(name, [(lfn, s) for lfn, _, s in sized], plen,
                                                  20 * metainfo.piece_count(total, plen), private, links, texts)
+        if not links:  # `sized` is in LFN order already
+            described[:] = [head, tail, metainfo.FileList([lfn for lfn, _, _ in sized], [s for _, _, s in sized])]
+            return
         rows = sorted([(lfn, s, None) for lfn, _, s in sized] + [(lfn, 0, t) for lfn, t in links.items()])
         described[:] = [head, tail, metainfo.FileList(
             [r[0] for r in rows], [r[1] for r in rows],
