@@ -2,21 +2,26 @@
 
 The dataset is the concatenation of its files in LFN order. Its piece range
 is cut into contiguous segments; a pool of threads hashes them, each thread
-reading its segment sequentially with large `readv` calls into one
-preallocated buffer (no per-read allocation, no copy into Python objects).
-Threads scale because both the reads and hashlib's SHA1 release the GIL on
-buffers over 2 KiB. Memory stays bounded: one buffer per thread plus 20
-bytes per piece, whatever the size or number of files.
+reading its segment sequentially with `preadv` calls into one preallocated
+buffer (no per-read allocation, no copy into Python objects). Threads scale
+because both the reads and hashlib's SHA1 release the GIL on buffers over
+2 KiB. Memory stays bounded: one buffer per thread plus 20 bytes per piece,
+whatever the size or number of files.
 
-For many small files the cost is open/fstat/read/close per file; those
-system calls release the GIL too, so they run in parallel as well.
+With SHA1 in hardware (SHA-NI), copying the bytes out of the page cache
+costs a fifth of what hashing them does, so every pass over a read's bytes
+must find them in the core's cache: see READ_SIZE. For many small files the
+cost is open/read/close and the Python around them, per file: one read per
+file (its size checked by that read), and what does not depend on the
+pieces (name checks, the file list's encoding) done while the workers hash.
 
 The same pass sums each file's content (`FileSum`): an xxh3-128 over its
 1 MiB blocks, which costs a few percent of SHA1 and identifies a replica
 file by file (two sites' copies of one LFN agree or not, whatever else the
 datasets hold), and, when asked, the adler32 the grid catalogs list, to be
-checked against them. Blocks are file-relative, so a block that a segment
-boundary cuts is kept as bytes by both segments and summed when they meet.
+checked against them. A file that one segment reads whole is summed by its
+worker; blocks are file-relative, so a block that a segment boundary cuts
+is kept as bytes by both segments and summed when they meet.
 
 `hybrid=True` builds a v1+v2 torrent (BEP 52/47) with libtorrent, imported
 only then so that importing `torrents` never loads it.
