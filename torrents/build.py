@@ -2,21 +2,26 @@
 
 The dataset is the concatenation of its files in LFN order. Its piece range
 is cut into contiguous segments; a pool of threads hashes them, each thread
-reading its segment sequentially with large `readv` calls into one
-preallocated buffer (no per-read allocation, no copy into Python objects).
-Threads scale because both the reads and hashlib's SHA1 release the GIL on
-buffers over 2 KiB. Memory stays bounded: one buffer per thread plus 20
-bytes per piece, whatever the size or number of files.
+reading its segment sequentially with `preadv` calls into one preallocated
+buffer (no per-read allocation, no copy into Python objects). Threads scale
+because both the reads and hashlib's SHA1 release the GIL on buffers over
+2 KiB. Memory stays bounded: one buffer per thread plus 20 bytes per piece,
+whatever the size or number of files.
 
-For many small files the cost is open/fstat/read/close per file; those
-system calls release the GIL too, so they run in parallel as well.
+With SHA1 in hardware (SHA-NI), copying the bytes out of the page cache
+costs a fifth of what hashing them does, so every pass over a read's bytes
+must find them in the core's cache: see READ_SIZE. For many small files the
+cost is open/read/close and the Python around them, per file: one read per
+file (its size checked by that read), and what does not depend on the
+pieces (name checks, the file list's encoding) done while the workers hash.
 
 The same pass sums each file's content (`FileSum`): an xxh3-128 over its
 1 MiB blocks, which costs a few percent of SHA1 and identifies a replica
 file by file (two sites' copies of one LFN agree or not, whatever else the
 datasets hold), and, when asked, the adler32 the grid catalogs list, to be
-checked against them. Blocks are file-relative, so a block that a segment
-boundary cuts is kept as bytes by both segments and summed when they meet.
+checked against them. A file that one segment reads whole is summed by its
+worker; blocks are file-relative, so a block that a segment boundary cuts
+is kept as bytes by both segments and summed when they meet.
 
 `hybrid=True` builds a v1+v2 torrent (BEP 52/47) with libtorrent, imported
 only then so that importing `torrents` never loads it.
@@ -37,15 +42,17 @@ from typing import Callable, Mapping, Sequence
 import xxhash
 
 from torrents import bencoding, metainfo
-from torrents.dataset import Dataset, DatasetFile, link_target, plain_link_text
+from torrents.dataset import DatasetFile, check_listing, link_target, plain_link_text, validate_lfn, validate_name
 from torrents.errors import DatasetError
 
 Progress = Callable[[int], None]
 
 # One read fills this much of a thread's buffer (or one whole piece, if
-# larger). Past 1 MiB, bigger reads neither save measurable system-call time
-# nor keep the data in cache for the hash that follows.
-READ_SIZE = 1 << 20
+# larger). Small enough that the buffer, the page-cache pages copied into it
+# and the hashes' reads of it stay in one core's L2 (1.25 MiB on the machine
+# of docs/benchmarks.md); 1 MiB reads spill, and cost the hashes' reads more
+# than the fewer system calls save.
+READ_SIZE = 256 * 1024
 # More segments than threads, handed out in order: a thread that the shared
 # machine slows down holds back at most one small segment, and neighbouring
 # threads read neighbouring parts of the data (kind to a cold disk's readahead).
@@ -55,6 +62,8 @@ PROGRESS_INTERVAL = 0.1
 # The file-relative block of a content sum.
 SUM_BLOCK = 1024 * 1024
 _ADLER_BASE = 65521
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_FADVISE = hasattr(os, "posix_fadvise")
 
 
 def default_threads() -> int:
@@ -133,27 +142,35 @@ class _Layout:
 
 @dataclass
 class _Sums:
-    """One segment's share of the content sums: per file, its blocks in order, each
-    either a digest (the block lay wholly in the segment) or the bytes the segment saw
-    of it; and the adler32 of the file's bytes in the segment."""
+    """One segment's share of the content sums. A file wholly in the segment is summed here,
+    in the worker thread (`finished`); of a file the segment shares with a neighbour it keeps
+    the blocks in order, each either a digest (the block lay wholly in the segment) or the
+    bytes the segment saw of it, and the adler32 of the file's bytes in the segment."""
 
     start: int  # the segment's global byte range
     stop: int
     adler: bool
+    finished: dict[int, FileSum] = field(default_factory=dict)
     blocks: dict[int, list[tuple[int, bytes | bytearray, bool]]] = field(default_factory=dict)  # (offset, data, whole)
     adler32: dict[int, tuple[int, int]] = field(default_factory=dict)  # file → (adler32, length)
     _open: tuple[int, int, object] | None = None  # (file, block, hasher) being streamed
 
     def feed(self, layout: _Layout, index: int, offset: int, data: memoryview) -> None:
         """`data` is file `index`'s bytes from `offset` on, as read in this segment."""
+        size = layout.sizes[index]
+        n = len(data)
+        if n == size and n <= SUM_BLOCK:  # a small file in one read, the common case of many files
+            self.finished[index] = FileSum(size, xxhash.xxh3_128_hexdigest(xxhash.xxh3_128_digest(data)),
+                                           f"{zlib.adler32(data) & 0xFFFFFFFF:08x}" if self.adler else None)
+            return
         if self.adler:
             value, length = self.adler32.get(index, (1, 0))
-            self.adler32[index] = (zlib.adler32(data, value), length + len(data))
-        size, base = layout.sizes[index], layout.starts[index]
+            self.adler32[index] = (zlib.adler32(data, value), length + n)
+        base = layout.starts[index]
         blocks = self.blocks.get(index)
         if blocks is None:
             blocks = self.blocks[index] = []
-        pos, n = 0, len(data)
+        pos = 0
         while pos < n:
             here = offset + pos
             block_start = here - here % SUM_BLOCK
@@ -175,14 +192,23 @@ class _Sums:
             else:  # cut by the segment's edge: its bytes wait for the neighbour's
                 blocks.append((block_start, bytearray(data[pos:pos + take]), False))
             pos += take
+        if offset + n == size and base >= self.start:  # the whole file was read here: sum it now
+            del self.blocks[index]
+            adler = f"{self.adler32.pop(index)[0] & 0xFFFFFFFF:08x}" if self.adler else None
+            self.finished[index] = FileSum(size, content_sum([d for _, d, _ in blocks]), adler)  # type: ignore[misc]
 
 
 def _merge_sums(layout: _Layout, parts: Sequence[_Sums], count: int, adler: bool) -> tuple[FileSum, ...]:
     """Per input file (empty ones too), the sums the segments computed, joined in order."""
+    empty = FileSum(0, content_sum([]), "00000001" if adler else None)
+    out: list[FileSum] = [empty] * count
+    inputs = layout.inputs
     digests: dict[int, list[bytes]] = {}
     pending: dict[int, bytearray] = {}  # a cut block's bytes, gathered from consecutive segments
     adlers: dict[int, int] = {}
     for part in parts:  # in order: a file's blocks arrive in order
+        for k, summed in part.finished.items():
+            out[inputs[k]] = summed
         for k, blocks in part.blocks.items():
             mine = digests.setdefault(k, [])
             for _, data, whole in blocks:
@@ -197,11 +223,9 @@ def _merge_sums(layout: _Layout, parts: Sequence[_Sums], count: int, adler: bool
                     del pending[k]
         for k, (value, length) in part.adler32.items():
             adlers[k] = adler32_combine(adlers[k], value, length) if k in adlers else value
-    empty = FileSum(0, content_sum([]), "00000001" if adler else None)
-    out: list[FileSum] = [empty] * count
-    for k, index in enumerate(layout.inputs):
-        out[index] = FileSum(layout.sizes[k], content_sum(digests.get(k, [])),
-                             f"{adlers[k] & 0xFFFFFFFF:08x}" if adler else None)
+    for k, blocks in digests.items():  # the files that segments share
+        out[inputs[k]] = FileSum(layout.sizes[k], content_sum(blocks),
+                                 f"{adlers[k] & 0xFFFFFFFF:08x}" if adler else None)
     return tuple(out)
 
 
@@ -222,44 +246,56 @@ class _Cursor:
         self.index = bisect.bisect_right(layout.starts, pos) - 1
         self.offset = pos - layout.starts[self.index]  # within the current file
         self.fd: int | None = None
+        # The read that reaches a file's end asks for one byte more, here: a file that grew
+        # fills it, one that shrank comes short. This checks each size where an fstat per
+        # file would cost a fifth of the system calls of a small file.
+        self.spare = memoryview(bytearray(1))
 
     def fill(self, view: memoryview, sums: _Sums) -> None:
         """Fill `view` completely, feeding `sums` each file's bytes; the caller never asks past the end."""
         got = 0
         want = len(view)
-        while got < want:
-            if self.fd is None:
-                self._open()
-            path = self.layout.paths[self.index]
-            left = self.layout.sizes[self.index] - self.offset
-            try:
-                n = os.readv(self.fd, [view[got:got + min(left, want - got)]])
-            except OSError as exc:
-                raise DatasetError(path, f"cannot read ({exc.strerror})") from None
-            if n == 0:
-                raise DatasetError(path, "file shrank while hashing")
-            sums.feed(self.layout, self.index, self.offset, view[got:got + n])
-            got += n
-            self.offset += n
-            if self.offset == self.layout.sizes[self.index]:
-                self.close()
-                self.index += 1
-                self.offset = 0
-
-    def _open(self) -> None:
-        path = self.layout.paths[self.index]
+        layout, spare = self.layout, self.spare
+        sizes = layout.sizes
+        # Locals, not attributes, in the loop: with files of a few KB it runs once per file.
+        index, offset, fd = self.index, self.offset, self.fd
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError as exc:
-            raise DatasetError(path, f"cannot read ({exc.strerror})") from None
-        self.fd = fd
-        # fstat on the open descriptor: the size we check is the one we read.
-        _check_size(path, self.layout.sizes[self.index], fd)
-        if self.offset:
-            os.lseek(fd, self.offset, os.SEEK_SET)
-        if self.layout.sizes[self.index] - self.offset > READ_SIZE and hasattr(os, "posix_fadvise"):
-            # A cold file read end to end: ask for aggressive readahead.
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            while got < want:
+                left = sizes[index] - offset
+                if fd is None:
+                    try:
+                        fd = self.fd = os.open(layout.paths[index], _OPEN_FLAGS)
+                    except OSError as exc:
+                        raise DatasetError(layout.paths[index], f"cannot read ({exc.strerror})") from None
+                    if left > READ_SIZE and _FADVISE:
+                        # A cold file read end to end: ask for aggressive readahead.
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+                take = min(left, want - got)
+                part = view[got:got + take]
+                try:
+                    n = os.preadv(fd, [part, spare] if take == left else [part], offset)
+                except OSError as exc:
+                    raise DatasetError(layout.paths[index], f"cannot read ({exc.strerror})") from None
+                if n == 0 or n > take:
+                    self._changed(index)
+                sums.feed(layout, index, offset, part if n == take else part[:n])
+                got += n
+                if n == left:
+                    self.fd = None
+                    os.close(fd)
+                    fd = None
+                    index += 1
+                    offset = 0
+                else:
+                    offset += n
+        finally:
+            self.index, self.offset = index, offset
+
+    def _changed(self, index: int) -> None:
+        """A read found file `index` longer or shorter than listed: say by how much."""
+        path = self.layout.paths[index]
+        _check_size(path, self.layout.sizes[index], self.fd)
+        raise DatasetError(path, "size changed while hashing")
 
     def close(self) -> None:
         if self.fd is not None:
@@ -280,7 +316,8 @@ def _hash_segment(layout: _Layout, piece_length: int, first: int, end: int, done
     chunk = piece_length * (READ_SIZE // piece_length) if piece_length <= READ_SIZE else READ_SIZE
     view = memoryview(bytearray(chunk))
     out = bytearray()
-    h = hashlib.sha1()
+    sha1 = hashlib.sha1
+    h = sha1()
     filled = 0
     cursor = _Cursor(layout, start)
     try:
@@ -290,16 +327,19 @@ def _hash_segment(layout: _Layout, piece_length: int, first: int, end: int, done
                 return b"", sums
             n = min(chunk, stop - pos)
             cursor.fill(view[:n], sums)
-            off = 0
-            while off < n:
-                take = min(piece_length - filled, n - off)
-                h.update(view[off:off + take])
-                filled += take
-                off += take
-                if filled == piece_length:
-                    out += h.digest()
-                    h = hashlib.sha1()
-                    filled = 0
+            if filled == 0 and n == piece_length:  # one read, one piece
+                out += sha1(view[:n]).digest()
+            else:
+                off = 0
+                while off < n:
+                    take = min(piece_length - filled, n - off)
+                    h.update(view[off:off + take])
+                    filled += take
+                    off += take
+                    if filled == piece_length:
+                        out += h.digest()
+                        h = sha1()
+                        filled = 0
             pos += n
             done[slot] += n  # only this thread writes this slot
     finally:
@@ -316,7 +356,8 @@ def hash_pieces(files: Sequence[tuple[str | os.PathLike, int]], piece_length: in
 
 
 def hash_files(files: Sequence[tuple[str | os.PathLike, int]], piece_length: int, *, threads: int = 0,
-               progress: Progress | None = None, adler32: bool = False) -> tuple[bytes, tuple[FileSum, ...]]:
+               progress: Progress | None = None, adler32: bool = False,
+               meanwhile: Callable[[], None] | None = None) -> tuple[bytes, tuple[FileSum, ...]]:
     """SHA1 of each piece of the concatenation of `files` (path, expected size), in order, and
     each file's content sums (adler32 too when asked).
 
@@ -324,9 +365,13 @@ def hash_files(files: Sequence[tuple[str | os.PathLike, int]], piece_length: int
     calling thread with the number of bytes hashed since the last call; the
     calls add up to the total size. A file that is missing or whose size
     differs from the expected one raises DatasetError naming it.
+    `meanwhile()` runs in the calling thread once the workers have started;
+    what it raises stops them and is raised, before any error of theirs.
     """
     layout = _Layout.of(files)
     if layout.total == 0:
+        if meanwhile:
+            meanwhile()
         return b"", _merge_sums(layout, [], len(files), adler32)
     workers = threads if threads > 0 else default_threads()
     segments = plan_segments(metainfo.piece_count(layout.total, piece_length), workers * SEGMENTS_PER_THREAD)
@@ -347,6 +392,8 @@ def hash_files(files: Sequence[tuple[str | os.PathLike, int]], piece_length: int
             for k, (first, end) in enumerate(segments)
         ]
         try:
+            if meanwhile:
+                meanwhile()
             pending: set[Future[tuple[bytes, _Sums]]] = set(futures)
             while pending:
                 _, pending = wait(pending, timeout=PROGRESS_INTERVAL, return_when=FIRST_EXCEPTION)
@@ -401,37 +448,63 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
     sized = []
     for lfn, path in ordered:
         try:
+            path = os.fspath(path)  # once: a Path would be converted at each use
             sized.append((lfn, path, os.stat(path).st_size))
         except OSError as exc:
             raise DatasetError(path, f"cannot read ({exc.strerror})") from None
-    # The dataset model refuses unsafe or clashing names before any hashing.
-    dataset = Dataset(name, tuple(DatasetFile(lfn, size) for lfn, _, size in sized)
-                      + tuple(DatasetFile(lfn, 0, symlink=target, link_text=texts.get(lfn))
-                              for lfn, target in links.items()))
-    if dataset.total_size == 0:
-        raise DatasetError(name, "dataset has no data (every file is empty)")
-    if hybrid and links:
+    total = sum(s for _, _, s in sized)
+
+    def check_names() -> None:
+        # The dataset model's checks, in its order, without a DatasetFile per plain file
+        # (a stat's size needs no check): unsafe or clashing names are refused.
+        for lfn, _, _ in sized:
+            validate_lfn(lfn)
+        linked = [DatasetFile(lfn, 0, symlink=target, link_text=texts.get(lfn)) for lfn, target in links.items()]
+        validate_name(name)
+        check_listing(name, sorted([lfn for lfn, _, _ in sized] + [f.lfn for f in linked]) if linked
+                      else [lfn for lfn, _, _ in sized])
+
+    if total == 0 or (hybrid and links):
+        check_names()  # a bad name is the first thing said, as when there is data to hash
+        if total == 0:
+            raise DatasetError(name, "dataset has no data (every file is empty)")
         raise DatasetError(name, "no hybrid torrent for a dataset with links; build v1 only")
-    plen = piece_length or metainfo.piece_length_for(dataset.total_size)
-    pieces, sums = hash_files([(p, s) for _, p, s in sized], plen, threads=threads, progress=progress,
-                              adler32=adler32)
-    by_lfn = {lfn: sums[i] for i, (lfn, _, _) in enumerate(sized)}
+    plen = piece_length or metainfo.piece_length_for(total)
+    files = [(p, s) for _, p, s in sized]
     if hybrid:
+        pieces, sums = hash_files(files, plen, threads=threads, progress=progress, adler32=adler32,
+                                  meanwhile=check_names)
+        by_lfn = {lfn: sums[i] for i, (lfn, _, _) in enumerate(sized)}
         data = _hybrid_torrent(name, sized, plen, private, progress, announce, url_list)
         return Built(data, metainfo.parse(data, subject=name), by_lfn)
+    described: list = []
+
+    def describe() -> None:
+        # What does not depend on the pieces is done while the workers hash: on many small
+        # files it is as much work as the part of hashing that holds the GIL.
+        check_names()
+        head, tail = metainfo.encode_info_around(name, [(lfn, s) for lfn, _, s in sized], plen,
+                                                 20 * metainfo.piece_count(total, plen), private, links, texts)
+        if not links:  # `sized` is in LFN order already
+            described[:] = [head, tail, metainfo.FileList([lfn for lfn, _, _ in sized], [s for _, _, s in sized])]
+            return
+        rows = sorted([(lfn, s, None) for lfn, _, s in sized] + [(lfn, 0, t) for lfn, t in links.items()])
+        described[:] = [head, tail, metainfo.FileList(
+            [r[0] for r in rows], [r[1] for r in rows],
+            {i: metainfo.FileEntry(tuple(r[0].split("/")), 0, symlink=tuple(r[2].split("/")),
+                                   link_text=texts.get(r[0]))
+             for i, r in enumerate(rows) if r[2] is not None})]
+
+    pieces, sums = hash_files(files, plen, threads=threads, progress=progress, adler32=adler32, meanwhile=describe)
+    by_lfn = {lfn: sums[i] for i, (lfn, _, _) in enumerate(sized)}
+    head, tail, file_list = described
     # Encoded directly and described from what was just built rather than re-parsed:
     # on 20,000 files metainfo.parse costs as much as hashing them (0.3 s).
-    info_bytes = metainfo.encode_info(name, [(lfn, s) for lfn, _, s in sized], plen, pieces, private, links,
-                                      texts)
+    info_bytes = head + pieces + tail
     data = metainfo.dump_encoded(info_bytes, announce, url_list)
-    rows = sorted([(lfn, s, None) for lfn, _, s in sized] + [(lfn, 0, t) for lfn, t in links.items()])
-    files = metainfo.FileList([r[0] for r in rows], [r[1] for r in rows],
-                              {i: metainfo.FileEntry(tuple(r[0].split("/")), 0, symlink=tuple(r[2].split("/")),
-                                                     link_text=texts.get(r[0]))
-                               for i, r in enumerate(rows) if r[2] is not None})
     meta = metainfo.Metainfo(
         name=name,
-        files=files,
+        files=file_list,
         piece_length=plen,
         pieces=pieces,
         private=private,

@@ -39,6 +39,10 @@ MAX_NAME = 255
 MAX_LFN = 4096
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ADLER = re.compile(r"^[0-9a-fA-F]{1,8}$")
+# A relative path every component of which check_component accepts: one match instead of
+# a check per component (a builder validates every name of a 20,000-file dataset).
+_COMPONENT = r"(?!\.\.?(?:/|\Z))[^/\\\x00-\x1f\x7f]+"
+_PLAIN_LFN = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
 
 
 def check_component(subject: str, part: str) -> None:
@@ -79,9 +83,11 @@ def validate_lfn(lfn: str) -> tuple[str, ...]:
         raise DatasetError(repr(lfn), "file name is empty")
     if len(lfn) > MAX_LFN:
         raise DatasetError(lfn[:40] + "…", f"file name longer than {MAX_LFN} characters")
+    parts = tuple(lfn.split("/"))
+    if _PLAIN_LFN.fullmatch(lfn):
+        return parts
     if lfn.startswith("/"):
         raise DatasetError(lfn, "file name is absolute")
-    parts = tuple(lfn.split("/"))
     for part in parts:
         check_component(lfn, part)
     return parts
@@ -126,9 +132,11 @@ class DatasetFile:
             raise DatasetError(self.lfn, f"link text {self.link_text!r} does not lead to {self.symlink!r}")
         if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 0:
             raise DatasetError(self.lfn, f"bad size {self.size!r}")
-        if not isinstance(self.pfns, (list, tuple)) or not all(isinstance(p, str) and p for p in self.pfns):
+        if not isinstance(self.pfns, (list, tuple)) or \
+                (self.pfns and not all(isinstance(p, str) and p for p in self.pfns)):
             raise DatasetError(self.lfn, f"bad PFN list {self.pfns!r}")
-        object.__setattr__(self, "pfns", tuple(self.pfns))
+        if type(self.pfns) is not tuple:
+            object.__setattr__(self, "pfns", tuple(self.pfns))
         if self.adler32 is not None and (not isinstance(self.adler32, str) or not _ADLER.match(self.adler32)):
             raise DatasetError(self.lfn, f"bad adler32 {self.adler32!r}")
         if self.adler32 is not None:
@@ -140,6 +148,25 @@ class DatasetFile:
         if self.symlink is not None:
             doc["symlink"] = self.symlink
         return doc
+
+
+def check_listing(name: str, lfns: Sequence[str]) -> None:
+    """Refuse a dataset's sorted LFNs (each valid on its own) if one is listed twice, is both a
+    file and a directory, or if there are none."""
+    seen: set[str] = set()
+    dirs: set[str] = set()
+    for lfn in lfns:
+        if lfn in seen:
+            raise DatasetError(f"{name}/{lfn}", "listed twice")
+        seen.add(lfn)
+        if "/" in lfn:
+            parts = lfn.split("/")
+            dirs.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    clash = seen & dirs
+    if clash:
+        raise DatasetError(f"{name}/{min(clash)}", "is both a file and a directory")
+    if not lfns:
+        raise DatasetError(name, "dataset has no files")
 
 
 @dataclass(frozen=True)
@@ -155,19 +182,7 @@ class Dataset:
         if self.did is not None and str(self.did) != self.name:
             raise DatasetError(self.name, f"named otherwise than its DID {self.did}")
         ordered = tuple(sorted(self.files, key=lambda f: f.lfn))
-        seen: set[str] = set()
-        dirs: set[str] = set()
-        for f in ordered:
-            if f.lfn in seen:
-                raise DatasetError(f"{self.name}/{f.lfn}", "listed twice")
-            seen.add(f.lfn)
-            parts = f.lfn.split("/")
-            dirs.update("/".join(parts[:i]) for i in range(1, len(parts)))
-        clash = seen & dirs
-        if clash:
-            raise DatasetError(f"{self.name}/{min(clash)}", "is both a file and a directory")
-        if not ordered:
-            raise DatasetError(self.name, "dataset has no files")
+        check_listing(self.name, [f.lfn for f in ordered])
         object.__setattr__(self, "files", ordered)
 
     @property
