@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make demo   a local federation (tracker, repository, sites on 127.0.0.x) and a real bt-get of a sample dataset
 #   make test   the whole test suite (what .ci/run calls)
+# and `make check`, the fast loop: the pure cores and unit tests in under a minute, no root, no system package.
 # Both create .venv themselves; `make deps` installs the system packages the tests and benchmarks use.
 
 PYTHON ?= python3
@@ -8,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test deps bench bench-quick clean
+.PHONY: demo test check deps bench bench-quick clean
 
 $(STAMP): setup.cfg pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "btswarm needs Python 3.11 or newer (set PYTHON=...)")'
@@ -31,6 +32,23 @@ TEST_JOBS ?= 2
 test: $(STAMP) deps
 	@$(BIN)/pytest -q $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile) $(PYTEST_ARGS); code=$$?; \
 	if [ $$code -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$code
+
+# The fast loop: the pure cores and the unit tests, no root, no system package, no network namespace
+# (under a minute). `make test` runs these too, with everything else.
+CHECK_TESTS := tests/unit tests/test_layering.py \
+  $(addprefix tests/btget/test_,plan.py ratecap.py readout.py reannounce.py report.py runstate.py siteshare.py \
+    sources.py stall.py streaming.py target.py webseeds.py) \
+  $(addprefix tests/btserver/test_,layout.py policy.py uploadslots.py rucio_map.py) \
+  $(addprefix tests/btswarm/test_,delayline.py hosts_plan.py topology.py ready.py) \
+  $(addprefix tests/repo/test_,identity.py rights.py) \
+  $(addprefix tests/tracker/test_,handout.py protocol.py siteseeds.py)
+
+# ... but for the checks against third-party programs (transmission-show, mktorrent: `make deps`).
+CHECK_SKIP := $(addprefix --deselect tests/unit/test_build.py::,test_written_torrent_loads_in_transmission_show \
+  test_mktorrent_agrees test_benchmark_script_runs_and_agrees)
+
+check: $(STAMP)
+	$(BIN)/pytest -q -p no:xdist -m "not slow and not browser" $(CHECK_SKIP) $(CHECK_TESTS) $(PYTEST_ARGS)
 
 bench: $(STAMP) deps
 	$(BIN)/btswarm bench

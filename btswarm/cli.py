@@ -148,8 +148,9 @@ def demo(state, output, sites, sample_size, workers, keep):
                              report=_say, sample_size=parse_size(sample_size), workers=workers)
 
 
-BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed_start", "wan", "stream", "scale", "flood",
-           "rucio", "tree", "cost", "webseed", "ratecap", "repo", "door"]
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"  # a source checkout's; a wheel has none
+# Every scripts/bench_NAME.py is benchmark NAME: a new one is found, never forgotten in a list.
+BENCHES = sorted(p.stem.removeprefix("bench_") for p in SCRIPTS.glob("bench_*.py")) if SCRIPTS.is_dir() else []
 
 
 @cli.command()
@@ -159,7 +160,7 @@ BENCHES = ["build", "tracker", "get", "egress", "coldstart", "smallfiles", "seed
               show_default=True)
 def bench(quick, only, out):
     """Run the benchmarks (scripts/bench_*.py) against their baselines; JSON and plots in OUT."""
-    scripts = Path(__file__).resolve().parent.parent / "scripts"
+    scripts = SCRIPTS
     if not scripts.is_dir():
         raise BtswarmError("bench", "runs from a source checkout (scripts/ not found)")
     failed = []
