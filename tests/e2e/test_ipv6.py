@@ -101,3 +101,22 @@ def test_bound_to_an_address_that_cannot_reach_the_tracker_says_so_within_second
         assert warning.startswith(f"bt-get: warning: tracker {fed.tracker_url}/announce:"), warning
         assert "leave listen unset to use every address" in warning, warning
     shutil.rmtree(tmp_path / "t3", ignore_errors=True)
+
+
+PEER_ADDRESS: dict = {}  # none: the address towards the tracker
+
+
+def test_a_site_listening_on_every_address_tells_peers_the_one_towards_the_tracker(private_host, data, tmp_path):
+    fed = Deployment(tmp_path / "fed", data, sites=1, site_ips=["127.0.0.2"])
+    port = fed.sites[0].peer_port
+    fed.extra = {"site1": {"peer_listen": f"0.0.0.0:{port}", **PEER_ADDRESS}}
+    with fed:
+        fed.published()
+        status = fed.get_json(f"{fed.control_url(fed.sites[0])}/api/status")
+        # The tracker is on this host's 127.0.0.1: that is where this host reaches it from.
+        told = PEER_ADDRESS.get("peer_address", "127.0.0.1")
+        assert status["peers"] == [f"{told}:{port}"]
+        assert f"peers {told}:{port} (listening on 0.0.0.0:{port})" in fed.procs["site1"].log()
+        code, doc, err = finished(default_bt_get(fed, tmp_path / "t3"))
+        assert code == 0, err
+        assert doc["sources"].get("site1", 0) > 0, doc["sources"]

@@ -23,7 +23,7 @@ import libtorrent as lt
 
 from torrents import metainfo
 from torrents.errors import ConfigError
-from torrents.hostport import ANY
+from torrents.hostport import ANY, is_wildcard
 
 # Extra settings from the environment, for measuring a setting without a release
 # (scripts/bench_wan.py): a JSON object, seeds and clients apart. A process that takes them says so at
@@ -67,7 +67,8 @@ def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: A
     """A settings pack for a session on `listen_ip:port` (ANY: every address; port 0: a free port)."""
     pack: dict[str, Any] = {
         "listen_interfaces": listen_interfaces(listen_ip, port),
-        "outgoing_interfaces": listen_ip,
+        # Bound to one address, every connection leaves from it; listening on a wildcard, from where the route says.
+        "outgoing_interfaces": "" if is_wildcard(listen_ip) else listen_ip,
         "enable_outgoing_utp": False,
         "enable_incoming_utp": False,
         "enable_dht": False,
