@@ -164,8 +164,19 @@ async def _send(request: web.Request, seed: WebSeed, served, f, size: int) -> we
         return resp
     loop = asyncio.get_running_loop()
     transport = request.transport
-    offset, left = start, count
     chunk_size = CHUNK if seed.bucket is None else max(16384, min(CHUNK, int(seed.bucket.rate / 20)))
+    try:
+        await _stream(seed, served, transport, loop, resp, f, start, count, chunk_size)
+    except ConnectionResetError as exc:  # a client that hangs up mid-answer is no error of ours
+        log.debug("web seed %s: client gone after part of the answer (%s)", request.path, exc)
+        return resp
+    await resp.write_eof()
+    return resp
+
+
+async def _stream(seed: WebSeed, served, transport, loop: asyncio.AbstractEventLoop, resp: web.StreamResponse, f,
+                  offset: int, left: int, chunk_size: int) -> None:
+    """`left` bytes of `f` from `offset` to the client, chunk by chunk (sendfile where the transport can)."""
     while left > 0:
         if transport is None or transport.is_closing():
             raise ConnectionResetError("client went away")
@@ -176,16 +187,14 @@ async def _send(request: web.Request, seed: WebSeed, served, f, size: int) -> we
             sent = await loop.sendfile(transport, f, offset, n)
         except NotImplementedError:  # a transport without sendfile (TLS): read and write
             sent = await _write_chunk(resp, loop, f, offset, n)
-        except RuntimeError as exc:  # "Transport is closing": the client hung up between two chunks
+        except (RuntimeError, ConnectionError) as exc:  # the client hung up between two chunks, or during one
             raise ConnectionResetError(str(exc)) from None
         offset += sent
         left -= sent
         seed.load.sent(served, sent)
         seed.metrics.web_sent.labels(dataset=served.name).inc(sent)
         if sent == 0:
-            raise ConnectionResetError("the file ended before its size")
-    await resp.write_eof()
-    return resp
+            raise EOFError(f"the file ended {left} bytes before its size (replaced or truncated?)")
 
 
 async def _write_chunk(resp: web.StreamResponse, loop: asyncio.AbstractEventLoop, f, offset: int, n: int) -> int:
