@@ -295,8 +295,8 @@ def get(opts: Options) -> int:
         meta=meta, torrent=resolved.torrent, directory=directory, shares=shares, selected=tuple(selected),
         peers=peers, web=web_rule(cfg, meta, resolved.record, opts.web_seeds, bool(peers)),
         listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
-        seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, timeout=cfg.timeout, stall_timeout=cfg.stall_timeout,
-        blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
+        seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, linger=cfg.linger, timeout=cfg.timeout,
+        stall_timeout=cfg.stall_timeout, blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
         checksums=checksums(resolved.record), folder=folder,
         site_peers=holding(sites, resolved.record) if cfg.site_share else ())
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),

@@ -23,6 +23,10 @@ class GetConfig:
     # it. Ports are chosen free.
     listen: str = ""
     seed_time: Seconds = Seconds(0.0)
+    # With no seed_time or seed_ratio, a complete run goes on serving the T3s connected to it that are still
+    # downloading, while they take pieces, for at most this long (0: leave at completion). Leaving at once
+    # took the first T3's uplink from a busy swarm: the others finished from the sites alone.
+    linger: Seconds = Seconds(30.0)
     seed_ratio: float = 0.0
     timeout: Seconds = Seconds(0.0)  # 0: no limit
     stall_timeout: Seconds = Seconds(300.0)  # 0: no limit

@@ -55,6 +55,7 @@ class Job:
     max_connections: int = 200
     seed_time: float = 0.0
     seed_ratio: float = 0.0
+    linger: float = 0.0  # [get] linger: serving the T3s still downloading, after completion
     timeout: float = 0.0
     stall_timeout: float = 300.0
     blocked_after: float = 30.0  # seeds connected, nothing arriving this long: name the files that are stuck
@@ -132,7 +133,7 @@ def state_dir(job: Job) -> Path:
 def policy_of(job: Job) -> Policy:
     return Policy(name=job.meta.name, workers=len(job.shares), size=sum(f.size for f in job.selected),
                   timeout=job.timeout, stall_timeout=job.stall_timeout, blocked_after=job.blocked_after,
-                  seed_time=job.seed_time, seed_ratio=job.seed_ratio,
+                  seed_time=job.seed_time, seed_ratio=job.seed_ratio, linger=job.linger,
                   max_rate=job.max_rate, max_upload_rate=job.max_upload_rate,
                   verify=any(f.lfn in job.checksums for f in job.selected), web=job.web,
                   trackers=() if job.peers or given_web_seeds(job) else tuple(job.meta.trackers()))

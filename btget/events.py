@@ -63,6 +63,7 @@ class Progress:
     peers_remote: int = 0  # connected now
     connect_attempts: int = 0  # connections to them tried
     connect_failures: int = 0  # connections to them that failed (refused, timed out)
+    leechers: int = 0  # once complete: connected peers still downloading (they may take pieces from us)
 
 
 @dataclass(frozen=True)

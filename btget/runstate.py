@@ -33,6 +33,7 @@ class Policy:
     blocked_after: float = 30.0  # 0: never
     seed_time: float = 0.0
     seed_ratio: float = 0.0
+    linger: float = 0.0  # with neither seed_time nor seed_ratio: serving the T3s still downloading (serving)
     verify: bool = False  # the record has checksums for the selected files
     # the torrent's (when every one says no for good and no byte came, the run ends); none when the user named
     # sources of their own (--peer, --web-seed), which may serve it whatever the trackers say
@@ -42,6 +43,7 @@ class Policy:
     max_upload_rate: int = 0
 
 
+QUIET = 2.0  # s without a byte uploaded after which the T3s around us no longer need us (serving)
 RESHARE = 0.5  # seconds between two looks at where the run's rate cap is used (the workers report as often)
 
 
@@ -132,6 +134,7 @@ class RunState:
     introduced: bool = False
     seeded: bool = False  # some seed (or peer) was connected at some point
     completed_at: float | None = None
+    uploaded_at: tuple[float, int] = (0.0, 0)  # when the bytes uploaded last grew, and to how many
     verifying: bool = False
     verified: bool = False
     ended: End | None = None
@@ -161,6 +164,13 @@ class RunState:
         errors = sorted({w.tracker_error for w in self.workers.values() if w.tracker_error})
         return (f"{self.total('peers')} peers, {self.total('seeds')} seeds"
                 + (f"; tracker: {', '.join(errors)}" if errors else ""))
+
+
+def serving(elapsed: float, quiet: float, leechers: int, linger: float) -> bool:
+    """With neither --seed-time nor --seed-ratio, whether a complete run goes on serving the swarm: while a
+    connected peer is still downloading and something was uploaded within QUIET s (`quiet`: since the last
+    byte), for at most `linger` s after completion. A lone T3 (only seeds around) leaves at once."""
+    return linger > 0 and elapsed < linger and leechers > 0 and quiet < QUIET
 
 
 def stop_seeding(elapsed: float, uploaded: int, size: int, seed_time: float, seed_ratio: float) -> bool:
@@ -245,14 +255,13 @@ def _progress(state: RunState, now: float) -> list[Action]:
         state.best_done, state.last_progress = done, now
     if state.completed_at is None and all(v.finished for v in state.workers.values()):
         state.completed_at = now
+        state.uploaded_at = (now, state.total("uploaded"))
         done_now: list[Action] = [Completed(now - state.started, p.seed_time > 0 or p.seed_ratio > 0)]
         if p.verify:
             state.verifying = True
             return done_now + [Note("verifying checksums"), StartVerify()]
         state.verified = True
-        if not stop_seeding(0.0, state.total("uploaded"), p.size, p.seed_time, p.seed_ratio):
-            return done_now
-        return done_now + _end(state, End(Ending.SEEDED))
+        return done_now + _done_seeding(state, now)
     if state.completed_at is None:
         if p.timeout and now - state.started > p.timeout:
             return _end(state, End(Ending.FAILED, Incomplete(p.name, f"not complete after --timeout {p.timeout:g} s "
@@ -272,10 +281,21 @@ def _progress(state: RunState, now: float) -> list[Action]:
             return _end(state, End(Ending.FAILED, Incomplete(p.name, f"no progress for {p.stall_timeout:g} s "
                                                                      f"({state.peer_note()}); run again to resume")))
         return []
-    if state.verified and stop_seeding(now - state.completed_at, state.total("uploaded"), p.size, p.seed_time,
-                                       p.seed_ratio):
-        return _end(state, End(Ending.SEEDED))
-    return []
+    uploaded = state.total("uploaded")
+    if uploaded > state.uploaded_at[1]:
+        state.uploaded_at = (now, uploaded)
+    return _done_seeding(state, now) if state.verified else []
+
+
+def _done_seeding(state: RunState, now: float) -> list[Action]:
+    """The end once the seeding asked for is done (--seed-time, --seed-ratio), or without either, once the
+    swarm no longer needs us (serving)."""
+    p, elapsed = state.policy, now - (state.completed_at or now)
+    if p.seed_time > 0 or p.seed_ratio > 0:
+        done = stop_seeding(elapsed, state.total("uploaded"), p.size, p.seed_time, p.seed_ratio)
+    else:
+        done = not serving(elapsed, now - state.uploaded_at[0], state.total("leechers"), p.linger)
+    return _end(state, End(Ending.SEEDED)) if done else []
 
 
 def _rates(state: RunState, now: float) -> list[Action]:

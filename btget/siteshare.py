@@ -11,9 +11,9 @@ seconds): their slot passes to another T3, each site then feeds a
 different T3, and each of those forwards what it gets at about the rate it
 gets it.
 
-Its share is ceil(sites / T3s downloading), in a busy swarm only (more T3s
-than sites, see busy): four T3s on three sites keep one each, eight keep one;
-with no more T3s than sites every T3 keeps every site. T3s downloading are this
+Its share is ceil(sites / T3s downloading), in a busy swarm only (at least
+three T3s and as many as sites, see busy): four T3s on three sites keep one
+each, eight keep one; two T3s keep every site. T3s downloading are this
 one and the connected peers that are neither seeds nor sibling workers. The
 sites kept are those that have sent most on this connection (a site shed
 mid-transfer costs its queued blocks).
@@ -75,6 +75,7 @@ SHED_FOR = 10.0  # s a site let go is not connected again (then the worker re-an
 STEER_WITHIN = 2.0  # s: a site that would send a slice within this is too fast to steer (Paces)...
 STEER_FLOOR = 25_000_000  # bytes/s: ...if it sends faster than this (twice the 100 Mbit/s the rules were built on)
 PACE_SPAN = 0.1  # s a site must have sent for before its pace is judged (unless it is fast sooner)
+MIN_BUSY = 3  # T3s in a swarm before the sites are steered at all (busy)
 TURN = 0.5  # of a slice: what a site sends one T3 of a busy swarm on a connection before that T3 lets it go
 
 
@@ -137,13 +138,13 @@ def share(sites: int, downloading: int) -> int:
 
 
 def busy(sites: int, t3s: int, downloading: int) -> bool:
-    """More T3s (this one and those around it, downloading or seeding) than sites, two of them or more
-    downloading: only then can their uplinks carry what the sites would. With as many T3s as sites each
-    can take a site whole, and a site let go is uplink lost to the swarm: on hosts of their own, two T3s
+    """At least as many T3s (this one and those around it, downloading or seeding) as sites, and at least
+    MIN_BUSY of them, two or more downloading: their uplinks can carry what the sites would. Two T3s can
+    each take a site whole, and a site let go is uplink lost to the swarm: on hosts of their own, two T3s
     on two sites took 2.5 times as long with the rules as without (docs/benchmarks.md "hosts"). Seeding
     T3s count: at the end of a swarm the last T3s are fed by the finished ones. A lone T3 arriving after
     the others are done is not a busy swarm: it takes the sites' uplinks too."""
-    return sites > 0 and t3s > sites and downloading >= 2
+    return sites > 0 and t3s >= max(sites, MIN_BUSY) and downloading >= 2
 
 
 def to_shed(peers: list[SitePeer], sites: int, downloading: int, whole: bool) -> list[str]:

@@ -766,6 +766,16 @@ class Worker:
             self._banned_web_seeds({u for u in self.web_urls if _endpoints((u,)) & bad})
         return peers
 
+    def _leechers(self) -> int:
+        """BitTorrent peers connected to us that are still downloading (web seeds and seeds aside)."""
+        try:
+            peers = self.handle.get_peer_info()
+        except RuntimeError:
+            return 0
+        info = self.lt.peer_info
+        gone = info.seed | info.connecting | info.handshake
+        return sum(1 for p in peers if not p.flags & gone and p.connection_type not in self._web_seed_types)
+
     def _attribute_rest(self) -> None:
         self.ledger.attribute_rest(self.status.total_payload_download if self.status else 0, self.piece_length)
 
@@ -785,7 +795,7 @@ class Worker:
             sources=dict(self.ledger.sources),
             state=str(st.state).rsplit(".", 1)[-1], flushed=self.phase is WorkerPhase.SEEDING,
             first_byte_at=self.first_byte_at, connected=self.connected, connected_at=self.connected_at,
-            files=done, found=found,
+            files=done, found=found, leechers=self._leechers() if self.phase is WorkerPhase.SEEDING else 0,
             **self.ledger.named())
 
     def _file_bytes(self) -> dict[int, int]:

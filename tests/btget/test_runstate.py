@@ -108,6 +108,36 @@ def test_no_seeding_asked_ends_at_completion():
     assert End(Ending.SEEDED) in actions
 
 
+def test_a_complete_run_serves_the_t3s_still_downloading_while_they_take_pieces_within_linger():
+    def done(state, now, **kw):
+        return [a for a in step(state, Progress(1, Phase.FINISHED if now == 3.0 else Phase.RUNNING, done=100,
+                                                wanted=100, flushed=True, **kw), now) if isinstance(a, End)]
+
+    # A lone T3, only seeds around it: it leaves at completion.
+    assert done(RunState.start(policy(workers=1, linger=30.0), 0.0), 3.0, leechers=0) == [End(Ending.SEEDED)]
+    # Another T3 still downloading from it: it stays while that one takes pieces...
+    state = RunState.start(policy(workers=1, linger=30.0), 0.0)
+    assert done(state, 3.0, leechers=1, uploaded=10) == []
+    assert done(state, 4.9, leechers=1, uploaded=10) == []  # within QUIET of the last byte
+    assert done(state, 6.0, leechers=1, uploaded=40) == []
+    # ...and leaves once nothing went up for QUIET s,
+    assert done(state, 8.1, leechers=1, uploaded=40) == [End(Ending.SEEDED)]
+    # or once the peers still downloading are gone,
+    state = RunState.start(policy(workers=1, linger=30.0), 0.0)
+    assert done(state, 3.0, leechers=2, uploaded=10) == []
+    assert done(state, 3.5, leechers=0, uploaded=20) == [End(Ending.SEEDED)]
+    # or after linger s whatever they take; and with linger 0 at completion.
+    state = RunState.start(policy(workers=1, linger=5.0), 0.0)
+    assert done(state, 3.0, leechers=1, uploaded=10) == []
+    assert done(state, 7.9, leechers=1, uploaded=90) == []
+    assert done(state, 8.0, leechers=1, uploaded=99) == [End(Ending.SEEDED)]
+    assert done(RunState.start(policy(workers=1, linger=0.0), 0.0), 3.0, leechers=3) == [End(Ending.SEEDED)]
+    # --seed-time decides alone when given.
+    state = RunState.start(policy(workers=1, linger=30.0, seed_time=1.0), 0.0)
+    assert done(state, 3.0, leechers=1, uploaded=10) == []
+    assert done(state, 4.0, leechers=1, uploaded=20) == [End(Ending.SEEDED)]
+
+
 def test_a_worker_that_fails_or_dies_ends_the_run():
     state = RunState.start(policy(), 0.0)
     (end,) = step(state, WorkerFailed(2, "disk_full", "/data/x", "disk full (free some space)"), 1.0)

@@ -104,10 +104,11 @@ def test_a_bitfield_is_a_mask_with_a_byte_a_piece():
     assert mask([True] * 9) == ALL and ALL.bit_count() == 9
 
 
-def test_a_busy_swarm_has_more_t3s_than_sites_two_of_them_downloading():
-    # As many T3s as sites: each can take a site whole, and a site let go is uplink lost.
-    assert [busy(3, n, n) for n in (1, 2, 3, 4, 8)] == [False, False, False, True, True]
+def test_a_busy_swarm_has_three_t3s_or_more_and_as_many_as_sites_two_of_them_downloading():
+    assert [busy(3, n, n) for n in (1, 2, 3, 8)] == [False, False, True, True]
+    # Two T3s on two sites: each can take a site whole, and a site let go is uplink lost.
     assert [busy(2, n, n) for n in (2, 3)] == [False, True]
+    assert busy(3, 4, 2)  # the end of a swarm of four: two done, two fed by them
     assert busy(3, 4, 2)  # the end of a swarm of four: two done, two fed by them
     assert not busy(3, 3, 1)  # a lone latecomer beside two finished T3s takes the sites too
     assert not busy(0, 8, 8)
