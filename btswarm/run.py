@@ -95,7 +95,6 @@ def client_env(ready: Ready, address: str, environ: dict[str, str]) -> dict[str,
     env = dict(environ)
     env.setdefault("BTSWARM_GET_REPO", ready.repo)
     env["BTSWARM_GET_LISTEN"] = address
-    env["BTSWARM_CLIENT_ADDRESS"] = env["BTSWARM_GET_LISTEN"]  # for commands that are not bt-get (curl --interface)
     # This install's bt-get first, also when its venv is not activated.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
     return env
