@@ -33,9 +33,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
-from torrents.hostport import format_hostport
+from torrents.hostport import format_hostport, url_endpoint
 
 
 class Mode(enum.Enum):
@@ -54,9 +53,7 @@ class Source:
     @property
     def endpoint(self) -> str:
         """host:port, as libtorrent names the connection."""
-        parts = urlsplit(self.url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return format_hostport(parts.hostname or "", port)
+        return format_hostport(*url_endpoint(self.url))
 
     @property
     def label(self) -> str:

@@ -30,7 +30,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from torrents import peerid
-from torrents.hostport import ANY, format_hostport, host_of, own_addresses
+from torrents.hostport import ANY, format_hostport, host_of, own_addresses, url_endpoint
 from torrents.servicekit import tls
 
 from btget import events, recover, sources
@@ -954,35 +954,25 @@ def _remove(path: str) -> None:
 
 def _endpoints(urls: tuple[str, ...]) -> set[tuple[str, int]]:
     """(host, port) of http(s) URLs."""
-    from urllib.parse import urlsplit
-
-    out = set()
-    for url in urls:
-        parts = urlsplit(url)
-        if parts.hostname:
-            out.add((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)))
-    return out
+    return {ep for ep in map(url_endpoint, urls) if ep[0]}
 
 
 def bound_elsewhere(listen_ip: str, url: str) -> str:
     """Why a tracker may be out of reach, when it is that: our sessions are bound to `listen_ip` (--listen)
     and this host reaches the tracker from another address, which a bound connection cannot use ("" when
     not bound, or bound to the right one)."""
-    from urllib.parse import urlsplit
-
     from torrents.hostport import is_local, source_address
 
     if listen_ip == ANY:
         return ""
-    parts = urlsplit(url)
+    host, port = url_endpoint(url)
     try:
-        source = source_address(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+        source = source_address(host, port)
     except (OSError, ValueError):
-        return f" (bt-get is bound to {listen_ip} by --listen/[get] listen, and this host has no route to " \
-               f"{parts.hostname})"
-    if source == listen_ip or (":" in source) == (":" in listen_ip) and is_local(parts.hostname or ""):
+        return f" (bt-get is bound to {listen_ip} by --listen/[get] listen, and this host has no route to {host})"
+    if source == listen_ip or (":" in source) == (":" in listen_ip) and is_local(host):
         return ""  # bound or not, a connection to this host's own address stays on it
-    return f" (bt-get is bound to {listen_ip} by --listen/[get] listen, but this host reaches {parts.hostname} " \
+    return f" (bt-get is bound to {listen_ip} by --listen/[get] listen, but this host reaches {host} " \
            f"from {source}: leave listen unset to use every address)"
 
 

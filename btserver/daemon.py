@@ -17,14 +17,13 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Coroutine
-from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
 
 from torrents import auth
 from torrents.errors import BtswarmError
-from torrents.hostport import format_hostport, is_wildcard, parse_hostport, source_address
+from torrents.hostport import format_hostport, is_wildcard, parse_hostport, source_address, url_endpoint
 from torrents.log import notice
 from torrents.servicekit import tls
 from torrents.servicekit.web import PeerClock, client_session
@@ -96,9 +95,8 @@ class Daemon:
         if self.config.peer_address:
             return self.config.peer_address
         for url in self.config.tracker_urls():
-            parts = urlsplit(url)
             try:
-                return source_address(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+                return source_address(*url_endpoint(url))
             except OSError as exc:
                 log.warning("%s: no route to the tracker at %s (%s)", self.config.site, url, exc.strerror or exc)
         raise BtswarmError("[server] peer_listen", f"{self.config.peer_listen} listens everywhere and no tracker is "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from urllib.parse import urlsplit
 
 from torrents.errors import ConfigError
 
@@ -16,6 +17,14 @@ def own_addresses(listen_ip: str) -> tuple[str, ...]:
     """Where this host's other sessions (a run's sibling workers) connect from: the one address they all
     listen on, or, listening everywhere, this host's loopback."""
     return LOOPBACK if listen_ip == ANY else (listen_ip,)
+
+
+def url_endpoint(url: str) -> tuple[str, int]:
+    """(host, port) of an http(s) URL, the port its scheme's when none is written; ("", 0) without a host."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return "", 0
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def source_address(host: str, port: int) -> str:
