@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 from typing import Any, Mapping
 
 import libtorrent as lt
@@ -24,6 +23,7 @@ import libtorrent as lt
 from torrents import metainfo
 from torrents.errors import ConfigError
 from torrents.hostport import ANY, is_wildcard
+from torrents.procs import free_port
 
 # Extra settings from the environment, for measuring a setting without a release
 # (scripts/bench_wan.py): a JSON object, seeds and clients apart. A process that takes them says so at
@@ -50,17 +50,12 @@ def listen_interfaces(listen_ip: str, port: int = 0) -> str:
 
 
 def free_port_everywhere() -> int:
-    """A TCP port free on every address of both families (a dual-stack socket takes it for both), else
-    on every IPv4 address when the host has no IPv6."""
+    """A TCP port free on every address of both families (Linux binds "::" dual-stack by default), else on
+    every IPv4 address when the host has no IPv6."""
     try:
-        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-            s.bind(("::", 0))
-            return s.getsockname()[1]
+        return free_port("::")
     except OSError:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("0.0.0.0", 0))
-            return s.getsockname()[1]
+        return free_port("0.0.0.0")
 
 
 def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: Any) -> dict[str, Any]:
