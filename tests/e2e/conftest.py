@@ -52,14 +52,17 @@ def start_federation(tmp: Path, *args: str, log_name: str = "up", env: Mapping[s
     return Federation(proc, fed, log_path)
 
 
-def running_federation(tmp_path_factory, name: str, *args: str):
+def running_federation(tmp_path_factory, name: str, *args: str, env: Mapping[str, str] | None = None):
     """A module fixture's body: `btswarm up ARGS` for the module's tests, stopped cleanly after them."""
-    fed = start_federation(tmp_path_factory.mktemp(name), *args)
+    fed = start_federation(tmp_path_factory.mktemp(name), *args, env=env)
     yield fed
     assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
 
 
 @pytest.fixture(scope="module")
 def federation(tmp_path_factory):
+    # Each site sends at most 4 MB/s, so that a fetch lasts long enough for every site asked to join
+    # it: unshaped, the first site's seed can send all 24 MB before the second one has started.
     yield from running_federation(tmp_path_factory, "federation", "--sites", "2", "--sample-files", "12",
-                                  "--sample-size", "24M", "--idle-ttl", "6s", "--heartbeat", "1s")
+                                  "--sample-size", "24M", "--idle-ttl", "6s", "--heartbeat", "1s",
+                                  env={"BTSWARM_SERVER_UPLOAD_RATE_LIMIT": "4MB/s"})
