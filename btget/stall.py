@@ -9,7 +9,7 @@ depth = rate x request_queue_time) trickle in at a few hundred KB/s. The
 worker instead shuts out, by its address (libtorrent's IP filter, which
 disconnects it and returns its blocks to the picker at once), a peer that
 holds requests of ours, is not choking us and has sent nothing for
-`after` seconds; after `ban` seconds it may be connected again.
+`after` seconds; after BAN_FOR seconds it may be connected again.
 
 Another T3 is given longer (`peer_after`) than a site, and news of a new
 piece from it counts as a sign of life. A T3 passes pieces to the whole
@@ -38,7 +38,7 @@ peer receives nothing either (its socket fills), so it is still found.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 STALL_AFTER = 3.0  # s a site is silent holding our requests (a live one at 100 kbit/s sends a block per 1.3 s)
@@ -62,15 +62,14 @@ class PeerSample:
 class StallWatch:
     after: float = STALL_AFTER
     peer_after: float = PEER_STALL_AFTER
-    ban: float = BAN_FOR
     never: frozenset[str] = frozenset()  # addresses never shut out (our own: sibling workers)
     # peer → ((bytes from it, bytes to it, its pieces), since when none moved)
     _last: dict[tuple[str, int], tuple[tuple[int, int, int], float]] = field(default_factory=dict)
-    banned: dict[str, float] = field(default_factory=dict)  # address → until
 
-    def step(self, now: float, peers: Iterable[PeerSample]) -> list[str]:
-        """Addresses to shut out now (each once), from this sample of the connected peers."""
-        seen, out = {}, []
+    def step(self, now: float, peers: Iterable[PeerSample], out: Collection[str] = ()) -> list[str]:
+        """Addresses to shut out now (each once), from this sample of the connected peers; `out`: those
+        shut out already (for BAN_FOR, by the caller: btget/steering.py)."""
+        seen, stalled = {}, []
         for p in peers:
             key = (p.ip, p.port)
             moved = (p.downloaded, p.uploaded, p.pieces)
@@ -79,15 +78,7 @@ class StallWatch:
                 since = now  # moving (either way, or news of its pieces), or nothing asked of it: not stalled
             seen[key] = (moved, since)
             if (now - since >= (self.after if p.site else self.peer_after) and p.ip not in self.never
-                    and p.ip not in self.banned):
-                self.banned[p.ip] = now + self.ban
-                out.append(p.ip)
+                    and p.ip not in out and p.ip not in stalled):
+                stalled.append(p.ip)
         self._last = seen
-        return out
-
-    def expire(self, now: float) -> list[str]:
-        """Addresses whose time out is over (to be let in again)."""
-        done = [ip for ip, until in self.banned.items() if now >= until]
-        for ip in done:
-            del self.banned[ip]
-        return done
+        return stalled

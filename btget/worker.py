@@ -18,7 +18,6 @@ never write the same part file.
 
 from __future__ import annotations
 
-import collections
 import enum
 import errno
 import logging
@@ -33,16 +32,15 @@ from torrents import peerid
 from torrents.hostport import ANY, format_hostport, host_of, own_addresses, url_endpoint
 from torrents.servicekit import tls
 
-from btget import events, recover, sources
+from btget import events, recover, siteshare, sources, stall, steering
+from btget.siteshare import mask
 from btget.reannounce import Reannounce
 
 log = logging.getLogger("btget.worker")
 
 RESUME_SUFFIX = ".resume"
 ELSEWHERE = "elsewhere"  # under a part dir: where other shares' files would be (never created)
-STALL_CHECK = 0.5  # seconds between looks for peers that hold our requests and send nothing (btget/stall.py)
-SOURCE_SAMPLE = 0.05  # seconds between per-peer byte samples while downloading
-COVER_SHARE = 100  # the looks at which sites' slices the T3s around us hold take at most 1/COVER_SHARE of the time
+STALL_CHECK = 0.5  # seconds between looks for web seeds libtorrent banned
 SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
 # A rerun hashes at most this much (+ 2% of its share) of what is on disk beyond the saved state: the
 # saves' lag behind the pieces (btget/recover.py), not a whole dataset on a file system without holes.
@@ -149,7 +147,6 @@ class Worker:
         # Bytes per source and what is known of each peer (btget/sources.py); web seeds (given and
         # the torrent's url-list) by endpoint, so that one is never taken for a sibling worker.
         self.ledger = sources.Ledger(spec.listen_ip, spec.peer_prefix, _endpoints(spec.web_seeds + spec.url_list))
-        self.banned_ips: set[str] = set()
         self.phase = WorkerPhase.FETCHING
         self.parent_gone = False
         self.ppid = os.getppid()
@@ -183,19 +180,7 @@ class Worker:
         self.write_failed = False
         self.rechecked = False
         self._web_seed_types = (lt.peer_info.web_seed, lt.peer_info.http_seed)
-        from btget import stall
-
-        self.stall = stall.StallWatch(never=frozenset(own_addresses(spec.listen_ip)))
-        self.shed: dict[str, float] = {}  # site address let go (btget/siteshare.py) → monotonic time it may return
         self.site_keys = frozenset(spec.site_peers)
-        self.slices = list(dict.fromkeys(host_of(k) for k in spec.site_peers))  # slices[k]: site k's address
-        self.spared: set[str] = set()  # site addresses let go while the T3s around us hold their slices
-        self.helping = False  # the site that fed us is kept to fetch a slower site's slice (btget/siteshare.py)
-        self.fed_by: int | None = None  # the slice of the site that fed us, remembered after we let it go
-        self.next_cover = 0.0  # monotonic time of the next look at the T3s' bitfields
-        self.next_share = 0.0  # monotonic time of the next look at how many sites unchoke us (siteshare.to_shed)
-        self.nowhere_seen: collections.deque[tuple[float, int]] = collections.deque()  # (time, pieces held nowhere)
-        self.kept_slices: set[int] = set()  # the slices asked for first (btget/siteshare.py), as libtorrent was told
         self.num_pieces = 0
         # It fetches every file of the torrent: the parent gave it no part (download.run decides, once).
         self.whole = not spec.part
@@ -227,9 +212,10 @@ class Worker:
         from btget.streaming import PieceMap
 
         self.layout = PieceMap(self.file_sizes, self.piece_length)
-        from btget.siteshare import Paces
-
-        self.paces = Paces(sum(self.file_sizes) // max(1, len(self.slices)))  # which sites the rules can steer
+        # Which sources to shut out and which pieces first (btget/steering.py): set up once the pieces are known.
+        self.steer = steering.Steering(sites=list(dict.fromkeys(host_of(k) for k in self.spec.site_peers)),
+                                       pieces=self.num_pieces, piece_bytes=self.piece_length, whole=self.whole,
+                                       stall=stall.StallWatch(never=frozenset(own_addresses(self.spec.listen_ip))))
         return atp
 
     # --- main loop ------------------------------------------------------------------
@@ -265,19 +251,16 @@ class Worker:
                 if self.handle.status(0).total_payload_download > 0:
                     self.first_byte_at = time.time()
             now = time.monotonic()
-            if self.phase is WorkerPhase.FETCHING and now >= next_sample:
+            if now >= next_sample:
                 # get_peer_info is the only source of per-peer byte counts, and
                 # a seed hangs up the moment we complete: sample often, so
                 # little of a connection's last stretch goes uncounted. The sites are
-                # looked at as often: one unchoking us is told within a turn which slice
+                # steered as often: one unchoking us is told within a turn which slice
                 # to send first, before its queue fills with other pieces.
-                if self._shed_sites(now, self._count_sources()):
-                    self._set_ip_filter()
-                next_sample = now + SOURCE_SAMPLE
-            if now >= next_stall:
-                self._shut_out_stalled(now)
-                if self.bans_seen and self.web_urls:
-                    self._banned_web_seeds()
+                self._steer(now, self._count_sources() if self.phase is WorkerPhase.FETCHING else [])
+                next_sample = now + steering.SAMPLE_EVERY
+            if now >= next_stall and self.bans_seen and self.web_urls:
+                self._banned_web_seeds()
                 next_stall = now + STALL_CHECK
             if self.probe and self.phase is WorkerPhase.FETCHING and now >= self.next_probe:
                 # Blocked peers are given up after a few failures; handed out again by the
@@ -394,7 +377,7 @@ class Worker:
         if ep:  # connect_failed: refused, or timed out (a firewall that drops)
             self.ledger.disconnected(ep[0], ep[1], pid, connect_failed=fetching and a.op == self.lt.operation_t.connect)
         if fetching:
-            if (ep and ep not in self.ledger.web_seeds and ep[0] not in self._let_go()
+            if (ep and ep not in self.ledger.web_seeds and ep[0] not in self.steer.let_go()
                     and self.ledger.remote(ep[0], self.ledger.key(*ep))):
                 self.reannounce.lost()
             # A site that cannot read its replica drops its seed at once, between two status
@@ -473,156 +456,54 @@ class Worker:
         answer carries a site's seed or starts one, rather than wait out the announce interval. Not for
         the sites we let go ourselves (btget/siteshare.py): the tracker would only hand them back."""
         seedless = (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
-        if self.reannounce.due(time.monotonic(), seeds, seedless, let_go=len(self._let_go())):
+        if self.reannounce.due(time.monotonic(), seeds, seedless, let_go=len(self.steer.let_go())):
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
         self.had_seeds = seeds > 0
 
-    def _shut_out_stalled(self, now: float) -> None:
-        """A peer holding our requests that sends nothing (a hung site) is shut out for a while (btget/stall.py)."""
-        from btget.stall import PeerSample
+    def _steer(self, now: float, connections: list) -> None:
+        """One sample of the BitTorrent connections through the steering core (btget/steering.py), and what
+        it says done: the IP filter, the piece priorities, an announce, a line for the log."""
+        fetching = self.phase is WorkerPhase.FETCHING
+        peers, have, cost = self._peers(connections), None, 0.0
+        if fetching and steering.cover_due(self.steer, now, peers):
+            took = time.perf_counter()
+            peers = self._peers(connections, bitfields=True)
+            have = mask(self.handle.status(self.lt.status_flags_t.query_pieces).pieces)
+            cost = time.perf_counter() - took
+        for action in steering.step(self.steer, steering.Seen(now, fetching, peers, have, cost)):
+            self._apply(action)
 
-        changed = bool(self.stall.expire(now))
-        if [ip for ip, until in self.shed.items() if until <= now]:
-            self.shed = {ip: until for ip, until in self.shed.items() if until > now}
-            changed = True
-            if self.phase is WorkerPhase.FETCHING:  # the IP filter dropped the sites shed: ask for them again
-                self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
-        if self.phase is WorkerPhase.FETCHING:
-            try:
-                peers = self.handle.get_peer_info()
-            except RuntimeError:
-                peers = []
-            choked = self.lt.peer_info.remote_choked  # it chokes us (`choked`: we choke it)
-            seed = self.lt.peer_info.seed
-            # Without the sites' list (site share off, /api/sites not answered) a seed is taken for a site.
-            samples = [PeerSample(p.ip[0], p.ip[1], p.total_download, p.download_queue_length, bool(p.flags & choked),
-                                  p.total_upload, p.num_pieces,
-                                  site=(format_hostport(p.ip[0], p.ip[1]) in self.site_keys if self.site_keys
-                                        else bool(p.flags & seed)))
-                       for p in peers if p.connection_type not in self._web_seed_types]
-            stalled = self.stall.step(now, samples)
-            for ip in stalled:
-                log.info("worker %d: %s holds our requests and nothing moved either way: shut out for %.0f s",
-                         self.spec.index, ip, self.stall.ban)
-            changed |= bool(stalled)
-        if changed:
-            self._set_ip_filter()
-
-    def _shed_sites(self, now: float, peers: list) -> bool:
-        """Let go of the sites unchoking us beyond our share of them or past their turn, and of those
-        whose pieces the T3s around us can give us; ask first for the slices of the sites we keep
-        (btget/siteshare.py). True if the IP filter changed."""
-        if not self.slices:
-            return False
-        if not peers:
-            # Nobody left around us (the T3s that fed us left, or every connection dropped): the sites we
-            # spared for them are the only source, so they come back now, not after a stall.
-            return self._take_back_spared()
-        from btget import siteshare
-
-        lt = self.lt
-        keys, slices = self.site_keys, self.slices
-        seed, choked = lt.peer_info.seed, lt.peer_info.remote_choked
-        site_peers, t3s, downloading = [], [], 1
-        for p in peers:
+    def _peers(self, connections: list, bitfields: bool = False) -> tuple[steering.Peer, ...]:
+        """libtorrent's peer list as the steering core sees it: web seeds left out, each peer a site (without
+        the sites' list, a seed), another T3 or a sibling worker; with `bitfields`, the T3s' pieces."""
+        info = self.lt.peer_info
+        out = []
+        for p in connections:
             if p.connection_type in self._web_seed_types:
                 continue
-            key = format_hostport(p.ip[0], p.ip[1])
-            if key in keys:
-                site_peers.append(siteshare.SitePeer(p.ip[0], p.total_download, not p.flags & choked))
-            elif self.ledger.remote(p.ip[0], key):
-                t3s.append(p)
-                downloading += not p.flags & seed
-        self.paces.see(now, site_peers)
-        held = self.paces.held(site_peers)
-        shed = []
-        crowd = self.whole and siteshare.busy(len(slices), 1 + len(t3s), downloading)  # else every site is kept
-        if crowd and now >= self.next_share and self.paces.judged(site_peers):
-            # The share rule looks every STALL_CHECK, on half a second of bytes: looking every 50 ms, T3s on
-            # loopback shed sites on their first bursts and the sites' slots went round (bench_egress, 8
-            # clients: 1.91 copies against 1.14-1.31).
-            self.next_share = now + STALL_CHECK
-            shed = [ip for ip in siteshare.to_shed(site_peers, len(site_peers), downloading, self.whole)
-                    if ip not in held]
-        shed += [ip for ip in siteshare.turns_done(site_peers, len(slices), 1 + len(t3s), downloading, self.whole,
-                                                   self.paces.slice_bytes)
-                 if ip not in held and ip not in self.shed and ip not in shed]
-        for ip in shed:
-            self.shed[ip] = now + siteshare.SHED_FOR
-        spared = set()
-        if not crowd:
-            self.next_cover = 0.0
-        elif now < self.next_cover:
-            spared = self.spared
-        else:
-            # As often as the samples (a site unchoking a T3 that should let it go sends
-            # ~0.6 MB in 50 ms: read every 0.25 s, the sites sent 1.85 copies instead of
-            # 1.70), but at most 1% of a core: 25,000 pieces cost ~0.3 ms a peer.
-            took = time.perf_counter()
-            cover = self._cover(t3s)
-            self.next_cover = now + COVER_SHARE * (time.perf_counter() - took)
-            fed_by = siteshare.feeding(slices, site_peers, cover)
-            self.fed_by = self.fed_by if fed_by is None else fed_by
-            self.helping = siteshare.helps(len(slices), self.fed_by, cover, self.helping,
-                                           self._clearing_time(now, cover))
-            spared = set(siteshare.to_spare(slices, 1 + len(t3s), downloading, self.whole, cover,
-                                            slices[self.fed_by] if self.helping else None)) - held
-        returned = self.spared - spared
-        changed = bool(shed) or spared != self.spared
-        self.spared = spared
-        if returned and self.phase is WorkerPhase.FETCHING:  # the IP filter dropped them: ask for them again
-            self.handle.force_reannounce(0, -1, lt.reannounce_flags_t.ignore_min_interval)
-        if self.whole:
-            gone = set(self.shed) | spared
-            kept = {slices.index(p.ip) for p in site_peers if p.unchokes_us and p.ip not in gone}
-            if kept != self.kept_slices:
-                priorities = siteshare.priorities(self.num_pieces, len(slices), kept)
-                self.handle.prioritize_pieces(priorities or [siteshare.NORMAL] * self.num_pieces)
-                self.kept_slices = kept
-        return changed
+            key, seed = format_hostport(p.ip[0], p.ip[1]), bool(p.flags & info.seed)
+            kind = (steering.Kind.SITE if (key in self.site_keys if self.site_keys else seed)
+                    else steering.Kind.T3 if self.ledger.remote(p.ip[0], key) else steering.Kind.SIBLING)
+            out.append(steering.Peer(
+                p.ip[0], p.ip[1], kind, p.total_download, p.total_upload, p.download_queue_length,
+                not p.flags & info.remote_choked, p.num_pieces, seed,
+                mask(p.pieces) if bitfields and kind is steering.Kind.T3 and not seed else None))
+        return tuple(out)
 
-    def _take_back_spared(self) -> bool:
-        """Let every spared site connect again and ask the tracker for them at once. True if any was."""
-        if not self.spared:
-            return False
-        self.spared = set()
-        if self.phase is WorkerPhase.FETCHING:
+    def _apply(self, action: steering.Action) -> None:
+        fetching = self.phase is WorkerPhase.FETCHING
+        if isinstance(action, steering.Filter):
+            # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
+            rules = self.lt.ip_filter()
+            for ip in action.ips:
+                rules.add_rule(ip, ip, 1)
+            self.ses.set_ip_filter(rules)
+        elif isinstance(action, steering.Prioritize):
+            self.handle.prioritize_pieces(list(action.priorities or [siteshare.NORMAL] * self.num_pieces))
+        elif isinstance(action, steering.Announce) and fetching:
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
-        return True
-
-    def _clearing_time(self, now: float, cover: Any) -> float:
-        """When the pieces held nowhere around us will be held somewhere, at their pace of the last second."""
-        from btget.siteshare import PACE_OVER, clearing_time
-
-        sample = (now, (cover.lacking & ~cover.held).bit_count())
-        self.nowhere_seen.append(sample)
-        while len(self.nowhere_seen) > 2 and now - self.nowhere_seen[1][0] >= PACE_OVER:
-            self.nowhere_seen.popleft()
-        return clearing_time(self.nowhere_seen[0], sample)
-
-    def _cover(self, t3s: list) -> Any:
-        """What we lack and what the T3s around us hold (btget/siteshare.py)."""
-        from btget.siteshare import Cover, mask, span
-
-        every = span(0, self.num_pieces)
-        lacking = every & ~mask(self.handle.status(self.lt.status_flags_t.query_pieces).pieces)
-        held = 0
-        for p in t3s:
-            held |= every if p.flags & self.lt.peer_info.seed else mask(p.pieces)
-            if not lacking & ~held:
-                break
-        return Cover(self.num_pieces, lacking, held, self.piece_length)
-
-    def _let_go(self) -> set[str]:
-        """The site addresses we let go ourselves (btget/siteshare.py): shed for a while, or spared."""
-        return set(self.shed) | self.spared
-
-    def _set_ip_filter(self) -> None:
-        # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
-        rules = self.lt.ip_filter()
-        for ip in set(self.stall.banned) | self.banned_ips | self._let_go():
-            rules.add_rule(ip, ip, 1)
-        self.ses.set_ip_filter(rules)
+        elif isinstance(action, steering.Said):
+            log.info("worker %d: %s", self.spec.index, action.text)
 
     def _banned(self, endpoint: tuple[str, int]) -> None:
         """libtorrent banned a peer for corrupt pieces (it alone sent a piece that failed, or took part
@@ -633,10 +514,10 @@ class Worker:
         self.ledger.ban(endpoint[0], endpoint[1])
         # A web seed's address is left open: libtorrent dropped the web seed, and the site's peer wire
         # there checks every piece before sending it (seed mode).
-        if (endpoint[0] not in own_addresses(self.spec.listen_ip) and endpoint[0] not in self.banned_ips
+        if (endpoint[0] not in own_addresses(self.spec.listen_ip)
                 and (endpoint[0], endpoint[1]) not in self.ledger.web_seeds):
-            self.banned_ips.add(endpoint[0])
-            self._set_ip_filter()
+            for action in steering.ban(self.steer, endpoint[0]):
+                self._apply(action)
 
     def _set_rates(self, rates: tuple[int, int]) -> None:
         """A cap is for the campus link: every peer counts against it but the sibling workers,

@@ -1,0 +1,155 @@
+"""btget/steering.py: how a T3 steers its sources, one rule a test, on samples of its connections."""
+
+from __future__ import annotations
+
+from btget import siteshare, stall
+from btget.steering import (STALL_EVERY, Announce, Filter, Kind, Peer, Prioritize, Reason, Said, Seen, Steering, ban,
+                            cover_due, step)
+
+SITES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]  # slices 0, 1, 2
+PIECES, PIECE = 30, 1_000_000  # a slice is 10 pieces, 10 MB
+SLICE0 = siteshare.span(0, 10)
+EVERY = siteshare.span(0, PIECES)
+
+
+def site(ip: str, received: int = 0, unchokes: bool = True, queued: int = 0) -> Peer:
+    return Peer(ip, 6881, Kind.SITE, received=received, unchokes_us=unchokes, seed=True, queued=queued)
+
+
+def t3(n: int, bitfield: int | None = None, seed: bool = False, queued: int = 0, pieces: int = 0) -> Peer:
+    return Peer(f"127.0.0.{100 + n}", 40000 + n, Kind.T3, bitfield=bitfield, seed=seed, queued=queued,
+                pieces=pieces)
+
+
+def steering(whole: bool = True) -> Steering:
+    return Steering(list(SITES), PIECES, PIECE, whole=whole)
+
+
+def look(state: Steering, now: float, *peers: Peer, have: int | None = None, fetching: bool = True) -> list:
+    return step(state, Seen(now, fetching, peers, have, 0.0))
+
+
+def shut_out(actions: list) -> set[str] | None:
+    """What the last Filter shuts out (None: the filter is not changed)."""
+    filters = [a for a in actions if isinstance(a, Filter)]
+    return set(filters[-1].ips) if filters else None
+
+
+def others(n: int, **kw) -> list[Peer]:
+    return [t3(k, **kw) for k in range(1, n + 1)]
+
+
+def judged(state: Steering, t3s: list[Peer], *received: int) -> list:
+    """Two looks 0.2 s apart at three sites unchoking us, sending `received` bytes at a steerable pace."""
+    look(state, 0.0, *(site(ip) for ip in SITES), *t3s)
+    return look(state, 0.2, *(site(ip, r) for ip, r in zip(SITES, received)), *t3s)
+
+
+def test_a_lone_t3_keeps_every_site():
+    state = steering()
+    assert shut_out(judged(state, [], 3_000_000, 1_000_000, 2_000_000)) is None
+    assert state.let_go() == set()
+
+
+def test_in_a_busy_swarm_a_t3_keeps_its_share_the_site_that_sent_most_and_asks_its_slice_first():
+    state = steering()
+    actions = judged(state, others(7), 3_000_000, 1_000_000, 2_000_000)
+    assert shut_out(actions) == {"127.0.0.3", "127.0.0.4"}
+    assert state.shut_out.ips(Reason.SHED) == {"127.0.0.3", "127.0.0.4"}
+    [order] = [a.priorities for a in actions if isinstance(a, Prioritize)]
+    assert order == (siteshare.TOP,) * 10 + (siteshare.NORMAL,) * 20
+
+
+def test_a_shard_keeps_every_site():
+    state = steering(whole=False)
+    assert shut_out(judged(state, others(7), 3_000_000, 1_000_000, 2_000_000)) is None
+
+
+def test_a_site_that_sent_us_its_turn_is_let_go():
+    state = steering()
+    turn = int(siteshare.TURN * 10 * PIECE)
+    choking = [site("127.0.0.3", unchokes=False), site("127.0.0.4", unchokes=False)]
+    look(state, 0.0, site("127.0.0.2"), *choking, *others(7))
+    assert shut_out(look(state, 1.0, site("127.0.0.2", turn - 1), *choking, *others(7))) is None
+    assert shut_out(look(state, 1.05, site("127.0.0.2", turn), *choking, *others(7))) == {"127.0.0.2"}
+
+
+def test_a_site_shed_comes_back_after_its_time_and_is_asked_for():
+    state = steering()
+    judged(state, others(7), 3_000_000, 1_000_000, 2_000_000)
+    assert look(state, 0.2 + siteshare.SHED_FOR - 0.01, site("127.0.0.2", 3_000_000), *others(7)) == []
+    actions = look(state, 0.2 + siteshare.SHED_FOR, site("127.0.0.2", 3_000_000), *others(7))
+    assert shut_out(actions) == set() and Announce() in actions
+
+
+def test_a_site_whose_slice_the_t3s_around_us_hold_is_spared_while_they_do():
+    state = steering()
+    peers = [site(ip, unchokes=False) for ip in SITES]  # (one unchoking us is kept until its pace is judged)
+    look(state, 0.0, *peers, *others(7))
+    assert cover_due(state, 0.05, tuple(others(7)))
+    actions = look(state, 0.05, *peers, *others(6), t3(7, bitfield=SLICE0), have=0)
+    assert shut_out(actions) == {"127.0.0.2"} and state.shut_out.ips(Reason.SPARED) == {"127.0.0.2"}
+    # The T3 that held slice 0 left: a new reading is due at once, and the site comes back.
+    assert cover_due(state, 0.06, tuple(others(6)))
+    actions = look(state, 0.06, *peers, *others(6), have=0)
+    assert shut_out(actions) == set() and Announce() in actions
+
+
+def test_every_site_let_go_comes_back_at_once_when_the_t3s_that_fed_us_leave():
+    state = steering()
+    judged(state, others(7), 3_000_000, 1_000_000, 2_000_000)
+    actions = look(state, 0.3, site("127.0.0.2", 3_000_000))
+    assert shut_out(actions) == set() and Announce() in actions
+    assert state.let_go() == set()
+
+
+def test_every_site_let_go_comes_back_when_the_t3s_that_fed_us_stall():
+    """They hold our requests and send nothing (stall.PEER_STALL_AFTER): shut out, they stand in for no site."""
+    state = steering()
+    stuck = [t3(k, queued=5, pieces=10) for k in range(1, 8)]
+    judged(state, stuck, 3_000_000, 1_000_000, 2_000_000)
+    assert state.shut_out.ips(Reason.SHED) == {"127.0.0.3", "127.0.0.4"}
+    late = 0.2 + stall.PEER_STALL_AFTER
+    actions = look(state, late, site("127.0.0.2", 3_000_000), *stuck)
+    assert shut_out(actions) == {t.ip for t in stuck}
+    assert state.let_go() == set() and Announce() in actions
+    assert len([a for a in actions if isinstance(a, Said)]) == 7
+
+
+def test_spared_sites_come_back_when_the_swarm_is_no_longer_busy():
+    state = steering()
+    peers = [site(ip, unchokes=False) for ip in SITES]
+    look(state, 0.0, *peers, *others(7))
+    look(state, 0.05, *peers, *others(6), t3(7, bitfield=SLICE0), have=0)
+    assert state.let_go() == {"127.0.0.2"}
+    actions = look(state, 0.1, *peers, t3(1), t3(7, bitfield=SLICE0))  # three T3s in all on three sites: busy...
+    assert state.let_go() == {"127.0.0.2"}
+    actions = look(state, 0.15, *peers, t3(7, bitfield=SLICE0))  # ...two are not
+    assert shut_out(actions) == set() and Announce() in actions
+
+
+def test_a_site_holding_our_requests_that_sends_nothing_is_shut_out_for_a_while():
+    state = steering()
+    hung = site("127.0.0.3", 500, queued=8)
+    look(state, 0.0, hung)
+    assert shut_out(look(state, stall.STALL_AFTER - 0.1, hung)) is None
+    actions = look(state, stall.STALL_AFTER + STALL_EVERY, hung)  # the first look at stalls after that
+    assert shut_out(actions) == {"127.0.0.3"} and state.shut_out.ips(Reason.STALLED) == {"127.0.0.3"}
+    look(state, 4.0, site("127.0.0.2"))  # the filter dropped its connection
+    assert shut_out(look(state, stall.STALL_AFTER + STALL_EVERY + stall.BAN_FOR, site("127.0.0.2"))) == set()
+
+
+def test_a_peer_banned_for_corrupt_pieces_stays_out_for_the_run():
+    state = steering()
+    assert shut_out(ban(state, "127.0.0.9")) == {"127.0.0.9"}
+    assert ban(state, "127.0.0.9") == []  # once
+    assert shut_out(look(state, 10_000.0, site("127.0.0.2"))) is None and state.shut_out.ips() == {"127.0.0.9"}
+
+
+def test_nothing_is_steered_while_seeding_but_times_run_out():
+    state = steering()
+    hung = site("127.0.0.3", 500, queued=8)
+    look(state, 0.0, hung)
+    actions = look(state, stall.STALL_AFTER + STALL_EVERY, hung)
+    assert shut_out(look(state, 50.0, hung, fetching=False)) == set()  # its time out ended
+    assert look(state, 60.0, hung, fetching=False) == [] and Announce() not in actions
