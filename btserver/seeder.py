@@ -76,7 +76,7 @@ class Seed:
     started: float  # wall clock
     started_at: float  # monotonic
     last_active: float  # monotonic
-    peers: int = 0
+    peers: int = 0  # connected peers that are not seeds: those that may want something of it
     uploaded: int = 0
     upload_rate: int = 0
     slots: int = 0  # peers unchoked at once (btserver/uploadslots.py); 0: no limit
@@ -369,7 +369,9 @@ class Seeder:
                 seed = self._seeds.get(str(st.info_hashes.v1))
                 if seed is None:
                     continue
-                seed.peers = st.num_peers
+                # Peers that want something: a seed connected (a T3 that is done, another site) keeps
+                # a seed busy no more than no peer does, however often it connects again.
+                seed.peers = st.num_peers - st.num_seeds
                 seed.upload_rate = st.upload_payload_rate
                 self._count_upload(seed, st.total_payload_upload)
                 if seed.peers:
@@ -394,9 +396,8 @@ class Seeder:
         with self._lock:
             seed = self._seeds.get(str(alert.handle.info_hashes().v1))
             if seed is not None:
-                seed.last_active = self.clock()
-                # Seen now, where the state updates would tell half a second later (_fit_slots looks at
-                # seeds with peers).
+                # A peer until the next state update says whether it wants anything (_fit_slots looks at
+                # seeds with peers); only then is the seed active (_on_state_update).
                 seed.peers = max(seed.peers, 1)
 
     def _on_hash_failed(self, alert) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from btswarm.federation import get_bytes, get_json
+from btswarm.federation import WaitTimeout, get_bytes, get_json
 from btswarm.trees import compare_trees
 from tests.clients import thirdparty
 from tests.clients.conftest import dataset_name
@@ -70,7 +70,10 @@ def test_client_fetches_from_on_demand_seeds_then_seeds_a_bt_get(federation, nam
     # The sites' seeds idle out; the client seeds on, a seed of the swarm at the tracker. It is no site's, so it
     # would not keep a site from being asked (tracker/siteseeds.py): the bt-get it seeds to is given its address
     # and a copy of the .torrent without trackers, so that every byte it gets is the client's.
-    wait_for(lambda: seeds_at_sites(fed, info_hash) == 0, 30, "the sites' seeds to idle out", interval=0.2)
+    try:
+        wait_for(lambda: seeds_at_sites(fed, info_hash) == 0, 30, "the sites' seeds to idle out", interval=0.2)
+    except WaitTimeout:  # what kept them: their peers and when each was last active
+        raise AssertionError([seed for s in fed.sites for seed in fed.site_status(s.name)["seeds"]]) from None
     wait_for(lambda: (s := swarm(fed.tracker_url, info_hash)) and s["seeds"] >= 1 and not s["sites"], 30,
              f"{name} to be the swarm's seed", interval=0.2)
     sent_before = fed.uploaded_total()
