@@ -79,15 +79,18 @@ def test_corrupted_replica_at_one_site_download_still_correct(fed, tmp_path, rec
         top.pop(b"url-list", None)  # and no web seed (site1's would deliver the good bytes)
         torrent = tmp_path / "site2-only.torrent"
         torrent.write_bytes(bencoding.encode(top))
-        probe = subprocess.run([command("bt-get"), str(torrent), "-o", str(tmp_path / "probe"), "--peer",
-                                answer["peers"][0], "--files", victim.name, "--timeout", "10", "--no-web-seeds",
-                                "-q"],
-                               capture_output=True, text=True, timeout=60)
-        # libtorrent's seed mode hashes each piece before its first send: the bad piece
-        # never leaves site2, which counts it and drops the seed; the probe cannot finish.
-        assert probe.returncode == 4, probe.stderr
-        status = wait_for(lambda: (s := fed.site_status("site2"))["hash_failures"] >= 1 and s, timeout=30,
-                          what="site2 to count the hash failure")
+        probe = subprocess.Popen([command("bt-get"), str(torrent), "-o", str(tmp_path / "probe"), "--peer",
+                                  answer["peers"][0], "--files", victim.name, "--timeout", "120", "--no-web-seeds",
+                                  "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # libtorrent's seed mode hashes each piece before its first send: the bad piece
+            # never leaves site2, which counts it and drops the seed; the probe cannot finish.
+            status = wait_for(lambda: (s := fed.site_status("site2"))["hash_failures"] >= 1 and s
+                              or probe.poll() is not None, timeout=90, what="site2 to count the hash failure")
+            assert probe.poll() is None, probe.communicate()[1]
+        finally:
+            probe.terminate()
+            probe.wait(30)
         after = metric(fed.site("site2").control_url, "btswarm_server_hash_failures_total")
         assert after - before >= 1
         # The damaged replica is dropped: site2 stops that seed, says why, and
