@@ -33,7 +33,8 @@ from btget.sourcelog import SourceLog
 from btget.events import Connect, Event, Listening, Progress, Rates, Stop, Tick, Verified, WebSeeds, WorkerGone
 from btget.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, SetRates, SetWebSeeds, Show,
                             StartVerify, observe, step)
-from btget.worker import STOP_WITHIN, WorkerSpec, remove_stale
+from btget.sharestate import remove_stale
+from btget.worker import STOP_WITHIN, WorkerSpec
 from btget.worker import run as worker_main
 
 log = logging.getLogger("btget.download")

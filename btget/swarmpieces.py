@@ -29,7 +29,7 @@ from torrents.errors import BtswarmError
 from torrents.hostport import ANY
 from torrents.metainfo import Metainfo
 
-from btget import worker
+from btget import sharestate, worker
 from btget.streaming import Demand, PieceMap
 
 log = logging.getLogger("btget.serve")
@@ -89,7 +89,7 @@ class SwarmPieces:
         self.ses = ltsession.session(spec.listen_ip, 0, close_redundant_connections=False,
                                      share_mode_target=1 << 30, connections_limit=spec.max_connections,
                                      alert_mask=int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification))
-        atp = worker.torrent_params(lt, spec)
+        atp = sharestate.torrent_params(lt, spec)
         atp.piece_priorities = [self.base_priority] * self.map.num_pieces
         if prefetch:
             # In file order: the order a reader streaming the files meets them
@@ -145,7 +145,7 @@ class SwarmPieces:
 
     def _on_resume_data(self, a: Any) -> None:
         self._pending_saves = max(0, self._pending_saves - 1)
-        worker.write_resume(self.spec.resume_path, self.lt.write_resume_data_buf(a.params))
+        sharestate.write_resume(self.spec.resume_path, self.lt.write_resume_data_buf(a.params))
 
     def _on_resume_failed(self, a: Any) -> None:
         self._pending_saves = max(0, self._pending_saves - 1)

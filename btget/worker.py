@@ -29,31 +29,15 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from torrents import peerid
-from torrents.hostport import ANY, format_hostport, host_of, own_addresses, url_endpoint
-from torrents.servicekit import tls
+from torrents.hostport import ANY, format_hostport, own_addresses
 
-from btget import events, recover, siteshare, sources, stall, steering
-from btget.siteshare import mask
+from btget import events, peersteer, resumesaves, sharestate, sources, steering, trackerwatch, webseeduse
 from btget.reannounce import Reannounce
 
 log = logging.getLogger("btget.worker")
 
 RESUME_SUFFIX = ".resume"
-ELSEWHERE = "elsewhere"  # under a part dir: where other shares' files would be (never created)
-STALL_CHECK = 0.5  # seconds between looks for web seeds libtorrent banned
-SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of the share has arrived
-# A rerun hashes at most this much (+ 2% of its share) of what is on disk beyond the saved state: the
-# saves' lag behind the pieces (btget/recover.py), not a whole dataset on a file system without holes.
-RECOVER_BUDGET = 64 * 2**20
-PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
-# A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent
-# bans one at once only when it alone sent the piece, and a web seed that goes on sending bad
-# ranges costs a re-fetch each time.
-WEB_SEED_HASHFAILS = 2
-SKIPPED = "skipping tracker announce"  # libtorrent's words when a listen address has no route to a tracker
-REFUSALS_DEFINITIVE = 3  # connections a tracker refused in a row before that is its answer
-REASONS_DEFINITIVE = 2  # refusals with a reason in a row before that is its answer
-REASON_RECHECK = 3  # seconds before asking a tracker that gave a reason once more
+STALL_CHECK = 0.5  # seconds between looks for web seeds libtorrent banned (it may remove one late)
 # A worker told to stop is done within STOP_WITHIN s (the parent waits that and a margin, then ends it
 # by PID); the last SAVE_WITHIN of them are for the resume state, after any recheck of a full disk.
 # One budget: a recheck and a save bounded apart (12 + 10 s) outlasted the parent's wait under load
@@ -138,84 +122,70 @@ class Worker:
     def __init__(self, spec: WorkerSpec, conn: Connection, stop: dict) -> None:
         import libtorrent as lt
 
-        from torrents.servicekit import ltsession
-
         self.lt = lt
         self.spec = spec
         self.conn = conn
         self.stop = stop
         # Bytes per source and what is known of each peer (btget/sources.py); web seeds (given and
         # the torrent's url-list) by endpoint, so that one is never taken for a sibling worker.
-        self.ledger = sources.Ledger(spec.listen_ip, spec.peer_prefix, _endpoints(spec.web_seeds + spec.url_list))
+        self.ledger = sources.Ledger(spec.listen_ip, spec.peer_prefix, webseeduse.endpoints(spec.web_seeds + spec.url_list))
         self.phase = WorkerPhase.FETCHING
         self.parent_gone = False
         self.ppid = os.getppid()
         self.status: Any = None
         self.first_byte_at: float | None = None  # time.time() when the first payload byte arrived
         self.checked = False  # libtorrent has read what is on disk (resume state, or --check's hashing)
-        self.pending_saves = 0
         self.had_seeds = False
         self.connected = False  # some peer connected at some point (sent to the parent)
         self.connected_at: float | None = None  # time.time() of the first peer connection
-        self.listening: set[str] = set()  # TCP listen endpoints: one per address of the host with ANY
-        self.skipped: dict[str, set[str]] = {}  # tracker URL → the listen endpoints that have no route to it
+        self.trackers = trackerwatch.TrackerWatch(spec.index, spec.listen_ip)
         self.reannounce = Reannounce()  # when losing every seed asks the tracker again
-        self.web_urls = set(spec.web_seeds)  # the web seeds in use now (as the parent names them)
-        from btget import doorrelay
-
-        self.relays = doorrelay.Relays()  # libtorrent asks each http web seed through one (btget/doorrelay.py)
+        self.web = webseeduse.WebSeedUse(spec.index, self.ledger, spec.web_seeds)
+        self.saves = resumesaves.ResumeSaves(lt, spec)
         self.alerts = self._alert_table()
-        self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
-        self.next_probe = 0.0
-        self.bans_seen = False  # libtorrent banned some peer: maybe a web seed (see _banned_web_seeds)
-        self.unsaved = 0  # bytes of pieces finished since the last resume save was asked for
         # Pieces fetched between the check's end (torrent_checked_alert; libtorrent also says piece_finished
         # for each piece of the resume state it reads) and the first report after it.
         self.check_done = False
         self.fetched: set[int] = set()
-        self.save_every = 0  # set in _params: 1% of this share, at least one piece
-        self.piece_length = 0
-        # A piece could not be written (disk full): what libtorrent believes it has may not be on disk
-        # until the files are checked again (see _recheck).
-        self.write_failed = False
-        self.rechecked = False
         self._web_seed_types = (lt.peer_info.web_seed, lt.peer_info.http_seed)
-        self.site_keys = frozenset(spec.site_peers)
-        self.num_pieces = 0
-        # It fetches every file of the torrent: the parent gave it no part (download.run decides, once).
-        self.whole = not spec.part
-        # piece_finished_alert (piece_progress) drives the byte-based resume saves.
-        extra = {"connections_limit": spec.max_connections,
-                 "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
-                 **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {})}
-        self.ses = ltsession.session(spec.listen_ip, 0, **extra)
-        if any(spec.rates):
-            self._set_rates(spec.rates)
+        self.ses = self._session()
         marks = {"session": time.time()}
-        self.handle = self.ses.add_torrent(self._params())
+        atp = self._params()
+        self.handle = self.web.handle = self.saves.handle = self.ses.add_torrent(atp)
         marks["torrent_added"] = time.time()
+        # It fetches every file of the torrent unless the parent gave it a part (download.run decides, once).
+        self.steer = peersteer.PeerSteer(lt, self.ses, self.handle, spec.index, spec.listen_ip, spec.site_peers,
+                                         self.ledger, pieces=atp.ti.num_pieces(), piece_bytes=self.piece_length,
+                                         whole=not spec.part)
         # Sibling workers find each other on this host's loopback when listening everywhere.
         self.send(events.Listening(spec.index, own_addresses(spec.listen_ip)[0], self.ses.listen_port(), marks))
         for peer in spec.peers:
             self.handle.connect_peer(peer)
 
     # --- set-up -------------------------------------------------------------------
+    def _session(self) -> Any:
+        from torrents.servicekit import ltsession
+
+        spec = self.spec
+        # piece_finished_alert (piece_progress) drives the byte-based resume saves.
+        extra = {"connections_limit": spec.max_connections,
+                 "alert_mask": int(ltsession.ALERTS | self.lt.alert.category_t.piece_progress_notification),
+                 **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {})}
+        ses = ltsession.session(spec.listen_ip, 0, **extra)
+        if any(spec.rates):
+            self._set_rates(spec.rates, ses)
+        return ses
+
     def _params(self) -> Any:
-        atp = torrent_params(self.lt, self.spec)
-        atp.url_seeds = [self._relayed(u) for u in self.spec.web_seeds]
-        wanted = set(self.spec.wanted)
+        atp = sharestate.torrent_params(self.lt, self.spec)
+        atp.url_seeds = [self.web.relayed(u) for u in self.spec.web_seeds]
         files = atp.ti.layout()
         self.piece_length = atp.ti.piece_length()
-        self.num_pieces = atp.ti.num_pieces()
         self.file_sizes = [files.file_size(i) for i in range(files.num_files())]
-        self.save_every = max(self.piece_length, sum(files.file_size(i) for i in wanted) // SAVE_FRACTION)
+        self.saves.sized(sum(self.file_sizes[i] for i in self.spec.wanted), self.piece_length)
         from btget.streaming import PieceMap
 
         self.layout = PieceMap(self.file_sizes, self.piece_length)
-        # Which sources to shut out and which pieces first (btget/steering.py): set up once the pieces are known.
-        self.steer = steering.Steering(sites=list(dict.fromkeys(host_of(k) for k in self.spec.site_peers)),
-                                       pieces=self.num_pieces, piece_bytes=self.piece_length, whole=self.whole,
-                                       stall=stall.StallWatch(never=frozenset(own_addresses(self.spec.listen_ip))))
         return atp
 
     # --- main loop ------------------------------------------------------------------
@@ -225,25 +195,9 @@ class Worker:
         while self.stop["signal"] is None:
             if self.ses.wait_for_alert(50) is not None:
                 self.alerts.drain(self.ses)
-            while not self.parent_gone and self.conn.poll():
-                try:
-                    command = self.conn.recv()
-                except (EOFError, OSError):
-                    # The parent died (kill -9): save what we have and leave.
-                    self.parent_gone = True
-                    self.stop["signal"] = "orphaned"
-                    break
-                if isinstance(command, events.Stop):
-                    self.stop["signal"] = "stop"
-                elif isinstance(command, events.Connect):
-                    self.ledger.introduce(command.peers)
-                    for peer in command.peers:
-                        self.handle.connect_peer(peer)
-                elif isinstance(command, events.WebSeeds):
-                    self._set_web_seeds(command)
-                elif isinstance(command, events.Rates):
-                    self._set_rates((command.download, command.upload))
-            if self.first_byte_at is None and self.phase is WorkerPhase.FETCHING:
+            self._commands()
+            fetching = self.phase is WorkerPhase.FETCHING
+            if self.first_byte_at is None and fetching:
                 # Polled here, not taken from a state_update_alert: those come
                 # every report_interval (0.5 s), too coarse for a first byte that
                 # arrives 50-80 ms after start. Only until that byte: one cheap
@@ -257,34 +211,55 @@ class Worker:
                 # little of a connection's last stretch goes uncounted. The sites are
                 # steered as often: one unchoking us is told within a turn which slice
                 # to send first, before its queue fills with other pieces.
-                self._steer(now, self._count_sources() if self.phase is WorkerPhase.FETCHING else [])
+                self.steer.sample(now, self._count_sources() if fetching else [], fetching)
                 next_sample = now + steering.SAMPLE_EVERY
-            if now >= next_stall and self.bans_seen and self.web_urls:
-                self._banned_web_seeds()
+            if now >= next_stall:
+                self._say(self.web.recheck())
                 next_stall = now + STALL_CHECK
-            if self.probe and self.phase is WorkerPhase.FETCHING and now >= self.next_probe:
-                # Blocked peers are given up after a few failures; handed out again by the
-                # tracker they are tried again, so one that became reachable is found.
+            if fetching and self.web.probe_due(now):
                 self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
-                self.next_probe = now + PROBE_EVERY
             if now >= next_report:
-                if self.phase is WorkerPhase.SEEDING:
-                    # Seeding: libtorrent posts no state update for uploads alone, so
-                    # the status would stay as it was at completion and --seed-ratio
-                    # would never be reached. Two cheap polls a second while seeding.
-                    self.status = self.handle.status(0)
-                    self.send(self.progress())
-                else:
-                    # Status arrives as a state_update_alert, not by polling.
-                    self.ses.post_torrent_updates()
+                self._report()
                 next_report = now + self.spec.report_interval
             if now >= next_resume and self.phase is not WorkerPhase.FAILED:
-                self.save_resume()
+                self.saves.save()
                 next_resume = now + self.spec.resume_interval
             if os.getppid() != self.ppid:
                 self.parent_gone = True  # orphaned (the parent was killed): save and leave
                 break
         self.shutdown()
+
+    def _commands(self) -> None:
+        """Carry out what the parent sent (btget/events.py)."""
+        while not self.parent_gone and self.conn.poll():
+            try:
+                command = self.conn.recv()
+            except (EOFError, OSError):
+                # The parent died (kill -9): save what we have and leave.
+                self.parent_gone = True
+                self.stop["signal"] = "orphaned"
+                return
+            if isinstance(command, events.Stop):
+                self.stop["signal"] = "stop"
+            elif isinstance(command, events.Connect):
+                self.ledger.introduce(command.peers)
+                for peer in command.peers:
+                    self.handle.connect_peer(peer)
+            elif isinstance(command, events.WebSeeds):
+                self.web.use(command, time.monotonic())
+            elif isinstance(command, events.Rates):
+                self._set_rates((command.download, command.upload), self.ses)
+
+    def _report(self) -> None:
+        if self.phase is WorkerPhase.SEEDING:
+            # Seeding: libtorrent posts no state update for uploads alone, so
+            # the status would stay as it was at completion and --seed-ratio
+            # would never be reached. Two cheap polls a second while seeding.
+            self.status = self.handle.status(0)
+            self.send(self.progress())
+        else:
+            # Status arrives as a state_update_alert, not by polling.
+            self.ses.post_torrent_updates()
 
     # --- alerts: one handler each ------------------------------------------------------
     def _alert_table(self) -> Any:
@@ -293,8 +268,9 @@ class Worker:
         lt = self.lt
         return ltsession.Alerts({
             lt.state_update_alert: self._on_state_update, lt.torrent_finished_alert: self._on_finished,
-            lt.piece_finished_alert: self._on_piece, lt.save_resume_data_alert: self._on_resume_data,
-            lt.save_resume_data_failed_alert: self._on_resume_failed, lt.cache_flushed_alert: lambda a: self._flushed(),
+            lt.piece_finished_alert: self._on_piece, lt.save_resume_data_alert: lambda a: self.saves.answered(a.params),
+            lt.save_resume_data_failed_alert: lambda a: self.saves.answered(),
+            lt.cache_flushed_alert: lambda a: self._flushed(),
             lt.peer_connect_alert: self._on_peer_connect, lt.peer_disconnected_alert: self._on_peer_disconnect,
             lt.hash_failed_alert: lambda a: self.ledger.hash_failed(), lt.peer_ban_alert: self._on_ban,
             lt.tracker_error_alert: self._on_tracker_error, lt.tracker_reply_alert: self._on_tracker_reply,
@@ -337,32 +313,20 @@ class Worker:
         # checksums read what is on disk. A flushing save_resume_data is not enough in 2.x: the
         # parent then read files short of their last writes (1,000 files of 32 KiB: exit 5 in 4
         # runs of 6; with flush_cache, 0 of 8).
-        self.handle.save_resume_data(self.lt.torrent_handle.flush_disk_cache)
-        self.pending_saves += 1
+        self.saves.save(force=True)
         self.handle.flush_cache()
         self.phase = WorkerPhase.FLUSHING
 
     def _on_piece(self, a: Any) -> None:
-        # Saved every 0.5 s *and* every 1% of the share: on a fast link half a second is many
-        # pieces, which a kill -9 would cost again.
-        self.unsaved += self.piece_length
         if self.check_done and not self.checked:
             self.fetched.add(int(a.piece_index))
-        if self.unsaved >= self.save_every and self.phase is not WorkerPhase.FAILED:
-            self.save_resume()
-
-    def _on_resume_data(self, a: Any) -> None:
-        self.pending_saves = max(0, self.pending_saves - 1)
-        self._write_resume(self.lt.write_resume_data_buf(a.params))
-
-    def _on_resume_failed(self, a: Any) -> None:
-        self.pending_saves = max(0, self.pending_saves - 1)
+        self.saves.piece_done(may_save=self.phase is not WorkerPhase.FAILED)
 
     def _peer_of(self, a: Any) -> tuple[tuple[str, int] | None, bytes]:
         """A peer alert's endpoint (a web seed's relay: the door it stands for) and peer id."""
         ep = getattr(a, "endpoint", None) or getattr(a, "ip", None)
         pid = a.pid.to_bytes() if getattr(a, "pid", None) is not None else b""
-        return (self.relays.door_of((ep[0], ep[1])) if ep else None), pid
+        return (self.web.relays.door_of((ep[0], ep[1])) if ep else None), pid
 
     def _on_peer_connect(self, a: Any) -> None:
         ep, pid = self._peer_of(a)
@@ -385,56 +349,28 @@ class Worker:
             self._seeds_gone(self.handle.status(0).num_seeds)
 
     def _on_ban(self, a: Any) -> None:
-        self._banned(self.relays.door_of((a.endpoint[0], a.endpoint[1])))
-        if self.web_urls:
-            self.bans_seen = True
-            self._banned_web_seeds()
+        self._banned(self.web.relays.door_of((a.endpoint[0], a.endpoint[1])))
+        self._say(self.web.peer_banned())
 
     def _on_listen(self, a: Any) -> None:
         if a.socket_type == self.lt.socket_type_t.tcp:
-            self.listening.add(_endpoint_of(a))
-
-    def _unreachable_from_some(self, a: Any) -> bool:
-        """Listening everywhere, libtorrent announces from each address, and one that has no route to the
-        tracker (loopback, for a tracker on another host) is skipped: not the tracker's failure while
-        another address may reach it. True for such a skip (said once every address has skipped)."""
-        if self.spec.listen_ip != ANY or SKIPPED not in a.error.message():
-            return False
-        skipped = self.skipped.setdefault(a.tracker_url(), set())
-        skipped.add(format_hostport(str(a.local_endpoint[0]), int(a.local_endpoint[1])))
-        return not self.listening <= skipped
+            self.trackers.listening.add(_endpoint_of(a))
 
     def _on_tracker_error(self, a: Any) -> None:
-        # A dead or refusing tracker is the usual reason for "0 seeds": say so rather than let
-        # the user watch a still bar.
-        if self._unreachable_from_some(a):
-            return
-        said = a.failure_reason()
-        reason = said or a.error.message()
-        # An https tracker whose certificate we cannot verify: final at once (our CAs do not
-        # change while we run).
-        untrusted = None if said else tls.libtorrent_problem(reason, tls.FLAG_HINT)
-        # It answered with a reason twice (once may be a tracker that has not yet heard the
-        # site's heartbeat for a dataset just published), or nobody listens there, every time.
-        often = a.times_in_row >= (REASONS_DEFINITIVE if said else REFUSALS_DEFINITIVE)
-        definitive = bool(untrusted) or often and (bool(said) or a.error.value() == errno.ECONNREFUSED)
-        if not said and not untrusted:
-            reason += bound_elsewhere(self.spec.listen_ip, a.tracker_url())
-        if said and not definitive:
-            # Ask again soon rather than after libtorrent's half-minute back-off.
-            self.handle.force_reannounce(REASON_RECHECK, -1, self.lt.reannounce_flags_t.ignore_min_interval)
-        self.send(events.TrackerReply(self.spec.index, False, a.tracker_url(), untrusted or reason, definitive))
+        reply, again = self.trackers.failed(trackerwatch.Failure(
+            a.tracker_url(), a.failure_reason(), a.error.message(), a.error.value(), a.times_in_row,
+            format_hostport(str(a.local_endpoint[0]), int(a.local_endpoint[1]))))
+        if again is not None:
+            self.handle.force_reannounce(again, -1, self.lt.reannounce_flags_t.ignore_min_interval)
+        if reply is not None:
+            self.send(reply)
 
     def _on_tracker_reply(self, a: Any) -> None:
         self.send(events.TrackerReply(self.spec.index, True, a.tracker_url(), f"{a.num_peers} peers"))
 
     def _on_file_error(self, a: Any) -> None:
         code = a.error.value()
-        if not self.write_failed:
-            self.write_failed = True
-            # The saved state may claim pieces that are not on disk (see _recheck): out of the way,
-            # where a rerun never reads it, its blocks kept for the state saved after the check.
-            _replace(self.spec.resume_path, self.spec.stale_path)
+        self.saves.failed_write()  # (see _recheck)
         kind = "disk_full" if code in (errno.ENOSPC, errno.EDQUOT) else "file"
         problem = "disk full (free some space, then run bt-get again: it resumes)" if kind == "disk_full" \
             else a.error.message()
@@ -460,51 +396,6 @@ class Worker:
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
         self.had_seeds = seeds > 0
 
-    def _steer(self, now: float, connections: list) -> None:
-        """One sample of the BitTorrent connections through the steering core (btget/steering.py), and what
-        it says done: the IP filter, the piece priorities, an announce, a line for the log."""
-        fetching = self.phase is WorkerPhase.FETCHING
-        peers, have, cost = self._peers(connections), None, 0.0
-        if fetching and steering.cover_due(self.steer, now, peers):
-            took = time.perf_counter()
-            peers = self._peers(connections, bitfields=True)
-            have = mask(self.handle.status(self.lt.status_flags_t.query_pieces).pieces)
-            cost = time.perf_counter() - took
-        for action in steering.step(self.steer, steering.Seen(now, fetching, peers, have, cost)):
-            self._apply(action)
-
-    def _peers(self, connections: list, bitfields: bool = False) -> tuple[steering.Peer, ...]:
-        """libtorrent's peer list as the steering core sees it: web seeds left out, each peer a site (without
-        the sites' list, a seed), another T3 or a sibling worker; with `bitfields`, the T3s' pieces."""
-        info = self.lt.peer_info
-        out = []
-        for p in connections:
-            if p.connection_type in self._web_seed_types:
-                continue
-            key, seed = format_hostport(p.ip[0], p.ip[1]), bool(p.flags & info.seed)
-            kind = (steering.Kind.SITE if (key in self.site_keys if self.site_keys else seed)
-                    else steering.Kind.T3 if self.ledger.remote(p.ip[0], key) else steering.Kind.SIBLING)
-            out.append(steering.Peer(
-                p.ip[0], p.ip[1], kind, p.total_download, p.total_upload, p.download_queue_length,
-                not p.flags & info.remote_choked, p.num_pieces, seed,
-                mask(p.pieces) if bitfields and kind is steering.Kind.T3 and not seed else None))
-        return tuple(out)
-
-    def _apply(self, action: steering.Action) -> None:
-        fetching = self.phase is WorkerPhase.FETCHING
-        if isinstance(action, steering.Filter):
-            # The IP filter disconnects a blocked peer at once and gives its blocks back to the picker.
-            rules = self.lt.ip_filter()
-            for ip in action.ips:
-                rules.add_rule(ip, ip, 1)
-            self.ses.set_ip_filter(rules)
-        elif isinstance(action, steering.Prioritize):
-            self.handle.prioritize_pieces(list(action.priorities or [siteshare.NORMAL] * self.num_pieces))
-        elif isinstance(action, steering.Announce) and fetching:
-            self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
-        elif isinstance(action, steering.Said):
-            log.info("worker %d: %s", self.spec.index, action.text)
-
     def _banned(self, endpoint: tuple[str, int]) -> None:
         """libtorrent banned a peer for corrupt pieces (it alone sent a piece that failed, or took part
         in too many). It bans the endpoint; the same peer connecting from another port would be a new
@@ -514,12 +405,10 @@ class Worker:
         self.ledger.ban(endpoint[0], endpoint[1])
         # A web seed's address is left open: libtorrent dropped the web seed, and the site's peer wire
         # there checks every piece before sending it (seed mode).
-        if (endpoint[0] not in own_addresses(self.spec.listen_ip)
-                and (endpoint[0], endpoint[1]) not in self.ledger.web_seeds):
-            for action in steering.ban(self.steer, endpoint[0]):
-                self._apply(action)
+        if endpoint[0] not in own_addresses(self.spec.listen_ip) and (endpoint[0], endpoint[1]) not in self.ledger.web_seeds:
+            self.steer.ban(endpoint[0])
 
-    def _set_rates(self, rates: tuple[int, int]) -> None:
+    def _set_rates(self, rates: tuple[int, int], ses: Any) -> None:
         """A cap is for the campus link: every peer counts against it but the sibling workers,
         which listen on our own address (ltsession.limit_everyone)."""
         from torrents.servicekit import ltsession
@@ -527,54 +416,18 @@ class Worker:
         # The payload is capped, not libtorrent's estimate of it with IP overhead (which took
         # 0.87-0.90 of a 50 or 100 Mbit/s cap on shaped links): what the user asked for is what
         # --json and the display then show.
-        self.ses.apply_settings({"download_rate_limit": rates[0], "upload_rate_limit": rates[1],
-                                 "rate_limit_ip_overhead": False})
-        ltsession.limit_everyone(self.ses, exempt=own_addresses(self.spec.listen_ip))
+        ses.apply_settings({"download_rate_limit": rates[0], "upload_rate_limit": rates[1],
+                            "rate_limit_ip_overhead": False})
+        ltsession.limit_everyone(ses, exempt=own_addresses(self.spec.listen_ip))
 
-    def _set_web_seeds(self, command: events.WebSeeds) -> None:
-        """Use exactly the web seeds the parent named (adding and removing url seeds on the handle)."""
-        wanted = set(command.urls)
-        for url in sorted(self.web_urls - wanted):
-            self.handle.remove_url_seed(self.relays.local(url))  # its connection closes; its requests go back
-        for url in sorted(wanted - self.web_urls):
-            self.handle.add_url_seed(self._relayed(url))
-        self.web_urls = wanted
-        self.ledger.web_seeds |= _endpoints(command.urls)
-        self.probe = command.probe
-        self.next_probe = time.monotonic() + PROBE_EVERY
+    def _say(self, said: list[events.WorkerEvent]) -> None:
+        for event in said:
+            self.send(event)
 
-    def _banned_web_seeds(self, also: set[str] = frozenset()) -> None:
-        """Web seeds that sent pieces failing their SHA1 check: those libtorrent banned (it removes them
-        from the torrent, so they are the URLs gone from the handle; looked at on the ban alert and
-        again every STALL_CHECK, in case the removal came later) and `also` (dropped here)."""
-        for url in also & self.web_urls:
-            self.handle.remove_url_seed(self.relays.local(url))
-        gone = (self.web_urls - {self.relays.original(u) for u in self.handle.url_seeds()}) | (also & self.web_urls)
-        for url in sorted(gone):
-            self.send(events.WebSeedBanned(self.spec.index, url))
-        self.web_urls -= gone
-
-    def _relayed(self, url: str) -> str:
-        """The URL libtorrent is given for web seed `url`: its relay's, counted as a web seed's endpoint."""
-        local = self.relays.local(url)
-        self.ledger.web_seeds |= self.relays.endpoints
-        return local
-
-    # --- resume state ---------------------------------------------------------------
-    def save_resume(self, force: bool = False) -> None:
-        self.unsaved = 0
-        if force or self.handle.need_save_resume_data():
-            self.handle.save_resume_data(self.lt.torrent_handle.flush_disk_cache)
-            self.pending_saves += 1
-
-    def _write_resume(self, data: bytes) -> None:
-        if self.write_failed and not self.rechecked:
-            return  # a state asked for before the failure: it may claim what did not reach the disk
-        write_resume(self.spec.resume_path, data, room=self.spec.stale_path if self.write_failed else None)
-
+    # --- the end ----------------------------------------------------------------------
     def shutdown(self) -> None:
         deadline = time.monotonic() + STOP_WITHIN
-        if self.write_failed:
+        if self.saves.write_failed:
             self._recheck(deadline - SAVE_WITHIN)
         # The peers and byte counts before the pause, which ends the connections.
         self.status = counted = self.handle.status()
@@ -587,15 +440,15 @@ class Worker:
         if not self.handle.flags() & self.lt.torrent_flags.paused:
             self.handle.pause()
             self._wait_for(self.lt.torrent_paused_alert, min(SAVE_WITHIN, deadline - SAVE_WITHIN - time.monotonic()))
-        self.save_resume(force=True)
-        while self.pending_saves and time.monotonic() < deadline:
+        self.saves.save(force=True)
+        while self.saves.pending and time.monotonic() < deadline:
             if self.ses.wait_for_alert(200) is not None:
                 self.alerts.drain(self.ses)
-        remove_stale(self.spec)  # unused: the check was cut short, or a new state was written
+        sharestate.remove_stale(self.spec)  # unused: the check was cut short, or a new state was written
         self.status = counted
         self.send(self.progress(events.Phase.STOPPED, files=True))
         self.ses.pause()
-        self.relays.close()
+        self.web.relays.close()
         if self.alerts.unhandled:
             log.debug("worker %d: alerts not handled: %s", self.spec.index, self.alerts.unhandled)
 
@@ -614,7 +467,7 @@ class Worker:
         if self._wait_for(lt.torrent_paused_alert, min(5.0, until - time.monotonic())):
             self.handle.force_recheck()
             self.handle.resume()
-            self.rechecked = self._wait_for(lt.torrent_checked_alert, until - time.monotonic())
+            self.saves.rechecked = self._wait_for(lt.torrent_checked_alert, until - time.monotonic())
         self.status = self.handle.status()
 
     def _wait_for(self, kind: type, seconds: float) -> bool:
@@ -636,15 +489,13 @@ class Worker:
             return []
         info = self.lt.peer_info
         busy = info.connecting | info.handshake
-        door = self.relays.door_of
+        door = self.web.relays.door_of
         connections = [sources.Connection(*door((p.ip[0], p.ip[1])), p.total_download, p.pid.to_bytes(),
                                           web_seed=p.connection_type in self._web_seed_types,
                                           seed=bool(p.flags & info.seed), busy=bool(p.flags & busy),
                                           hashfails=p.num_hashfails) for p in peers]
         self.ledger.sample(connections)
-        bad = {(c.ip, c.port) for c in connections if c.web_seed and c.hashfails >= WEB_SEED_HASHFAILS}
-        if bad:
-            self._banned_web_seeds({u for u in self.web_urls if _endpoints((u,)) & bad})
+        self._say(self.web.bad(connections))
         return peers
 
     def _leechers(self) -> int:
@@ -683,7 +534,7 @@ class Worker:
         """Bytes of each wanted file that verified pieces hold. libtorrent's file_progress counts a piece once
         it passed its check, also when its write then failed (a full disk: 41.25 MiB counted, 39.75 on disk);
         the pieces it has (status.pieces) are those it wrote, so after a failed write those count."""
-        if not self.write_failed:
+        if not self.saves.write_failed:
             done = self.handle.file_progress(self.lt.torrent_handle.piece_granularity)
             return {i: done[i] for i in self.spec.wanted}
         return self._held_bytes(self.handle.status(self.lt.status_flags_t.query_pieces).pieces)
@@ -710,157 +561,8 @@ class Worker:
             self.stop["signal"] = "orphaned"
 
 
-def torrent_params(lt: Any, spec: WorkerSpec) -> Any:
-    """add_torrent_params for a share: its saved resume state if any, its files wanted, the rest not.
-
-    Shared with `bt-get --serve` (btget.serve), which keeps its state the same way.
-    """
-    from torrents.servicekit import ltsession
-
-    ti = ltsession.torrent_info(spec.torrent)
-    # The torrent's own web seeds are the parent's to use (btget/webseeds.py), never libtorrent's at once.
-    ti.set_web_seeds([])
-    atp = None
-    if not spec.recheck and os.path.isfile(spec.resume_path):
-        try:
-            with open(spec.resume_path, "rb") as f:
-                atp = lt.read_resume_data(f.read())
-            if str(atp.info_hashes.v1) != str(ti.info_hashes().v1):
-                atp = None  # state of another version of the dataset
-        except (RuntimeError, OSError) as exc:
-            log.warning("%s: ignoring unreadable resume state (%s)", spec.resume_path, exc)
-            atp = None
-    resumed = atp is not None
-    # Every file under the name its info dict gives (libtorrent renames case twins).
-    atp = ltsession.torrent_params(ti, spec.save_path, spec.own_names, atp)
-    os.makedirs(spec.part_dir, exist_ok=True)
-    atp.part_file_dir = spec.part_dir
-    wanted = set(spec.wanted)
-    atp.renamed_files = {**atp.renamed_files, **elsewhere(ti, wanted, spec.part_dir)}
-    if resumed:
-        # What arrived after the last save that reached the disk is there all the same (btget/recover.py).
-        share = sum(ti.layout().file_size(i) for i in wanted)
-        found = recover.find(ti, spec.save_path, spec.own_names, list(atp.have_pieces), wanted,
-                             RECOVER_BUDGET + share // 50)
-        if found:
-            recover.claim(atp, found, ti.num_pieces())
-    atp.file_priorities = [4 if i in wanted else 0 for i in range(ti.num_files())]
-    atp.url_seeds = list(spec.web_seeds)
-    flags = atp.flags
-    flags &= ~lt.torrent_flags.paused
-    flags &= ~lt.torrent_flags.auto_managed
-    flags &= ~lt.torrent_flags.seed_mode
-    # A full disk put the torrent in upload mode (no more downloading); the state saved then says so.
-    flags &= ~lt.torrent_flags.upload_mode
-    atp.flags = flags
-    return atp
-
-
-def elsewhere(ti: Any, wanted: set[int], part_dir: str) -> dict[int, str]:
-    """Other shares' files renamed to paths of this share's that never exist.
-
-    The bytes of a piece that straddles into another share's file belong in this share's part
-    file. libtorrent puts them there only while that file does not exist: a priority-0 file
-    found on disk is read and written in place (its rule for torrents from before part files).
-    A rerun then served its straddling pieces from the sibling's file, holes where the sibling
-    had not yet written, and the sibling banned it for corrupt pieces (30 hash failures, the
-    piece never fetched, in tests/btget/test_resume.py). Renamed, such a file is never found,
-    and no worker ever touches a file of another share. (Pad files are renamed too: libtorrent
-    never opens one, and skipping them cost 80 ms per 100,000 files.)
-    """
-    prefix = os.path.join(part_dir, ELSEWHERE, "")
-    return {i: prefix + str(i) for i in range(ti.num_files()) if i not in wanted}
-
-
-def write_resume(path: str, data: bytes, room: str | None = None) -> None:
-    """Resume state, written to a temporary name and renamed: a kill at any instant
-    leaves either the old state or the new one, never half of one.
-
-    On a full disk the new state is written in place instead, in the blocks the
-    old one holds (`path`, else `room`, renamed to `path` then): a state saved before
-    the disk filled would make the rerun fetch again all that arrived since (issue
-    28: 51.3-54.7 MiB fetched again where 39.3 MiB were intact). A kill in the middle
-    of that leaves a state libtorrent cannot read: the rerun then hashes what is on
-    disk (slower, not wrong); a state that does not fit is removed, with the same
-    effect.
-    """
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        return
-    except OSError as exc:
-        _remove(tmp)
-        target = next((p for p in (path, room) if p and os.path.isfile(p)), None)
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or target is None:
-            log.warning("%s: cannot save resume state (%s)", path, exc.strerror)
-            return
-    try:
-        with open(target, "r+b") as f:
-            f.write(data)
-            f.truncate()
-            f.flush()
-            os.fsync(f.fileno())
-        _replace(target, path)
-    except OSError as exc:
-        _remove(target)  # half of a state: none is better (libtorrent then checks the files)
-        log.warning("%s: cannot save resume state (%s): the next run checks the files on disk", path, exc.strerror)
-
-
-def _replace(src: str, dst: str) -> None:
-    try:
-        os.replace(src, dst)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        log.warning("%s: cannot rename to %s (%s)", src, dst, exc.strerror)
-
-
-def remove_stale(spec: WorkerSpec) -> None:
-    """Drop the state kept aside after a failed write: the rerun then checks the files instead."""
-    _remove(spec.stale_path)
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        log.warning("%s: cannot remove (%s)", path, exc.strerror)
-
-
-def _endpoints(urls: tuple[str, ...]) -> set[tuple[str, int]]:
-    """(host, port) of http(s) URLs."""
-    return {ep for ep in map(url_endpoint, urls) if ep[0]}
-
-
-def bound_elsewhere(listen_ip: str, url: str) -> str:
-    """Why a tracker may be out of reach, when it is that: our sessions are bound to `listen_ip` (--listen)
-    and this host reaches the tracker from another address, which a bound connection cannot use ("" when
-    not bound, or bound to the right one)."""
-    from torrents.hostport import is_local, source_address
-
-    if listen_ip == ANY:
-        return ""
-    host, port = url_endpoint(url)
-    try:
-        source = source_address(host, port)
-    except (OSError, ValueError):
-        return f" (bt-get is bound to {listen_ip} by --listen/[get] listen, and this host has no route to {host})"
-    if source == listen_ip or (":" in source) == (":" in listen_ip) and is_local(host):
-        return ""  # bound or not, a connection to this host's own address stays on it
-    return f" (bt-get is bound to {listen_ip} by --listen/[get] listen, but this host reaches {host} " \
-           f"from {source}: leave listen unset to use every address)"
-
-
 def _endpoint_of(alert: Any) -> str:
     """A listen alert's address and port, as the user would write them."""
-    from torrents.hostport import format_hostport
-
     return format_hostport(str(alert.address), int(alert.port))
 
 

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from btget import plan
-from btget.worker import write_resume
+from btget.sharestate import write_resume
 from tests.btget.conftest import make_dataset, start_seed
 from tests.btget.getsupport import bt_get_json, same_bytes
 from tests.support import verified_bytes

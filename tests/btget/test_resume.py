@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from btget import plan, worker
+from btget import plan, sharestate
 from tests.btget.getsupport import bt_get_json, same_bytes
 from tests.support import command, free_port, verified_bytes, wait_for
 from torrents import bencoding
@@ -127,7 +127,7 @@ def straddling(meta, owner: dict[int, int]) -> list[tuple[int, list[tuple[int, i
 def test_a_piece_across_two_shares_is_served_from_the_part_file_on_a_rerun(small_dataset, small_seed, tmp_path):
     """A worker keeps the bytes of a piece that straddles into a sibling's file in its own part file.
     On a rerun that sibling's file exists, holes where its worker had not yet written (an interrupt
-    does that); the worker that has the piece must still serve it whole. Before btget.worker.elsewhere,
+    does that); the worker that has the piece must still serve it whole. Before btget.sharestate.elsewhere,
     libtorrent read such a file in place: the sibling got zeros, 30 hash failures, banned its sibling
     and never got the piece. Here the sibling is the only source: no seed runs for the rerun."""
     ds = small_dataset
@@ -158,4 +158,4 @@ def test_a_piece_across_two_shares_is_served_from_the_part_file_on_a_rerun(small
     assert doc["bytes_downloaded"] == ds.meta.piece_length
     for f in ds.meta.files:
         assert same_bytes(ds.root / f.lfn, out / ds.name / f.lfn), f.lfn
-    assert not list((out / ds.name / ".bt-get").rglob(worker.ELSEWHERE)), "a file of another share was created"
+    assert not list((out / ds.name / ".bt-get").rglob(sharestate.ELSEWHERE)), "a file of another share was created"

@@ -1,6 +1,6 @@
 """bt-get as a physicist runs it, across hosts (`btswarm up --hosts`): each T3 given only the repository.
 
-The tracker and the repository on one host, each site on its own, two T3s on theirs, every uplink shaped on
+The tracker and the repository on one host, each site on its own, T3s on theirs, every uplink shaped on
 its host's interface. The T3s' bt-get has no --listen and nothing of its own in the environment: its
 defaults must reach the tracker, the sites and the other T3 (issue 44). Root only.
 """
@@ -29,7 +29,7 @@ SITE_LINK, T3_LINK = "40mbit", "100mbit"
 def fed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hostsfetch")
     sample.generate(tmp / "data", files=8, total_size=32 * 2**20)
-    fed = start_federation(tmp, "--hosts", "--sites", "2", "--t3-hosts", "2", "--data", str(tmp / "data"),
+    fed = start_federation(tmp, "--hosts", "--sites", "2", "--t3-hosts", "4", "--data", str(tmp / "data"),
                            "--heartbeat", "1s", "--site-link", SITE_LINK, "--client-link", T3_LINK)
     yield fed
     assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
@@ -75,16 +75,22 @@ def test_two_t3s_on_hosts_of_their_own_fetch_with_only_the_repository_and_trade(
     assert sum(traded.values()) > 0, {h: r[1]["sources"] for h, r in results.items()}
 
 
-def test_a_t3_whose_partner_leaves_mid_way_takes_the_sites_back_and_completes(fed, tmp_path):
-    leaver, stayer = (bt_get_on(fed, h, tmp_path / h) for h in ("t3-1", "t3-2"))
+def test_a_t3_whose_partners_leave_mid_way_takes_the_sites_back_and_completes(fed, tmp_path):
+    """Four T3s on two sites are a busy swarm: each lets sites go while the others stand in for them
+    (btget/steering.py). Three leave mid-way; the fourth takes the sites back and completes."""
+    leavers = {h: bt_get_on(fed, h, tmp_path / h) for h in ("t3-1", "t3-2", "t3-3")}
+    stayer = bt_get_on(fed, "t3-4", tmp_path / "t3-4")
     try:
-        # Mid-way for the one that leaves: a quarter of the dataset written.
-        wait_for(lambda: on_disk(tmp_path / "t3-1") >= 8 * 2**20 or leaver.poll() is not None, timeout=120,
-                 what="the first T3 to be a quarter of the way")
-        leaver.send_signal(signal.SIGKILL)  # gone without a word: no 'stopped' announce, connections reset
+        # Mid-way for the T3s that leave: a quarter of the dataset written by the first of them.
+        wait_for(lambda: max(on_disk(tmp_path / h) for h in leavers) >= 8 * 2**20
+                 or any(p.poll() is not None for p in leavers.values()), timeout=120,
+                 what="the T3s that leave to be a quarter of the way")
+        for p in leavers.values():
+            p.send_signal(signal.SIGKILL)  # gone without a word: no 'stopped' announce, connections reset
     finally:
-        leaver.wait(30)
+        for p in leavers.values():
+            p.wait(30)
     code, doc, err = result(stayer)
     assert code == 0, err  # not exit 7 ("every seed left"): the sites it let go came back
-    assert same_as_source(fed, tmp_path / "t3-2" / fed.dataset)
+    assert same_as_source(fed, tmp_path / "t3-4" / fed.dataset)
     assert sum(n for src, n in doc["sources"].items() if src.startswith(("site", "web seed site"))) > 0
