@@ -63,6 +63,8 @@ class Job:
     checksums: dict[str, str] = field(default_factory=dict)  # LFN → adler32 hex, when the catalog has them
     folder: str | None = None  # the dataset's directory in DIR; None: the torrent's name (target.placement)
     site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (btget/siteshare.py)
+    prefer_ips: tuple[str, ...] = ()  # addresses of the sites preferred and left out (btget/sitechoice.py)
+    exclude_ips: tuple[str, ...] = ()
     max_rate: int = 0  # bytes/s, the whole run (--max-rate; 0: none)
     max_upload_rate: int = 0
 
@@ -197,7 +199,8 @@ def run(job: Job, display: Display) -> Outcome:
                               url_list=tuple(s.url for s in job.web.sources), own_names=file_names(job.meta, job.folder),
                               recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix,
                               part="" if whole else peerid.part_tag(f.index for f in share),
-                              site_peers=job.site_peers, rates=(down[k], up))
+                              site_peers=job.site_peers, prefer_ips=job.prefer_ips, exclude_ips=job.exclude_ips,
+                              rates=(down[k], up))
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()

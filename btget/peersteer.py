@@ -5,25 +5,32 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torrents.hostport import format_hostport, host_of, own_addresses
 
 from btget import siteshare, sources, stall, steering
 from btget.siteshare import mask
 
+if TYPE_CHECKING:
+    from btget.worker import WorkerSpec
+
 log = logging.getLogger("btget.worker")
 
 
 class PeerSteer:
-    def __init__(self, lt: Any, ses: Any, handle: Any, index: int, listen_ip: str, site_peers: tuple[str, ...],
-                 ledger: sources.Ledger, *, pieces: int, piece_bytes: int, whole: bool) -> None:
-        self.lt, self.ses, self.handle, self.index, self.ledger = lt, ses, handle, index, ledger
-        self.site_keys = frozenset(site_peers)  # the sites' seeds, 'ip:port' (the tracker's /api/sites)
+    def __init__(self, lt: Any, ses: Any, handle: Any, spec: "WorkerSpec", ledger: sources.Ledger, *, pieces: int,
+                 piece_bytes: int) -> None:
+        self.lt, self.ses, self.handle, self.index, self.ledger = lt, ses, handle, spec.index, ledger
+        self.site_keys = frozenset(spec.site_peers)  # the sites' seeds, 'ip:port' (the tracker's /api/sites)
         self.web_seed_types = (lt.peer_info.web_seed, lt.peer_info.http_seed)
-        self.state = steering.Steering(sites=list(dict.fromkeys(host_of(k) for k in site_peers)), pieces=pieces,
-                                       piece_bytes=piece_bytes, whole=whole,
-                                       stall=stall.StallWatch(never=frozenset(own_addresses(listen_ip))))
+        # A part of the dataset (the parent gave the worker one) keeps every site: the shard rule.
+        self.state = steering.Steering(sites=list(dict.fromkeys(host_of(k) for k in spec.site_peers)), pieces=pieces,
+                                       piece_bytes=piece_bytes, whole=not spec.part,
+                                       preferred=frozenset(spec.prefer_ips),
+                                       stall=stall.StallWatch(never=frozenset(own_addresses(spec.listen_ip))))
+        for action in steering.exclude(self.state, set(spec.exclude_ips)):
+            self._apply(action, False)
 
     def let_go(self) -> set[str]:
         """The site addresses we let go ourselves (btget/siteshare.py): the tracker would only hand them back."""

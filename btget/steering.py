@@ -14,7 +14,9 @@ Who is shut out, why and until when is one registry keyed by reason (`ShutOut`):
 - STALLED: it holds our requests and sends nothing (btget/stall.py), for BAN_FOR;
 - CORRUPT: libtorrent banned it for pieces that failed their check, for the run (`ban`);
 - SHED: a site unchoking us beyond our share or past its turn (btget/siteshare.py), for SHED_FOR;
-- SPARED: a site whose slice the T3s around us hold (btget/siteshare.py), while they do.
+- SPARED: a site whose slice the T3s around us hold (btget/siteshare.py), while they do;
+- EXCLUDED: a site the user left out (--exclude-site), for the run (`exclude`);
+- DEFERRED: a site other than those the user prefers (--prefer-site), while one of those sends to us.
 
 The sites we let go (SHED and SPARED) stand aside for the T3s around us,
 so they come back at once, not when their time is over, when those T3s are
@@ -47,9 +49,13 @@ class Reason(enum.Enum):
     CORRUPT = "corrupt"
     SHED = "shed"
     SPARED = "spared"
+    EXCLUDED = "excluded"
+    DEFERRED = "deferred"
 
 
-LET_GO = (Reason.SHED, Reason.SPARED)  # the sites we let go ourselves, not for a fault of theirs
+# The sites we let go ourselves, not for a fault of theirs, while others stand in for them: the tracker would
+# only hand them back (btget/reannounce.py counts them as had).
+LET_GO = (Reason.SHED, Reason.SPARED, Reason.DEFERRED)
 
 
 class ShutOut:
@@ -156,6 +162,7 @@ class Steering:
     pieces: int
     piece_bytes: int
     whole: bool  # it fetches every file (the shard rule: a part keeps every site)
+    preferred: frozenset[str] = frozenset()  # addresses of the sites the user prefers (--prefer-site)
     stall: stall.StallWatch = field(default_factory=stall.StallWatch)
     shut_out: ShutOut = field(default_factory=ShutOut)
     paces: siteshare.Paces | None = None
@@ -192,6 +199,13 @@ def ban(state: Steering, ip: str) -> list[Action]:
     return _filter(state)
 
 
+def exclude(state: Steering, ips: set[str]) -> list[Action]:
+    """The user left these sites' addresses out: never connected, for the run."""
+    for ip in ips:
+        state.shut_out.add(Reason.EXCLUDED, ip)
+    return _filter(state)
+
+
 def step(state: Steering, seen: Seen) -> list[Action]:
     now = seen.now
     actions: list[Action] = []
@@ -205,6 +219,8 @@ def step(state: Steering, seen: Seen) -> list[Action]:
         for ip in sorted(stalled):
             actions.append(Said(f"{ip} holds our requests and nothing moved either way: shut out for "
                                 f"{stall.BAN_FOR:.0f} s"))
+    if seen.fetching and state.preferred:
+        actions += _defer(state, seen, stalled)
     if seen.fetching and state.sites:
         actions += _share_sites(state, seen, stalled)
     announce = [Announce()] if any(isinstance(a, Announce) for a in actions) else []
@@ -220,6 +236,19 @@ def _stalled(state: Steering, seen: Seen) -> set[str]:
     return out
 
 
+def _defer(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]:
+    """The other sites wait while a site the user prefers sends to us (it unchokes us and is not stalled),
+    and come back when none does: they give only what the preferred ones cannot."""
+    out = state.shut_out.ips(Reason.STALLED) | stalled
+    giving = any(p.kind is Kind.SITE and p.ip in state.preferred and p.unchokes_us and p.ip not in out
+                 for p in seen.peers)
+    if giving:
+        others = {p.ip for p in seen.peers if p.kind is Kind.SITE} | set(state.sites)
+        state.shut_out.replace(Reason.DEFERRED, others - state.preferred)
+        return []
+    return [Announce()] if state.shut_out.take_back(Reason.DEFERRED) else []
+
+
 def _share_sites(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]:
     """btget/siteshare.py's rules at one sample: which sites to let go or take back, which slices first."""
     now, sites = seen.now, state.sites
@@ -233,7 +262,7 @@ def _share_sites(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]
     returned: set[str] = set()
     if not t3s:
         # Nobody around us to stand in for the sites (the T3s that fed us left or stalled): all come back.
-        returned = state.shut_out.take_back(*LET_GO)
+        returned = state.shut_out.take_back(Reason.SHED, Reason.SPARED)
     if state.crowd and now >= state.next_share and state.paces.judged(site_peers):
         # On half a second of bytes: looking every sample, T3s on loopback let sites go on their first bursts.
         state.next_share = now + STALL_EVERY

@@ -71,6 +71,8 @@ class WorkerSpec:
     peer_prefix: str = ""
     part: str = ""  # torrents.peerid.part_tag of its files when it wants part of the dataset, else ""
     site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (the tracker's /api/sites): btget/siteshare.py
+    prefer_ips: tuple[str, ...] = ()  # the addresses of the sites the user prefers (--prefer-site): btget/steering.py
+    exclude_ips: tuple[str, ...] = ()  # and of those left out (--exclude-site): never connected
     rates: tuple[int, int] = (0, 0)  # its part of the run's caps, (download, upload) bytes/s; 0: none
 
     @property
@@ -154,9 +156,8 @@ class Worker:
         self.handle = self.web.handle = self.saves.handle = self.ses.add_torrent(atp)
         marks["torrent_added"] = time.time()
         # It fetches every file of the torrent unless the parent gave it a part (download.run decides, once).
-        self.steer = peersteer.PeerSteer(lt, self.ses, self.handle, spec.index, spec.listen_ip, spec.site_peers,
-                                         self.ledger, pieces=atp.ti.num_pieces(), piece_bytes=self.piece_length,
-                                         whole=not spec.part)
+        self.steer = peersteer.PeerSteer(lt, self.ses, self.handle, spec, self.ledger, pieces=atp.ti.num_pieces(),
+                                         piece_bytes=self.piece_length)
         # Sibling workers find each other on this host's loopback when listening everywhere.
         self.send(events.Listening(spec.index, own_addresses(spec.listen_ip)[0], self.ses.listen_port(), marks))
         for peer in spec.peers:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from btget import siteshare, stall
 from btget.steering import (STALL_EVERY, Announce, Filter, Kind, Peer, Prioritize, Reason, Said, Seen, Steering, ban,
-                            cover_due, step)
+                            cover_due, exclude, step)
 
 SITES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]  # slices 0, 1, 2
 PIECES, PIECE = 30, 1_000_000  # a slice is 10 pieces, 10 MB
@@ -21,8 +21,8 @@ def t3(n: int, bitfield: int | None = None, seed: bool = False, queued: int = 0,
                 pieces=pieces)
 
 
-def steering(whole: bool = True) -> Steering:
-    return Steering(list(SITES), PIECES, PIECE, whole=whole)
+def steering(whole: bool = True, preferred: frozenset[str] = frozenset()) -> Steering:
+    return Steering(list(SITES), PIECES, PIECE, whole=whole, preferred=preferred)
 
 
 def look(state: Steering, now: float, *peers: Peer, have: int | None = None, fetching: bool = True) -> list:
@@ -153,3 +153,24 @@ def test_nothing_is_steered_while_seeding_but_times_run_out():
     actions = look(state, stall.STALL_AFTER + STALL_EVERY, hung)
     assert shut_out(look(state, 50.0, hung, fetching=False)) == set()  # its time out ended
     assert look(state, 60.0, hung, fetching=False) == [] and Announce() not in actions
+
+
+def test_a_site_left_out_by_the_user_is_never_connected():
+    state = steering()
+    assert shut_out(exclude(state, {"127.0.0.3"})) == {"127.0.0.3"}
+    assert shut_out(look(state, 1_000.0, site("127.0.0.2"))) is None and state.shut_out.ips() == {"127.0.0.3"}
+
+
+def test_the_other_sites_wait_while_the_preferred_one_sends_and_come_back_when_it_does_not():
+    state = steering(preferred=frozenset({"127.0.0.4"}))
+    others = {"127.0.0.2", "127.0.0.3"}
+    assert shut_out(look(state, 0.0, site("127.0.0.2"), site("127.0.0.4", unchokes=False))) is None
+    assert shut_out(look(state, 0.05, site("127.0.0.2"), site("127.0.0.4"))) == others
+    actions = look(state, 0.1, site("127.0.0.4", unchokes=False))  # it chokes us: the others are needed
+    assert shut_out(actions) == set() and Announce() in actions
+    assert shut_out(look(state, 0.15, site("127.0.0.4"))) == others
+    # It holds our requests and sends nothing: shut out as stalled, and the others come back.
+    hung = site("127.0.0.4", 100, queued=4)
+    look(state, 0.5, hung)  # a look at stalls
+    actions = look(state, 0.5 + stall.STALL_AFTER + STALL_EVERY, hung)
+    assert shut_out(actions) == {"127.0.0.4"} and Announce() in actions
