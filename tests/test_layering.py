@@ -220,8 +220,7 @@ def test_a_benchmark_imports_no_deployable(path):
 # Parsing, planning and policy, apart from I/O: each loads the standard library and other pure modules only.
 PURE = ["btget.runstate", "btget.webseeds", "btget.sources", "btget.plan", "btget.ratecap", "btget.reannounce",
         "btget.siteshare", "btget.stall", "btget.steering", "btget.sitechoice", "btget.readout", "tracker.handout",
-        "tracker.siteseeds",
-        "tracker.protocol",
+        "tracker.siteseeds", "tracker.protocol",
         "btrepo.identity", "btrepo.rights", "btrepo.served", "btserver.layout", "btserver.policy", "btserver.stuck",
         "btswarm.shaping", "btswarm.delayline", "btswarm.topology"]
 
