@@ -25,6 +25,7 @@ from torrents import metainfo, peerid
 from torrents.errors import BtswarmError
 from torrents.hostport import ANY, format_hostport
 from torrents.metainfo import Metainfo
+from torrents.proxyenv import NONE, Proxies, Proxy
 
 from btget import links, plan, ratecap, timeline, verify, webseeds
 from btget.report import WorkerReport
@@ -64,6 +65,8 @@ class Job:
     site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (btget/siteshare.py)
     max_rate: int = 0  # bytes/s, the whole run (--max-rate; 0: none)
     max_upload_rate: int = 0
+    proxies: Proxies = NONE  # the web seeds' (torrents/proxyenv.py)
+    tracker_proxy: Proxy | None = None  # the proxy of the announces (btget/reach.py)
 
     @property
     def root(self) -> Path:
@@ -196,7 +199,8 @@ def run(job: Job, display: Display) -> Outcome:
                               url_list=tuple(s.url for s in job.web.sources), own_names=file_names(job.meta, job.folder),
                               recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix,
                               part="" if whole else peerid.part_tag(f.index for f in share),
-                              site_peers=job.site_peers, rates=(down[k], up))
+                              site_peers=job.site_peers, rates=(down[k], up), proxies=job.proxies,
+                              tracker_proxy=job.tracker_proxy)
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()

@@ -15,7 +15,9 @@ mode (`auto`), the web seeds are used only when BitTorrent does not deliver:
 - no peer can be known at all: every tracker fails, or there is none and no
   `--peer`;
 - peers connected but silent for `idle_after` seconds (a swarm stuck on
-  pieces none of them has; sooner than bt-get's blocked_after, 30 s).
+  pieces none of them has; sooner than bt-get's blocked_after, 30 s);
+- at once, when the peer wire is presumed out of reach (`unreachable`, the
+  reason: the tracker is reached through an HTTP proxy, btget/reach.py).
 
 A peer that is connected and waits its turn (a site serves `upload_slots`
 T3s at a time, the others take pieces from those) is no reason: the web
@@ -69,6 +71,7 @@ class Rule:
     idle_after: float = 20.0
     back_bytes: int = 256 * 1024
     peer_sources: bool = True  # the torrent has a tracker, or peers were given
+    unreachable: str = ""  # why peers are presumed out of reach from the start ("": they are not)
 
     @property
     def usable(self) -> bool:
@@ -139,7 +142,9 @@ def decide(rule: Rule, state: State, seen: Seen, now: float, complete: bool) -> 
     if not sources:
         return None
     why = None
-    if not rule.peer_sources:
+    if rule.unreachable and not state.switches:
+        why = rule.unreachable
+    elif not rule.peer_sources:
         why = "no tracker and no peer to ask"
     elif seen.trackers_failing and not state.ever_connected:
         why = "no tracker answers"

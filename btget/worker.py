@@ -31,6 +31,7 @@ from typing import Any
 
 from torrents import peerid
 from torrents.hostport import ANY, format_hostport, host_of, own_addresses, url_endpoint
+from torrents.proxyenv import NONE, Proxies, Proxy
 from torrents.servicekit import tls
 
 from btget import events, recover, sources
@@ -90,6 +91,8 @@ class WorkerSpec:
     part: str = ""  # torrents.peerid.part_tag of its files when it wants part of the dataset, else ""
     site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (the tracker's /api/sites): btget/siteshare.py
     rates: tuple[int, int] = (0, 0)  # its part of the run's caps, (download, upload) bytes/s; 0: none
+    proxies: Proxies = NONE  # the web seeds' proxies, for the relay (torrents/proxyenv.py)
+    tracker_proxy: Proxy | None = None  # the proxy libtorrent announces through (btget/reach.py)
 
     @property
     def peer_fingerprint(self) -> str:
@@ -166,7 +169,7 @@ class Worker:
         self.web_urls = set(spec.web_seeds)  # the web seeds in use now (as the parent names them)
         from btget import doorrelay
 
-        self.relays = doorrelay.Relays()  # libtorrent asks each http web seed through one (btget/doorrelay.py)
+        self.relays = doorrelay.Relays(spec.proxies)  # libtorrent asks each http web seed through one (btget/doorrelay.py)
         self.alerts = self._alert_table()
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0
@@ -202,7 +205,8 @@ class Worker:
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
                  "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
-                 **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {})}
+                 **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {}),
+                 **ltsession.proxy_settings(spec.tracker_proxy)}
         self.ses = ltsession.session(spec.listen_ip, 0, **extra)
         if any(spec.rates):
             self._set_rates(spec.rates)

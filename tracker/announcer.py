@@ -104,9 +104,13 @@ class Announcer:
             ann = ann._replace(event="stopped")
         site = self.sites.site_of(ann.ip) if self.sites.holders else None
         try:
-            view = self.store.announce(h, ann.ip, ann.port, ann.peer_id, ann.seed, ann.event,
-                                       numwant=0 if ann.event == "stopped" else ann.numwant, site=site,
-                                       listed=not ann.compact)
+            if ann.closed and ann.event != "stopped":
+                # Nobody can connect to it: it gets the swarm, the swarm never gets it (btget/reach.py).
+                view = self.store.handout(h, ann.ip, ann.port, numwant=ann.numwant, site=site, listed=not ann.compact)
+            else:
+                view = self.store.announce(h, ann.ip, ann.port, ann.peer_id, ann.seed, ann.event,
+                                           numwant=0 if ann.event == "stopped" else ann.numwant, site=site,
+                                           listed=not ann.compact)
         except StoreUnavailable:
             return self._store_down(ann, site)
         if isinstance(view, SwarmView):
@@ -151,6 +155,8 @@ class Announcer:
     def _decide(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes | Coroutine[Any, Any, bytes]:
         self.metrics.announce_ok.inc()
         h = ann.info_hash
+        if ann.closed and not ann.seed and ann.event != "stopped":
+            view = view._replace(incomplete=view.incomplete + 1)  # unlisted, it still wants the sites' seeds
         if ann.event == "stopped" or ann.seed or h not in self.sites.holders:
             return self._answer(ann, view)
         # Only the sites' seeds count (tracker/siteseeds.py): a peer that says left=0 never keeps them away.
