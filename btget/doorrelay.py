@@ -213,6 +213,11 @@ def _forwarded(head: bytes, door: Door) -> bytes | None:
         method, target, version = lines[0].split(" ")
     except ValueError:
         return None
+    if target.lower().startswith("http://"):
+        # The absolute form, as libtorrent writes its web seeds' requests when it has an HTTP proxy for its
+        # announces: a server must take it (RFC 9112 3.2.2); the relay is the server named.
+        parts = urlsplit(target)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     if method not in ("GET", "HEAD") or not target.startswith("/") or not version.startswith("HTTP/1."):
         return None
     headers = [line for line in lines[1:] if line and not line.lower().startswith(("host:", "connection:",

@@ -2,8 +2,9 @@
 
 `config` is pure (the squid.conf text): one http_port, no cache (every
 request goes to its server, and its line is in the access log), everything
-allowed (it is a test bed's proxy on a test bed's addresses), logs in the
-state directory. `Squid` runs `squid -N` (no daemon: a child we stop by its
+allowed (it is a test bed's proxy on a test bed's addresses), logs in a
+directory of its own under /tmp (squid writes them as its user, `proxy`, who
+may not enter a test's tmp_path), removed when it stops. `Squid` runs `squid -N` (no daemon: a child we stop by its
 PID), optionally inside a network namespace (a host of `btswarm up --hosts`),
 waits until it accepts connections, and reads its access log.
 """
@@ -14,6 +15,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,6 +36,7 @@ def config(address: str, port: int, state: Path) -> str:
         "http_access allow all",
         "cache deny all",
         "cache_mem 8 MB",
+        "strip_query_terms off",  # the log shows whole URLs (an announce's inbound=0)
         f"access_log stdio:{state}/access.log squid",
         f"cache_log {state}/cache.log",
         f"pid_filename {state}/squid.pid",
@@ -48,8 +51,9 @@ def config(address: str, port: int, state: Path) -> str:
 class Squid:
     """squid on `address:port`, in namespace `netns` (None: this one); `start`, `access_log`, `stop`."""
 
-    def __init__(self, state: Path, address: str, port: int = 3128, netns: str | None = None) -> None:
-        self.state, self.address, self.port, self.netns = Path(state), address, port, netns
+    def __init__(self, address: str, port: int = 3128, netns: str | None = None) -> None:
+        self.address, self.port, self.netns = address, port, netns
+        self.state = Path(tempfile.mkdtemp(prefix="btswarm-squid-"))
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -60,7 +64,6 @@ class Squid:
         binary = shutil.which("squid") or ("/usr/sbin/squid" if os.path.exists("/usr/sbin/squid") else None)
         if binary is None:
             raise SquidError("squid", "not installed (Debian: squid; scripts/install-system-deps.sh)")
-        self.state.mkdir(parents=True, exist_ok=True)
         os.chmod(self.state, 0o777)  # run as root, squid writes its logs as its effective user (proxy)
         conf = self.state / "squid.conf"
         conf.write_text(config(self.address, self.port, self.state))
@@ -106,3 +109,4 @@ class Squid:
         if self.proc is not None:
             procs.stop(self.proc, 10)
         self.proc = None
+        shutil.rmtree(self.state, ignore_errors=True)
