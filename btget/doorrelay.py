@@ -215,8 +215,11 @@ def _forwarded(head: bytes, door: Door) -> bytes | None:
         return None
     if target.lower().startswith("http://"):
         # The absolute form, as libtorrent writes its web seeds' requests when it has an HTTP proxy for its
-        # announces: a server must take it (RFC 9112 3.2.2); the relay is the server named.
+        # announces: a server must take it (RFC 9112 3.2.2) when it names the server, the relay (on
+        # 127.0.0.1); another host's URL is refused (the relay is nobody's proxy).
         parts = urlsplit(target)
+        if parts.hostname != "127.0.0.1":
+            return None
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     if method not in ("GET", "HEAD") or not target.startswith("/") or not version.startswith("HTTP/1."):
         return None

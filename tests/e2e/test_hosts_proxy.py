@@ -65,9 +65,11 @@ def test_bt_get_fetches_through_squid_alone_and_says_why_in_one_line(fed, tmp_pa
     code, doc, err = result(bt_get_on(fed, PROXIED, tmp_path / PROXIED, env=proxy))
     assert code == 0, err
     assert same_as_source(fed, tmp_path / PROXIED / fed.dataset)
-    lines = [line for line in err.splitlines() if "reached through the proxy" in line]
-    assert len(lines) == 1, err
-    assert f"the tracker is reached through the proxy {squid.url}" in lines[0] and "web seeds of site" in lines[0]
+    # Said once, at the start: the switch to the web seeds and why (on stderr without --json)
+    (switch,) = doc["web_seed_switches"]
+    assert switch["to"] == "web seeds" and switch["after_s"] < 2.0, switch
+    assert switch["why"].startswith(f"the tracker is reached through the proxy {squid.url}"), switch
+    assert "web seeds of site" in switch["why"]
     # Every byte came from the sites' web seeds, and squid carried every request: the repository's answer,
     # the announces (inbound=0: from squid's address, no peer) and the web seeds' ranges.
     assert doc["sources"] and all(src.startswith("web seed site") for src in doc["sources"]), doc["sources"]
