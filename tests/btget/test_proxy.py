@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 
 import pytest
 from aiohttp import web
@@ -16,6 +17,7 @@ from torrents.proxyenv import from_environ
 from torrents.servicekit.httpclient import client_session
 
 from tests.btget.test_doorrelay import BODY, ask, get
+from tests.support import command
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/sbin/squid"),
                                 reason="squid not installed (scripts/install-system-deps.sh)")
@@ -42,7 +44,10 @@ async def door():
 
     app = web.Application()
     app.router.add_get("/store/ds/f", f)
-    app.router.add_get("/api/datasets", lambda r: web.json_response({"datasets": []}))
+    async def datasets(request: web.Request) -> web.Response:
+        return web.json_response({"datasets": [], "total": 0})
+
+    app.router.add_get("/api/datasets", datasets)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, DOOR, 0)
@@ -85,3 +90,31 @@ async def test_the_web_seed_relay_asks_the_door_through_the_proxy(squid, door):
         assert BODY[lo:hi + 1] in got
     assert got.count(b"HTTP/1.1 206") == 3
     assert len(lines_for(squid, f"{door}/store/ds/f")) == 3, squid.access_log()
+
+
+def bt_get(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "no_proxy")}
+    return subprocess.run([command("bt-get"), *args], env={**environ, **env}, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("off", [("--no-proxy",), ("BTSWARM_GET_PROXY=off",)])
+async def test_bt_get_asks_the_repository_through_the_proxy_and_not_with_no_proxy(squid, door, off):
+    env = {"http_proxy": squid.url}
+    word = f"w{len(squid.access_log())}"
+    done = await asyncio.to_thread(bt_get, "--search", word, "--repo", door, env=env)
+    assert done.returncode == 3, done.stderr  # the stand-in repository has no dataset: no match
+    assert len(lines_for(squid, f"{door}/api/datasets?q={word}")) == 1, squid.access_log()
+    flag, *_ = off
+    args, more = ((flag,), {}) if flag.startswith("--") else ((), dict([flag.split("=")]))
+    done = await asyncio.to_thread(bt_get, "--search", word + "x", "--repo", door, *args, env={**env, **more})
+    assert done.returncode == 3, done.stderr
+    assert lines_for(squid, f"{door}/api/datasets?q={word}x") == []
+
+
+def test_a_proxy_bt_get_cannot_use_is_a_one_line_error():
+    done = bt_get("--search", "x", "--repo", "http://127.0.0.2:9", env={"https_proxy": "socks5://127.0.0.1:1080",
+                                                                        "http_proxy": "127.0.0.1:3128"})
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("bt-get: error: https_proxy: socks5:// proxies are not supported, only http:// "
+                                   "('socks5://127.0.0.1:1080')")
