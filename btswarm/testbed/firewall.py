@@ -12,6 +12,7 @@ of the same address (a site's HTTP listeners) stays open.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -54,7 +55,18 @@ def closed(table: str = TABLE) -> str:
     connection from elsewhere is dropped (the SYN unanswered); what it opens itself passes both ways."""
     return "\n".join([f"table inet {table} {{", "  chain in {", "    type filter hook input priority 0;",
                       '    iifname "lo" accept', "    ct state established,related accept",
-                      "    tcp flags & (syn | ack) == syn drop", "  }", "}", ""])
+                      "    tcp flags & (syn | ack) == syn counter drop", "  }", "}", ""])
+
+
+def dropped(netns: str, table: str = TABLE) -> int:
+    """Packets the counters of `table` in `netns` have seen (a closed host: the connections refused it)."""
+    if shutil.which("nft") is None:
+        raise FirewallError("nft", "not installed (Debian: nftables; scripts/install-system-deps.sh)")
+    proc = subprocess.run(["ip", "netns", "exec", netns, "nft", "list", "table", "inet", table], capture_output=True,
+                          text=True, timeout=30)
+    if proc.returncode != 0:
+        raise FirewallError(f"nft list table {table}", proc.stderr.strip() or f"exit {proc.returncode}")
+    return sum(int(n) for n in re.findall(r"counter packets (\d+)", proc.stdout))
 
 
 def apply(netns: str, rules: str) -> None:
