@@ -287,12 +287,13 @@ def get(opts: Options) -> int:
     if target.info_hash and meta.info_hash != target.info_hash:
         raise RepoError(opts.target, f"the repository's torrent has info-hash {meta.info_hash}, "
                         f"not the magnet's {target.info_hash}")
-    way = reach.plan(proxies_of(cfg), meta.trackers(), cfg.closed)
+    proxies = proxies_of(cfg)
+    way = reach.plan(proxies, meta.trackers(), cfg.closed)
     if way.closed:  # the same .torrent but for its announce URLs: the info-hash stays
         resolved = Resolved(metainfo.with_trackers(resolved.torrent, lambda url: reach.announce_url(url, True)),
                             resolved.record)
     if opts.serve is not None:
-        return serve(opts, cfg, resolved, meta, target, way)
+        return serve(opts, cfg, resolved, meta, target, proxies, way)
     selected = choose_files(meta, opts)
     if opts.list_files:
         from btget import browse
@@ -307,7 +308,7 @@ def get(opts: Options) -> int:
     job = download.Job(
         meta=meta, torrent=resolved.torrent, directory=directory, shares=shares, selected=tuple(selected),
         peers=peers, web=web_rule(cfg, meta, resolved.record, opts.web_seeds, bool(peers), way.unreachable),
-        proxies=proxies_of(cfg), tracker_proxy=way.tracker_proxy,
+        proxies=proxies, tracker_proxy=way.tracker_proxy,
         listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, linger=cfg.linger, timeout=cfg.timeout,
         stall_timeout=cfg.stall_timeout, blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
@@ -367,7 +368,7 @@ def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -
 
 
 def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Metainfo, target: Target,
-          way: reach.Reach) -> int:
+          proxies: proxyenv.Proxies, way: reach.Reach) -> int:
     """--serve: join the swarm and serve the files over HTTP until stopped (btget.serve)."""
     from btget import serve as serving
     from btget.worker import WorkerSpec
@@ -381,11 +382,12 @@ def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Meta
                       key=plan.share_key(files), wanted=tuple(f.index for f in files), listen_ip=cfg.listen,
                       peers=opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers),
                       # No fall-back here (btget/webseeds.py decides only downloads): the torrent's web
-                      # seeds from the start with --web-seeds-always, else only those given.
-                      web_seeds=tuple(dict.fromkeys(opts.web_seeds + (meta.url_list if cfg.web_seeds == "always"
-                                                                      else ()))),
+                      # seeds from the start with --web-seeds-always or behind a proxy, else only those given.
+                      web_seeds=tuple(dict.fromkeys(opts.web_seeds + (
+                          meta.url_list if cfg.web_seeds == "always" or (way.unreachable and cfg.web_seeds != "off")
+                          else ()))),
                       own_names=metainfo.own_names(meta), recheck=opts.check,
-                      max_connections=cfg.max_connections, proxies=proxies_of(cfg), tracker_proxy=way.tracker_proxy)
+                      max_connections=cfg.max_connections, proxies=proxies, tracker_proxy=way.tracker_proxy)
     host, port = opts.serve
     sopts = serving.ServeOptions(host=host, port=port, prefetch=opts.prefetch,
                                  piece_timeout=opts.piece_timeout if opts.piece_timeout is not None else 60.0,
