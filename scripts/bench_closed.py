@@ -42,6 +42,7 @@ def main() -> int:
     ap.add_argument("--size", default="64M", help="the dataset (12 files)")
     ap.add_argument("--site-link", default="150mbit")
     ap.add_argument("--client-link", default="100mbit")
+    ap.add_argument("--contenders", default="open,closed,closed-unsaid", help="which, comma-separated")
     args = ap.parse_args()
     bl.require_shaping("closed")
     bl.require("nft")
@@ -51,6 +52,7 @@ def main() -> int:
     closed_host = f"t3-{n}"
     contenders = {"open": (False, {}), "closed": (True, {"BTSWARM_GET_CLOSED": "true"}),
                   "closed-unsaid": (True, {})}
+    contenders = {name: contenders[name] for name in args.contenders.split(",")}
     doc: dict = {"sites": SITES, "t3s": n, "closed_host": closed_host, "size": size, "site_link": args.site_link,
                  "client_link": args.client_link, "machine": bl.machine(), "results": {}}
     with bl.workdir("closed", args.keep) as work:
@@ -94,7 +96,8 @@ def figures(docs: dict[str, dict], closed_host: str, dropped: int) -> dict:
     from_sites = sum(v for d in docs.values() for s, v in d["sources"].items() if s.startswith(("site", "web seed site")))
     return {"seconds": {h: d["seconds"] for h, d in docs.items()}, "closed_s": docs[closed_host]["seconds"],
             "others_median_s": bl.median(others), "others_max_s": others[-1], "site_copies": from_sites / size,
-            "dropped": dropped}
+            "dropped": dropped, "sources": {h: d["sources"] for h, d in docs.items()},
+            "web_seed_switches": {h: d["web_seed_switches"] for h, d in docs.items() if d["web_seed_switches"]}}
 
 
 if __name__ == "__main__":
