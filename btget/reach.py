@@ -25,7 +25,8 @@ connections) says `inbound=0` too. The tracker then hands it the swarm's
 peers but never hands it out to anyone (tracker/announcer.py): others would
 wait `peer_connect_timeout` on it for nothing, and a closed seed would take
 the place of a seed they can reach. It still uploads, on the connections
-it makes itself. A node cannot tell on its own that nothing reaches it
+it makes itself, and the tracker asks it back every 5 s so that it finds the
+peers that arrive after it. A node cannot tell on its own that nothing reaches it
 (only a third party could, by connecting back), so it is a setting.
 """
 

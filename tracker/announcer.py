@@ -200,7 +200,9 @@ class Announcer:
 
     def _answer(self, ann: protocol.Announce, view: SwarmView, *, retry: bool = False) -> bytes:
         config = self.config
-        if retry:
+        # A closed peer (inbound=0) is asked back soon too: nobody can find it, so it must find the peers
+        # that arrive after it (a closed T3 that took the sites first, alone, held the others 15 s back).
+        if retry or ann.closed:
             interval = min_interval = min(RETRY_INTERVAL, config.interval)
         else:
             # Spread re-announces so a swarm that started together does not

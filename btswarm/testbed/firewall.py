@@ -52,9 +52,13 @@ def only_through(endpoint: str, table: str = TABLE) -> str:
 
 def closed(table: str = TABLE) -> str:
     """nftables rules for a host that accepts no inbound connection (NAT, a closed firewall): a new TCP
-    connection from elsewhere is dropped (the SYN unanswered); what it opens itself passes both ways."""
-    return "\n".join([f"table inet {table} {{", "  chain in {", "    type filter hook input priority 0;",
+    connection from elsewhere is dropped (the SYN unanswered), counted, its source and port kept in the set
+    `knocked`; what it opens itself passes both ways."""
+    return "\n".join([f"table inet {table} {{", "  set knocked { type ipv4_addr . inet_service; flags dynamic; }",
+                      "  chain in {", "    type filter hook input priority 0;",
                       '    iifname "lo" accept', "    ct state established,related accept",
+                      "    meta nfproto ipv4 tcp flags & (syn | ack) == syn add @knocked { ip saddr . tcp dport } "
+                      "counter drop",
                       "    tcp flags & (syn | ack) == syn counter drop", "  }", "}", ""])
 
 
@@ -67,6 +71,15 @@ def dropped(netns: str, table: str = TABLE) -> int:
     if proc.returncode != 0:
         raise FirewallError(f"nft list table {table}", proc.stderr.strip() or f"exit {proc.returncode}")
     return sum(int(n) for n in re.findall(r"counter packets (\d+)", proc.stdout))
+
+
+def knocked(netns: str, table: str = TABLE) -> set[tuple[str, int]]:
+    """(source address, port knocked on) of the connections a `closed` host dropped."""
+    proc = subprocess.run(["ip", "netns", "exec", netns, "nft", "list", "set", "inet", table, "knocked"],
+                          capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        raise FirewallError(f"nft list set {table} knocked", proc.stderr.strip() or f"exit {proc.returncode}")
+    return {(ip, int(port)) for ip, port in re.findall(r"(\d+\.\d+\.\d+\.\d+) \. (\d+)", proc.stdout)}
 
 
 def apply(netns: str, rules: str) -> None:

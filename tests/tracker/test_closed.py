@@ -35,6 +35,16 @@ async def test_a_closed_peer_gets_the_swarm_and_is_never_handed_out(make_client)
         assert (other[b"complete"], other[b"incomplete"]) == (0, 2)
 
 
+async def test_a_closed_peer_is_asked_back_soon_to_find_the_peers_that_come_after_it(make_client):
+    client = await make_client(TrackerConfig(site_secrets=SECRETS, open=True, interval=60))
+    got = await announce(client, query(H, peer_id(7002), port=7002, inbound=0))
+    assert got[b"interval"] == 5 and got[b"min interval"] == 5
+    other = await announce(client, query(H, peer_id(7004), port=7004))
+    assert other[b"interval"] >= 60
+    got = await announce(client, query(H, peer_id(7002), port=7002, inbound=0))
+    assert endpoints(got) == {("127.0.0.1", 7004)}
+
+
 async def test_a_closed_peer_that_stops_leaves_nothing_behind(make_client):
     client = await make_client(TrackerConfig(site_secrets=SECRETS, open=True))
     await announce(client, query(H, peer_id(7002), port=7002, inbound=0))
