@@ -308,7 +308,7 @@ def get(opts: Options) -> int:
     job = download.Job(
         meta=meta, torrent=resolved.torrent, directory=directory, shares=shares, selected=tuple(selected),
         peers=peers, web=web_rule(cfg, meta, resolved.record, opts.web_seeds, bool(peers), way.unreachable),
-        proxies=proxies, tracker_proxy=way.tracker_proxy,
+        proxies=proxies, tracker_proxy=way.tracker_proxy, closed=way.closed,
         listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, linger=cfg.linger, timeout=cfg.timeout,
         stall_timeout=cfg.stall_timeout, blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,

@@ -27,7 +27,7 @@ from torrents.hostport import ANY, format_hostport
 from torrents.metainfo import Metainfo
 from torrents.proxyenv import NONE, Proxies, Proxy
 
-from btget import links, plan, ratecap, timeline, verify, webseeds
+from btget import links, plan, ratecap, reach, timeline, verify, webseeds
 from btget.report import WorkerReport
 from btget.errors import Blocked, Interrupted, TransferError, VerifyFailed
 from btget.sourcelog import SourceLog
@@ -67,6 +67,7 @@ class Job:
     max_upload_rate: int = 0
     proxies: Proxies = NONE  # the web seeds' (torrents/proxyenv.py)
     tracker_proxy: Proxy | None = None  # the proxy of the announces (btget/reach.py)
+    closed: bool = False  # this host accepts no inbound connection (btget/reach.py)
 
     @property
     def root(self) -> Path:
@@ -137,6 +138,7 @@ def policy_of(job: Job) -> Policy:
     return Policy(name=job.meta.name, workers=len(job.shares), size=sum(f.size for f in job.selected),
                   timeout=job.timeout, stall_timeout=job.stall_timeout, blocked_after=job.blocked_after,
                   seed_time=job.seed_time, seed_ratio=job.seed_ratio, linger=job.linger,
+                  closed_stay=reach.CLOSED_STAY if job.closed else 0.0,
                   max_rate=job.max_rate, max_upload_rate=job.max_upload_rate,
                   verify=any(f.lfn in job.checksums for f in job.selected), web=job.web,
                   trackers=() if job.peers or given_web_seeds(job) else tuple(job.meta.trackers()))

@@ -26,7 +26,8 @@ peers but never hands it out to anyone (tracker/announcer.py): others would
 wait `peer_connect_timeout` on it for nothing, and a closed seed would take
 the place of a seed they can reach. It still uploads, on the connections
 it makes itself, and the tracker asks it back every 5 s so that it finds the
-peers that arrive after it. A node cannot tell on its own that nothing reaches it
+peers that arrive after it; complete, it stays CLOSED_STAY (within linger)
+for the same reason. A node cannot tell on its own that nothing reaches it
 (only a third party could, by connecting back), so it is a setting.
 """
 
@@ -39,6 +40,10 @@ from urllib.parse import urlsplit, urlunsplit
 from torrents.proxyenv import Proxies, Proxy
 
 CLOSED_PARAM = "inbound=0"  # in an announce: this peer accepts no inbound connection (tracker/protocol.py)
+# How long a closed T3 stays once complete, whatever it sees (within [get] linger): its completion's announce
+# brings it the T3s that came since the last one, and it must connect to them before it can tell whether
+# they still need it (btget/runstate.py).
+CLOSED_STAY = 5.0
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,9 @@ def fed(tmp_path_factory):
     fed = start_federation(tmp, "--hosts", "--sites", "2", "--t3-hosts", "2", "--data", str(tmp / "data"),
                            "--heartbeat", "1s", "--site-link", "100mbit", "--client-link", "100mbit")
     services = fed.host("services")
-    squid = Squid(services.address, 3128, netns=services.netns).start()
-    fed.squid = squid
+    squid = fed.squid = Squid(services.address, 3128, netns=services.netns)
     try:
+        squid.start()
         firewall.apply(fed.host(PROXIED).netns, firewall.only_through(f"{services.address}:3128"))
         yield fed
     finally:
