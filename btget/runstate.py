@@ -36,8 +36,7 @@ class Policy:
     linger: float = 0.0  # with neither seed_time nor seed_ratio: serving the T3s still downloading (serving)
     # A closed T3 (btget/reach.py) stays this long after completion (within linger) whatever it sees: nobody
     # can find it, and the T3s that came since its last announce reach it only once its completion's announce
-    # has brought them and it has connected to them (a closed T3 done in 3 s, alone with both sites, left
-    # at once and the three others took 15 s instead of 6).
+    # has brought them and it has connected to them (docs/benchmarks.md "closed").
     closed_stay: float = 0.0
     verify: bool = False  # the record has checksums for the selected files
     # the torrent's (when every one says no for good and no byte came, the run ends); none when the user named

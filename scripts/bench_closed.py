@@ -24,7 +24,6 @@ others that waited for nothing). Root only (network namespaces).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import benchlib as bl
 from bench_hosts import fetch_all

@@ -26,7 +26,7 @@ from tracker.churn import ChurnGuard
 from tracker.config import TrackerConfig
 from tracker.fallback import Fallback
 from tracker.metrics import SAMPLE_EVERY, TrackerMetrics
-from tracker.peerstore import PeerStore, SwarmView, resolve
+from tracker.peerstore import PeerStore, SwarmView, record, resolve
 from tracker.protocol import AnnounceError
 from tracker.resp import StoreUnavailable
 from tracker.seeding import SeedStarter, site_peer_id
@@ -104,13 +104,7 @@ class Announcer:
             ann = ann._replace(event="stopped")
         site = self.sites.site_of(ann.ip) if self.sites.holders else None
         try:
-            if ann.closed and ann.event != "stopped":
-                # Nobody can connect to it: it gets the swarm, the swarm never gets it (btget/reach.py).
-                view = self.store.handout(h, ann.ip, ann.port, numwant=ann.numwant, site=site, listed=not ann.compact)
-            else:
-                view = self.store.announce(h, ann.ip, ann.port, ann.peer_id, ann.seed, ann.event,
-                                           numwant=0 if ann.event == "stopped" else ann.numwant, site=site,
-                                           listed=not ann.compact)
+            view = record(self.store, ann, site)
         except StoreUnavailable:
             return self._store_down(ann, site)
         if isinstance(view, SwarmView):
@@ -201,7 +195,7 @@ class Announcer:
     def _answer(self, ann: protocol.Announce, view: SwarmView, *, retry: bool = False) -> bytes:
         config = self.config
         # A closed peer (inbound=0) is asked back soon too: nobody can find it, so it must find the peers
-        # that arrive after it (a closed T3 that took the sites first, alone, held the others 15 s back).
+        # that arrive after it.
         if retry or ann.closed:
             interval = min_interval = min(RETRY_INTERVAL, config.interval)
         else:
