@@ -375,7 +375,7 @@ def _seen(state: RunState) -> webseeds.Seen:
 def _web_seeds(switch: webseeds.Switch | None, warning: bool = False) -> list[Action]:
     if switch is None:
         return []
-    return [Note(switch.why, warning=warning), SetWebSeeds(switch.sources, switch.probe)]
+    return [Note(switch.why, warning=warning or switch.warning), SetWebSeeds(switch.sources, switch.probe)]
 
 
 def _end(state: RunState, end: End) -> list[Action]:

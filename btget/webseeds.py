@@ -113,6 +113,7 @@ class Switch:
     sources: tuple[Source, ...]
     why: str
     probe: bool = False  # in use in auto mode: keep asking the tracker for peers to go back to
+    warning: bool = False  # said as a warning, on stderr even in a batch job (the peer wire out of reach)
 
 
 def usable(rule: Rule, state: State) -> tuple[Source, ...]:
@@ -141,9 +142,9 @@ def decide(rule: Rule, state: State, seen: Seen, now: float, complete: bool) -> 
     sources = usable(rule, state)
     if not sources:
         return None
-    why = None
+    why, warning = None, False
     if rule.unreachable and not state.switches:
-        why = rule.unreachable
+        why, warning = rule.unreachable, True
     elif not rule.peer_sources:
         why = "no tracker and no peer to ask"
     elif seen.trackers_failing and not state.ever_connected:
@@ -160,7 +161,8 @@ def decide(rule: Rule, state: State, seen: Seen, now: float, complete: bool) -> 
     if why is None:
         return None
     names = ", ".join(s.label for s in sources)
-    return _switch(state, True, now, Switch(sources, f"{why}; fetching from the web seeds of {names}", probe=True))
+    return _switch(state, True, now, Switch(sources, f"{why}; fetching from the web seeds of {names}", probe=True,
+                                            warning=warning))
 
 
 def banned(rule: Rule, state: State, url: str) -> Switch | None:

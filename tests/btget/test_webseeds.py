@@ -159,6 +159,7 @@ def test_a_peer_wire_out_of_reach_switches_at_once_and_peers_still_take_over():
     actions = step(state, Tick(), 0.0)
     assert switches(actions) == [SetWebSeeds(BOTH, probe=True)]
     assert notes(actions) == [f"{why}; fetching from the web seeds of site1 (127.0.0.2:8701), site2 (127.0.0.3:8701)"]
+    assert [a.warning for a in actions if isinstance(a, Note)] == [True]  # said in a batch job's log too
     actions = step(state, peers(1, peer_bytes=1500, peers_remote=1), 1.0)  # the node could connect out after all
     assert switches(actions) == [SetWebSeeds((), probe=False)]
     assert switches(step(state, peers(1, peer_bytes=1600, peers_remote=1), 2.0)) == []  # not back at once again

@@ -93,3 +93,17 @@ def test_the_other_t3_is_never_handed_the_proxied_one(fed, tmp_path):
     pcode, pdoc, perr = result(proxied)
     assert pcode == 0, perr
     assert same_as_source(fed, tmp_path / PROXIED / fed.dataset)
+
+
+def test_without_json_the_reason_is_one_line_on_stderr(fed, tmp_path):
+    from btswarm import netns, run
+
+    h = fed.host(PROXIED)
+    env = run.host_env(fed.ready, h, {**os.environ, "http_proxy": fed.squid.url})
+    done = subprocess.run(["bt-get", fed.dataset, "-o", str(tmp_path), "--timeout", "180"], env=env,
+                          preexec_fn=netns.preexec(h.netns), capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert same_as_source(fed, tmp_path / fed.dataset)
+    said = [line for line in done.stderr.splitlines() if "proxy" in line]
+    assert len(said) == 1, done.stderr
+    assert said[0].startswith(f"bt-get: warning: the tracker is reached through the proxy {fed.squid.url}"), said
