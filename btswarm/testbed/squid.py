@@ -29,11 +29,18 @@ class SquidError(BtswarmError):
     """squid is missing or did not start."""
 
 
-def config(address: str, port: int, state: Path) -> str:
-    """squid.conf for a proxy on `address:port` that caches nothing and logs every request under `state`."""
+NCSA_AUTH = "/usr/lib/squid/basic_ncsa_auth"
+
+
+def config(address: str, port: int, state: Path, passwords: Path | None = None) -> str:
+    """squid.conf for a proxy on `address:port` that caches nothing and logs every request under `state`;
+    with `passwords` (an htpasswd file), only for the users it names (HTTP basic, 407 for the others)."""
+    access = ["http_access allow all"] if passwords is None else [
+        f"auth_param basic program {NCSA_AUTH} {passwords}", "acl users proxy_auth REQUIRED",
+        "http_access allow users", "http_access deny all"]
     return "\n".join([
         f"http_port {address}:{port}",
-        "http_access allow all",
+        *access,
         "cache deny all",
         "cache_mem 8 MB",
         "strip_query_terms off",  # the log shows whole URLs (an announce's inbound=0)
@@ -51,8 +58,9 @@ def config(address: str, port: int, state: Path) -> str:
 class Squid:
     """squid on `address:port`, in namespace `netns` (None: this one); `start`, `access_log`, `stop`."""
 
-    def __init__(self, address: str, port: int = 3128, netns: str | None = None) -> None:
-        self.address, self.port, self.netns = address, port, netns
+    def __init__(self, address: str, port: int = 3128, netns: str | None = None,
+                 users: dict[str, str] | None = None) -> None:
+        self.address, self.port, self.netns, self.users = address, port, netns, dict(users or {})
         self.state = Path(tempfile.mkdtemp(prefix="btswarm-squid-"))
         self.proc: subprocess.Popen | None = None
 
@@ -66,7 +74,8 @@ class Squid:
             raise SquidError("squid", "not installed (Debian: squid; scripts/install-system-deps.sh)")
         os.chmod(self.state, 0o777)  # run as root, squid writes its logs as its effective user (proxy)
         conf = self.state / "squid.conf"
-        conf.write_text(config(self.address, self.port, self.state))
+        passwords = self._passwords() if self.users else None
+        conf.write_text(config(self.address, self.port, self.state, passwords))
         argv = [binary, "-N", "-f", str(conf)]
         if self.netns:
             argv = ["ip", "netns", "exec", self.netns, *argv]
@@ -81,6 +90,18 @@ class Squid:
             time.sleep(0.1)
         self.stop()
         raise SquidError("squid", f"not listening on {self.address}:{self.port} after {START_WITHIN:g} s: {self._tail()}")
+
+    def _passwords(self) -> Path:
+        """The users' htpasswd file (MD5-crypt, made by openssl), readable by squid's user."""
+        lines = []
+        for user, password in self.users.items():
+            hashed = subprocess.run(["openssl", "passwd", "-1", "-stdin"], input=password, capture_output=True,
+                                    text=True, timeout=30, check=True).stdout.strip()
+            lines.append(f"{user}:{hashed}")
+        path = self.state / "passwd"
+        path.write_text("\n".join(lines) + "\n")
+        os.chmod(path, 0o644)
+        return path
 
     def _accepts(self) -> bool:
         if self.netns:  # our own namespace may not reach the host's address: ask from inside

@@ -118,3 +118,33 @@ def test_a_proxy_bt_get_cannot_use_is_a_one_line_error():
     assert done.returncode == 2
     assert done.stderr.strip() == ("bt-get: error: https_proxy: socks5:// proxies are not supported, only http:// "
                                    "('socks5://127.0.0.1:1080')")
+
+
+@pytest.fixture(scope="module")
+def squid_with_users():
+    proxy = Squid("127.0.0.1", free_port("127.0.0.1"), users={"atlas": "s3cr:t@pw"}).start()
+    yield proxy
+    proxy.stop()
+
+
+async def test_a_proxy_that_wants_credentials_gets_those_of_the_variable(squid_with_users, door):
+    squid = squid_with_users
+    address = squid.url.split("//")[1]
+    good = from_environ({"http_proxy": f"http://atlas:s3cr%3At%40pw@{address}"})
+    bad = from_environ({"http_proxy": f"http://atlas:wrong@{address}"})
+    async with client_session(proxies=good) as s:
+        async with s.get(f"{door}/api/datasets?who=atlas") as resp:
+            assert resp.status == 200
+    async with client_session(proxies=bad) as s:
+        async with s.get(f"{door}/api/datasets?who=wrong") as resp:
+            assert resp.status == 407
+    relays = Relays(good)
+    try:
+        local = await asyncio.to_thread(relays.local, f"{door}/store/")
+        host, port = local.split("//")[1].split("/")[0].split(":")
+        got = await asyncio.to_thread(ask, (host, int(port)), get("/store/ds/f", 0, 999))
+    finally:
+        await asyncio.to_thread(relays.close)
+    assert got.startswith(b"HTTP/1.1 206") and got.endswith(BODY[:1000])
+    log = squid.access_log()
+    assert any(" atlas " in line and f"{door}/store/ds/f" in line for line in log), log
