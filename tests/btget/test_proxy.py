@@ -148,3 +148,28 @@ async def test_a_proxy_that_wants_credentials_gets_those_of_the_variable(squid_w
     assert got.startswith(b"HTTP/1.1 206") and got.endswith(BODY[:1000])
     log = squid.access_log()
     assert any(" atlas " in line and f"{door}/store/ds/f" in line for line in log), log
+
+
+async def test_libtorrent_announces_through_the_proxy_with_its_credentials(squid_with_users, door, tmp_path):
+    """ltsession.proxy_settings: a session's announces go through the proxy (here with a user); the door
+    stands in for the tracker (its 404 is no matter: squid's log line is)."""
+    import libtorrent as lt
+
+    from torrents import metainfo
+    from torrents.servicekit import ltsession
+    from tests.support import wait_for
+
+    squid = squid_with_users
+    address = squid.url.split("//")[1]
+    proxy = from_environ({"http_proxy": f"http://atlas:s3cr%3At%40pw@{address}"}).for_url(door)
+    info = metainfo.info_dict("ds", [("f", 16384)], 16384, b"\x01" * 20)
+    ses = ltsession.session("127.0.0.1", 0, **ltsession.proxy_settings(proxy))
+    atp = ltsession.torrent_params(ltsession.torrent_info(metainfo.dump(info, f"{door}/announce")), str(tmp_path), {})
+    atp.flags &= ~lt.torrent_flags.paused & ~lt.torrent_flags.auto_managed
+    ses.add_torrent(atp)
+    try:
+        await asyncio.to_thread(wait_for, lambda: any(" atlas " in line and f"GET {door}/announce?" in line
+                                                      for line in squid.access_log()),
+                                timeout=30, what="an announce in squid's log")
+    finally:
+        del ses
