@@ -14,11 +14,12 @@ import json
 import sys
 from typing import Any, Sequence
 
-import aiohttp
 import click
 
 from torrents import metainfo
 from torrents.errors import NotFound
+from torrents.proxyenv import NONE, Proxies
+from torrents.servicekit.httpclient import client_session
 
 from btget import listing, plan
 from btget.client import Client
@@ -34,14 +35,16 @@ def _dump(doc: dict[str, Any]) -> None:
     click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
 
 
-async def _search(repo: str, query: str, hint: str, limit: int) -> tuple[int, list[dict[str, Any]]]:
-    async with aiohttp.ClientSession() as session:
+async def _search(repo: str, query: str, hint: str, limit: int, ca: str, proxies: Proxies
+                  ) -> tuple[int, list[dict[str, Any]]]:
+    async with client_session(ca, proxies=proxies) as session:
         return await Client(repo, session, hint=hint).search_all(query, limit)
 
 
-def search(repo: str, query: str, *, json_output: bool, hint: str = "", limit: int = MAX_LISTED) -> int:
+def search(repo: str, query: str, *, json_output: bool, hint: str = "", limit: int = MAX_LISTED, ca: str = "",
+           proxies: Proxies = NONE) -> int:
     """Print the datasets matching `query` (every word, any part of the name, any case); NoMatch if none."""
-    total, docs = asyncio.run(_search(repo, query, hint, limit))
+    total, docs = asyncio.run(_search(repo, query, hint, limit, ca, proxies))
     rows = [listing.dataset_row(d) for d in docs]
     if json_output:
         _dump(listing.search_document(query, repo, total, rows))

@@ -22,7 +22,7 @@ import click
 
 from torrents import log as btlog
 from torrents.cli import command_settings, run_main
-from torrents import metainfo
+from torrents import metainfo, proxyenv
 from torrents.errors import BtswarmError, ConfigError, MetainfoError, UsageError
 from torrents.exitstatus import ExitStatus, status_for
 from torrents.hostport import parse_hostport
@@ -32,7 +32,7 @@ from torrents.servicekit.httpclient import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import download, plan, readout, report, timeline, webseeds
+from btget import download, plan, reach, readout, report, timeline, webseeds
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
@@ -74,6 +74,10 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 @click.option("--web-seeds-always", is_flag=True,
               help="Fetch from the sites' web seeds from the start, beside peers (default: only when no peer "
                    "sends anything, e.g. behind a firewall that blocks peer ports).")
+@click.option("--no-proxy", is_flag=True, help="Ignore http_proxy, https_proxy and no_proxy: every connection "
+              "direct (default: config [get] proxy, env).")
+@click.option("--closed", is_flag=True, help="This host accepts no inbound connection (NAT, a closed firewall): "
+              "the tracker is told, and never hands it out to other peers (default: config [get] closed).")
 @click.option("--peer", "peers", multiple=True, metavar="IP:PORT", help="Extra peer to connect to (repeatable).")
 @click.option("--listen", metavar="IP", help="Listen on this address only and make every connection from it (a "
                                              "multi-homed host); default: every address, IPv4 and IPv6.")
@@ -145,6 +149,8 @@ class Options:
     share: bool = False
     web_mode: str | None = None  # --no-web-seeds: off, --web-seeds-always: always (else the config's)
     ca_file: str | None = None
+    proxy: str | None = None  # --no-proxy: off (else the config's)
+    closed: bool | None = None  # --closed: True (else the config's)
 
     @classmethod
     def from_click(cls, o: dict[str, Any]) -> "Options":
@@ -193,7 +199,8 @@ class Options:
             check=o["check"], web_seeds=tuple(o["web_seeds"]), peers=tuple(peers), listen=o["listen"],
             json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"],
             scope_subdir=o.get("scope_subdir", False), web_mode=web_mode, ca_file=o.get("ca_file"),
-            search=o.get("search"), list_files=bool(o.get("list_files")), share=bool(o.get("share")))
+            search=o.get("search"), list_files=bool(o.get("list_files")), share=bool(o.get("share")),
+            proxy="off" if o.get("no_proxy") else None, closed=True if o.get("closed") else None)
 
 
 def _check_modes(o: dict[str, Any]) -> None:
@@ -258,7 +265,8 @@ def configure(opts: Options) -> GetConfig:
     overrides = {"repo": opts.repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
                  "seed_ratio": opts.seed_ratio, "timeout": opts.timeout, "stall_timeout": opts.stall_timeout,
                  "web_seeds": opts.web_mode, "ca_file": opts.ca_file,
-                 "max_rate": opts.max_rate, "max_upload_rate": opts.max_upload_rate}
+                 "max_rate": opts.max_rate, "max_upload_rate": opts.max_upload_rate, "proxy": opts.proxy,
+                 "closed": opts.closed}
     return get_config.load(opts.config_path, overrides=overrides)
 
 
@@ -268,7 +276,8 @@ def get(opts: Options) -> int:
     if opts.search is not None:
         from btget import browse
 
-        return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg))
+        return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg),
+                             ca=cfg.ca_file, proxies=proxies_of(cfg))
     tls.trust_in_libtorrent(cfg.ca_file)  # the workers' https announces (they inherit the environment)
     target = classify(opts.target, os.path.isfile)
     if opts.info_hash is not None and target.kind != "name":
@@ -278,8 +287,13 @@ def get(opts: Options) -> int:
     if target.info_hash and meta.info_hash != target.info_hash:
         raise RepoError(opts.target, f"the repository's torrent has info-hash {meta.info_hash}, "
                         f"not the magnet's {target.info_hash}")
+    proxies = proxies_of(cfg)
+    way = reach.plan(proxies, meta.trackers(), cfg.closed)
+    if way.closed:  # the same .torrent but for its announce URLs: the info-hash stays
+        resolved = Resolved(metainfo.with_trackers(resolved.torrent, lambda url: reach.announce_url(url, True)),
+                            resolved.record)
     if opts.serve is not None:
-        return serve(opts, cfg, resolved, meta, target)
+        return serve(opts, cfg, resolved, meta, target, proxies, way)
     selected = choose_files(meta, opts)
     if opts.list_files:
         from btget import browse
@@ -293,7 +307,8 @@ def get(opts: Options) -> int:
     peers = opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers)
     job = download.Job(
         meta=meta, torrent=resolved.torrent, directory=directory, shares=shares, selected=tuple(selected),
-        peers=peers, web=web_rule(cfg, meta, resolved.record, opts.web_seeds, bool(peers)),
+        peers=peers, web=web_rule(cfg, meta, resolved.record, opts.web_seeds, bool(peers), way.unreachable),
+        proxies=proxies, tracker_proxy=way.tracker_proxy, closed=way.closed,
         listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, linger=cfg.linger, timeout=cfg.timeout,
         stall_timeout=cfg.stall_timeout, blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
@@ -303,6 +318,8 @@ def get(opts: Options) -> int:
              sum(f.size for f in selected), len(shares), job.root)
     display = make_display(opts.quiet, opts.json_output)
     display.note(readout.heading(meta.name, len(selected), sum(f.size for f in selected), str(job.root)))
+    if way.note:
+        display.note(way.note)
     if capped:
         display.note(capped, warning=True)
     outcome = download.run(job, display)
@@ -350,7 +367,8 @@ def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -
     return shared
 
 
-def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Metainfo, target: Target) -> int:
+def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Metainfo, target: Target,
+          proxies: proxyenv.Proxies, way: reach.Reach) -> int:
     """--serve: join the swarm and serve the files over HTTP until stopped (btget.serve)."""
     from btget import serve as serving
     from btget.worker import WorkerSpec
@@ -364,11 +382,12 @@ def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Meta
                       key=plan.share_key(files), wanted=tuple(f.index for f in files), listen_ip=cfg.listen,
                       peers=opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers),
                       # No fall-back here (btget/webseeds.py decides only downloads): the torrent's web
-                      # seeds from the start with --web-seeds-always, else only those given.
-                      web_seeds=tuple(dict.fromkeys(opts.web_seeds + (meta.url_list if cfg.web_seeds == "always"
-                                                                      else ()))),
+                      # seeds from the start with --web-seeds-always or behind a proxy, else only those given.
+                      web_seeds=tuple(dict.fromkeys(opts.web_seeds + (
+                          meta.url_list if cfg.web_seeds == "always" or (way.unreachable and cfg.web_seeds != "off")
+                          else ()))),
                       own_names=metainfo.own_names(meta), recheck=opts.check,
-                      max_connections=cfg.max_connections)
+                      max_connections=cfg.max_connections, proxies=proxies, tracker_proxy=way.tracker_proxy)
     host, port = opts.serve
     sopts = serving.ServeOptions(host=host, port=port, prefetch=opts.prefetch,
                                  piece_timeout=opts.piece_timeout if opts.piece_timeout is not None else 60.0,
@@ -377,8 +396,13 @@ def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Meta
     return serving.run(meta, spec, sopts, serving.announce_line(opts.json_output))
 
 
+def proxies_of(cfg: GetConfig) -> proxyenv.Proxies:
+    """The proxies every HTTP request of this run goes through: the environment's, or none with --no-proxy."""
+    return proxyenv.from_environ(os.environ) if cfg.proxy == "env" else proxyenv.NONE
+
+
 def web_rule(cfg: GetConfig, meta: metainfo.Metainfo, record: dict[str, Any] | None, given: Sequence[str],
-             peers: bool) -> webseeds.Rule:
+             peers: bool, unreachable: str = "") -> webseeds.Rule:
     """The web seeds (the torrent's url-list, named by site from the repository's record, then --web-seed)
     and when to use them."""
     by_url: dict[str, str] = {}
@@ -388,7 +412,8 @@ def web_rule(cfg: GetConfig, meta: metainfo.Metainfo, record: dict[str, Any] | N
     urls = list(dict.fromkeys([*meta.url_list, *given]))
     return webseeds.Rule(mode=webseeds.Mode(cfg.web_seeds), sources=tuple(webseeds.Source(u, by_url.get(u))
                                                                            for u in urls),
-                         after=cfg.web_seed_after, peer_sources=peers or bool(meta.trackers()))
+                         after=cfg.web_seed_after, peer_sources=peers or bool(meta.trackers()),
+                         unreachable=unreachable)
 
 
 def choose_files(meta: metainfo.Metainfo, opts: Options) -> list[plan.PlanFile]:
@@ -439,7 +464,7 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
                   info_hash: str | None = None, *, site_names: bool = True
                   ) -> tuple[Resolved, metainfo.Metainfo, dict[str, str]]:
     """TARGET → the .torrent bytes (and the repository record), parsed, plus site names for the summary."""
-    async with client_session(cfg.ca_file) as session:
+    async with client_session(cfg.ca_file, proxies=proxies_of(cfg)) as session:
         client = Client(cfg.repo, session, hint=repo_hint(cfg))
         if target.kind == "file":
             try:

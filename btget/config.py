@@ -43,6 +43,12 @@ class GetConfig:
     web_seeds: str = "auto"
     web_seed_after: Seconds = Seconds(5.0)
     ca_file: str = ""  # a PEM bundle trusted besides the system's CAs for https://
+    # "env": every HTTP request (repository, announces, web seeds) goes through the proxy that http_proxy,
+    # https_proxy and no_proxy name for it (torrents/proxyenv.py); "off": none, whatever they say.
+    proxy: str = "env"
+    # This host accepts no inbound connection (NAT, a closed firewall): the announces say so (inbound=0)
+    # and the tracker never hands it out to other peers, who could not reach it (docs/bt-get.md).
+    closed: bool = False
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.repo)
@@ -57,6 +63,8 @@ class GetConfig:
         object.__setattr__(self, "workers", workers)
         if self.seed_ratio < 0:
             raise ConfigError("seed_ratio", f"must not be negative, got {self.seed_ratio!r}")
+        if self.proxy not in ("env", "off"):
+            raise ConfigError("proxy", f"expected env or off, got {self.proxy!r}")
         if self.web_seeds not in ("auto", "off", "always"):
             raise ConfigError("web_seeds", f"expected auto, off or always, got {self.web_seeds!r}")
         if self.listen:

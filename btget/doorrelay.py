@@ -15,6 +15,11 @@ kept alive) and writes the answers back in the order they were asked. An
 https door is left direct: the relay would have to hold the T3's trust for
 it.
 
+Behind an HTTP proxy (`http_proxy`, torrents/proxyenv.py) the relay is where
+the web seeds go through it: it connects to the proxy instead of the door and
+asks for the door's absolute URL, as a proxy is asked; libtorrent's own
+connections stay on loopback (torrents/servicekit/ltsession.proxy_settings).
+
 The relay runs an asyncio loop in a thread of the worker process; `Relays`
 is its whole interface (`local(url)`, `door_of(endpoint)`, `close()`).
 """
@@ -22,11 +27,14 @@ is its whole interface (`local(url)`, `door_of(endpoint)`, `close()`).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import threading
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from torrents.proxyenv import NONE, Proxies, Proxy
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +59,26 @@ class Door:
     port: int
     path: str  # the base's path, ending in '/'
     netloc: str
+    proxy: Proxy | None = None  # the HTTP proxy its requests go through (None: straight to the door)
     idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = field(default_factory=list)
 
     @classmethod
-    def of(cls, base: str) -> Door:
+    def of(cls, base: str, proxy: Proxy | None = None) -> Door:
         parts = urlsplit(base)
         path = parts.path if parts.path.endswith("/") else parts.path + "/"
-        return cls(parts.hostname or "", parts.port or 80, path, parts.netloc)
+        return cls(parts.hostname or "", parts.port or 80, path, parts.netloc, proxy)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where its connections go: the proxy, or the door."""
+        return (self.proxy.host, self.proxy.port) if self.proxy else (self.host, self.port)
 
 
 class Relays:
     """The relays of one worker, started on first use; `local` and `close` may be called from any thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, proxies: Proxies = NONE) -> None:
+        self._proxies = proxies
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._local: dict[str, str] = {}  # door base URL → the relay's base URL
@@ -75,7 +90,7 @@ class Relays:
         if not url.startswith("http://") or not urlsplit(url).hostname:
             return url
         if url not in self._local:
-            door = Door.of(url)
+            door = Door.of(url, self._proxies.for_url(url))
             try:
                 port = self._call(self._listen(door))
             except OSError as exc:
@@ -198,10 +213,25 @@ def _forwarded(head: bytes, door: Door) -> bytes | None:
         method, target, version = lines[0].split(" ")
     except ValueError:
         return None
+    if target.lower().startswith("http://"):
+        # The absolute form, as libtorrent writes its web seeds' requests when it has an HTTP proxy for its
+        # announces: a server must take it (RFC 9112 3.2.2) when it names the server, the relay (on
+        # 127.0.0.1); another host's URL is refused (the relay is nobody's proxy).
+        parts = urlsplit(target)
+        if parts.hostname != "127.0.0.1":
+            return None
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     if method not in ("GET", "HEAD") or not target.startswith("/") or not version.startswith("HTTP/1."):
         return None
-    headers = [line for line in lines[1:] if line and not line.lower().startswith(("host:", "connection:"))]
-    # The relay's base has the door's path: the target is the door's as it stands.
+    headers = [line for line in lines[1:] if line and not line.lower().startswith(("host:", "connection:",
+                                                                                    "proxy-authorization:"))]
+    # The relay's base has the door's path: the target is the door's as it stands (a proxy is asked for the
+    # absolute URL, RFC 9112 3.2.2).
+    if door.proxy is not None:
+        target = f"http://{door.netloc}{target}"
+        if door.proxy.username:
+            token = base64.b64encode(f"{door.proxy.username}:{door.proxy.password}".encode()).decode()
+            headers.append(f"Proxy-Authorization: Basic {token}")
     return "\r\n".join([f"{method} {target} HTTP/1.1", f"Host: {door.netloc}", "Connection: keep-alive",
                         *headers, "", ""]).encode("latin-1")
 
@@ -302,7 +332,7 @@ async def _connection(door: Door) -> tuple[asyncio.StreamReader, asyncio.StreamW
         if not reader.at_eof() and not writer.is_closing():
             return reader, writer
         writer.close()
-    return await asyncio.wait_for(asyncio.open_connection(door.host, door.port, limit=HEAD_LIMIT), CONNECT_TIMEOUT)
+    return await asyncio.wait_for(asyncio.open_connection(*door.address, limit=HEAD_LIMIT), CONNECT_TIMEOUT)
 
 
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:

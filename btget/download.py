@@ -25,8 +25,9 @@ from torrents import metainfo, peerid
 from torrents.errors import BtswarmError
 from torrents.hostport import ANY, format_hostport
 from torrents.metainfo import Metainfo
+from torrents.proxyenv import NONE, Proxies, Proxy
 
-from btget import links, plan, ratecap, timeline, verify, webseeds
+from btget import links, plan, ratecap, reach, timeline, verify, webseeds
 from btget.report import WorkerReport
 from btget.errors import Blocked, Interrupted, TransferError, VerifyFailed
 from btget.sourcelog import SourceLog
@@ -67,6 +68,9 @@ class Job:
     exclude_ips: tuple[str, ...] = ()
     max_rate: int = 0  # bytes/s, the whole run (--max-rate; 0: none)
     max_upload_rate: int = 0
+    proxies: Proxies = NONE  # the web seeds' (torrents/proxyenv.py)
+    tracker_proxy: Proxy | None = None  # the proxy of the announces (btget/reach.py)
+    closed: bool = False  # this host accepts no inbound connection (btget/reach.py)
 
     @property
     def root(self) -> Path:
@@ -137,6 +141,7 @@ def policy_of(job: Job) -> Policy:
     return Policy(name=job.meta.name, workers=len(job.shares), size=sum(f.size for f in job.selected),
                   timeout=job.timeout, stall_timeout=job.stall_timeout, blocked_after=job.blocked_after,
                   seed_time=job.seed_time, seed_ratio=job.seed_ratio, linger=job.linger,
+                  closed_stay=reach.CLOSED_STAY if job.closed else 0.0,
                   max_rate=job.max_rate, max_upload_rate=job.max_upload_rate,
                   verify=any(f.lfn in job.checksums for f in job.selected), web=job.web,
                   trackers=() if job.peers or given_web_seeds(job) else tuple(job.meta.trackers()))
@@ -200,7 +205,7 @@ def run(job: Job, display: Display) -> Outcome:
                               recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix,
                               part="" if whole else peerid.part_tag(f.index for f in share),
                               site_peers=job.site_peers, prefer_ips=job.prefer_ips, exclude_ips=job.exclude_ips,
-                              rates=(down[k], up))
+                              rates=(down[k], up), proxies=job.proxies, tracker_proxy=job.tracker_proxy)
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()

@@ -34,6 +34,10 @@ class Policy:
     seed_time: float = 0.0
     seed_ratio: float = 0.0
     linger: float = 0.0  # with neither seed_time nor seed_ratio: serving the T3s still downloading (serving)
+    # A closed T3 (btget/reach.py) stays this long after completion (within linger) whatever it sees: nobody
+    # can find it, and the T3s that came since its last announce reach it only once its completion's announce
+    # has brought them and it has connected to them (docs/benchmarks.md "closed").
+    closed_stay: float = 0.0
     verify: bool = False  # the record has checksums for the selected files
     # the torrent's (when every one says no for good and no byte came, the run ends); none when the user named
     # sources of their own (--peer, --web-seed), which may serve it whatever the trackers say
@@ -294,7 +298,8 @@ def _done_seeding(state: RunState, now: float) -> list[Action]:
     if p.seed_time > 0 or p.seed_ratio > 0:
         done = stop_seeding(elapsed, state.total("uploaded"), p.size, p.seed_time, p.seed_ratio)
     else:
-        done = not serving(elapsed, now - state.uploaded_at[0], state.total("leechers"), p.linger)
+        done = (not serving(elapsed, now - state.uploaded_at[0], state.total("leechers"), p.linger)
+                and elapsed >= min(p.closed_stay, p.linger))
     return _end(state, End(Ending.SEEDED)) if done else []
 
 
@@ -370,7 +375,7 @@ def _seen(state: RunState) -> webseeds.Seen:
 def _web_seeds(switch: webseeds.Switch | None, warning: bool = False) -> list[Action]:
     if switch is None:
         return []
-    return [Note(switch.why, warning=warning), SetWebSeeds(switch.sources, switch.probe)]
+    return [Note(switch.why, warning=warning or switch.warning), SetWebSeeds(switch.sources, switch.probe)]
 
 
 def _end(state: RunState, end: End) -> list[Action]:

@@ -15,7 +15,9 @@ mode (`auto`), the web seeds are used only when BitTorrent does not deliver:
 - no peer can be known at all: every tracker fails, or there is none and no
   `--peer`;
 - peers connected but silent for `idle_after` seconds (a swarm stuck on
-  pieces none of them has; sooner than bt-get's blocked_after, 30 s).
+  pieces none of them has; sooner than bt-get's blocked_after, 30 s);
+- at once, when the peer wire is presumed out of reach (`unreachable`, the
+  reason: the tracker is reached through an HTTP proxy, btget/reach.py).
 
 A peer that is connected and waits its turn (a site serves `upload_slots`
 T3s at a time, the others take pieces from those) is no reason: the web
@@ -69,6 +71,7 @@ class Rule:
     idle_after: float = 20.0
     back_bytes: int = 256 * 1024
     peer_sources: bool = True  # the torrent has a tracker, or peers were given
+    unreachable: str = ""  # why peers are presumed out of reach from the start ("": they are not)
 
     @property
     def usable(self) -> bool:
@@ -110,6 +113,7 @@ class Switch:
     sources: tuple[Source, ...]
     why: str
     probe: bool = False  # in use in auto mode: keep asking the tracker for peers to go back to
+    warning: bool = False  # said as a warning, on stderr even in a batch job (the peer wire out of reach)
 
 
 def usable(rule: Rule, state: State) -> tuple[Source, ...]:
@@ -138,8 +142,10 @@ def decide(rule: Rule, state: State, seen: Seen, now: float, complete: bool) -> 
     sources = usable(rule, state)
     if not sources:
         return None
-    why = None
-    if not rule.peer_sources:
+    why, warning = None, False
+    if rule.unreachable and not state.switches:
+        why, warning = rule.unreachable, True
+    elif not rule.peer_sources:
         why = "no tracker and no peer to ask"
     elif seen.trackers_failing and not state.ever_connected:
         why = "no tracker answers"
@@ -155,7 +161,8 @@ def decide(rule: Rule, state: State, seen: Seen, now: float, complete: bool) -> 
     if why is None:
         return None
     names = ", ".join(s.label for s in sources)
-    return _switch(state, True, now, Switch(sources, f"{why}; fetching from the web seeds of {names}", probe=True))
+    return _switch(state, True, now, Switch(sources, f"{why}; fetching from the web seeds of {names}", probe=True,
+                                            warning=warning))
 
 
 def banned(rule: Rule, state: State, url: str) -> Switch | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from torrents.hostport import url_endpoint
+from torrents.proxyenv import NONE, Proxies
 
 from btget import doorrelay, events, sources
 
@@ -18,10 +19,10 @@ HASHFAILS = 2
 
 
 class WebSeedUse:
-    def __init__(self, index: int, ledger: sources.Ledger, urls: tuple[str, ...]) -> None:
+    def __init__(self, index: int, ledger: sources.Ledger, urls: tuple[str, ...], proxies: Proxies = NONE) -> None:
         self.index = index
         self.ledger = ledger
-        self.relays = doorrelay.Relays()  # libtorrent asks each http web seed through one
+        self.relays = doorrelay.Relays(proxies)  # libtorrent asks each http web seed through one
         self.urls = set(urls)  # in use now, as the parent names them
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0

@@ -30,6 +30,7 @@ from typing import Any
 
 from torrents import peerid
 from torrents.hostport import ANY, format_hostport, own_addresses
+from torrents.proxyenv import NONE, Proxies, Proxy
 
 from btget import events, peersteer, resumesaves, sharestate, sources, steering, trackerwatch, webseeduse
 from btget.reannounce import Reannounce
@@ -74,6 +75,8 @@ class WorkerSpec:
     prefer_ips: tuple[str, ...] = ()  # the addresses of the sites the user prefers (--prefer-site): btget/steering.py
     exclude_ips: tuple[str, ...] = ()  # and of those left out (--exclude-site): never connected
     rates: tuple[int, int] = (0, 0)  # its part of the run's caps, (download, upload) bytes/s; 0: none
+    proxies: Proxies = NONE  # the web seeds' proxies, for the relay (torrents/proxyenv.py)
+    tracker_proxy: Proxy | None = None  # the proxy libtorrent announces through (btget/reach.py)
 
     @property
     def peer_fingerprint(self) -> str:
@@ -142,7 +145,7 @@ class Worker:
         self.connected_at: float | None = None  # time.time() of the first peer connection
         self.trackers = trackerwatch.TrackerWatch(spec.index, spec.listen_ip)
         self.reannounce = Reannounce()  # when losing every seed asks the tracker again
-        self.web = webseeduse.WebSeedUse(spec.index, self.ledger, spec.web_seeds)
+        self.web = webseeduse.WebSeedUse(spec.index, self.ledger, spec.web_seeds, spec.proxies)
         self.saves = resumesaves.ResumeSaves(lt, spec)
         self.alerts = self._alert_table()
         # Pieces fetched between the check's end (torrent_checked_alert; libtorrent also says piece_finished
@@ -171,7 +174,8 @@ class Worker:
         # piece_finished_alert (piece_progress) drives the byte-based resume saves.
         extra = {"connections_limit": spec.max_connections,
                  "alert_mask": int(ltsession.ALERTS | self.lt.alert.category_t.piece_progress_notification),
-                 **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {})}
+                 **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {}),
+                 **ltsession.proxy_settings(spec.tracker_proxy)}
         ses = ltsession.session(spec.listen_ip, 0, **extra)
         if any(spec.rates):
             self._set_rates(spec.rates, ses)

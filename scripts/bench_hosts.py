@@ -32,14 +32,17 @@ from torrents import units
 SITES = 2
 
 
-def fetch_all(fed: bl.Federation, n: int, out: Path, env: dict[str, str]) -> list[dict]:
-    """N bt-gets at once, one per T3 host; their --json documents."""
+def fetch_all(fed: bl.Federation, n: int, out: Path, env: dict[str, str],
+              per_host: dict[str, dict[str, str]] | None = None) -> list[dict]:
+    """N bt-gets at once, one per T3 host (t3-1 first), with `env` and the host's own in `per_host`; their --json
+    documents."""
     procs = []
     for k in range(1, n + 1):
         host = fed.host(f"t3-{k}")
         dest = bl.fresh_dir(out / host.name)
         argv = [str(bl.BIN / "bt-get"), fed.datasets[0], "-o", str(dest), "--json", "--timeout", "600"]
-        procs.append(subprocess.Popen(argv, env=run.host_env(fed.ready, host, {**os.environ, **env}),
+        own = (per_host or {}).get(host.name, {})
+        procs.append(subprocess.Popen(argv, env=run.host_env(fed.ready, host, {**os.environ, **env, **own}),
                                       preexec_fn=netns.preexec(host.netns), stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     docs = []

@@ -13,7 +13,8 @@
 # container without it as PID 1 the package installs and `systemd-analyze verify` works); tmux, the
 # real terminal of bt-get's display test; faketime, the wrong clock of one site (tests/faults/test_clock.py);
 # xrootd-server, a real storage door with its HTTP plugin as a site's web seed (tests/btget/test_door_xrootd.py);
-# stress-ng, the load the suite must pass beside (CONTRIBUTING.md).
+# stress-ng, the load the suite must pass beside (CONTRIBUTING.md); squid, a site's proxy as a worker
+# node's only way out (btswarm/testbed/squid.py: its own config and daemon, not the package's service).
 # Installs only what is missing.
 set -euo pipefail
 
@@ -25,7 +26,7 @@ declare -A need=(
   [slurmctld]=slurm-wlm [slurmd]=slurm-wlm [sbatch]=slurm-wlm [sacct]=slurm-wlm [munged]=munge
   [redis-server]=redis-server
   [openssl]=openssl [systemd-analyze]=systemd [tmux]=tmux [faketime]=faketime [xrootd]=xrootd-server
-  [stress-ng]=stress-ng
+  [stress-ng]=stress-ng [squid]=squid
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -18,7 +18,7 @@ import hashlib
 import re
 from array import array
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Sequence, overload
+from typing import Callable, Iterable, Iterator, Mapping, Sequence, overload
 from urllib.parse import quote
 
 from torrents import bencoding
@@ -331,7 +331,41 @@ def dump(info: dict, announce: str | None = None, url_list: Iterable[str] = (),
 
 
 def with_url_list(data: bytes, add: Sequence[str], drop: Iterable[str] = (), subject: str = "torrent") -> bytes:
-    """The same .torrent with `add` first in its `url-list` (BEP 19 web seeds), then those it had but for `drop`.
+    """The same .torrent with `add` first in its `url-list` (BEP 19 web seeds), then those it had but for `drop`."""
+
+    def change(top: dict) -> dict:
+        had = top.get(b"url-list")
+        had = [had] if isinstance(had, bytes) else [u for u in had if isinstance(u, bytes)] if isinstance(had, list) else []
+        dropped = {u.encode() for u in drop}
+        urls = list(dict.fromkeys([u.encode() for u in add] + [u for u in had if u not in dropped]))
+        rest = {k: v for k, v in top.items() if k != b"url-list"}
+        if urls:
+            rest[b"url-list"] = urls
+        return rest
+
+    return _with_outside_info(data, change, subject)
+
+
+def with_trackers(data: bytes, rewrite: Callable[[str], str], subject: str = "torrent") -> bytes:
+    """The same .torrent with each tracker URL (`announce`, `announce-list`) replaced by `rewrite(url)`."""
+
+    def one(url: object) -> object:
+        return rewrite(url.decode()).encode() if isinstance(url, bytes) else url
+
+    def change(top: dict) -> dict:
+        rest = dict(top)
+        if b"announce" in rest:
+            rest[b"announce"] = one(rest[b"announce"])
+        tiers = rest.get(b"announce-list")
+        if isinstance(tiers, list):
+            rest[b"announce-list"] = [[one(u) for u in tier] if isinstance(tier, list) else tier for tier in tiers]
+        return rest
+
+    return _with_outside_info(data, change, subject)
+
+
+def _with_outside_info(data: bytes, change: Callable[[dict], dict], subject: str) -> bytes:
+    """The .torrent whose keys beside `info` are `change(them)`.
 
     The info dict's bytes are copied as they are, never decoded and encoded
     again, so the info-hash stays what it was even for a torrent whose info
@@ -343,13 +377,7 @@ def with_url_list(data: bytes, add: Sequence[str], drop: Iterable[str] = (), sub
     span = bencoding.dict_value_span(data, b"info")
     if not isinstance(top, dict) or span is None:
         raise MetainfoError(subject, "no info dictionary")
-    had = top.get(b"url-list")
-    had = [had] if isinstance(had, bytes) else [u for u in had if isinstance(u, bytes)] if isinstance(had, list) else []
-    dropped = {u.encode() for u in drop}
-    urls = list(dict.fromkeys([u.encode() for u in add] + [u for u in had if u not in dropped]))
-    rest = {k: v for k, v in top.items() if k not in (b"info", b"url-list")}
-    if urls:
-        rest[b"url-list"] = urls
+    rest = change({k: v for k, v in top.items() if k != b"info"})
     parts = [b"d"]
     for key in sorted([*rest, b"info"]):
         parts.append(bencoding.encode(key))

@@ -26,7 +26,7 @@ from tracker.churn import ChurnGuard
 from tracker.config import TrackerConfig
 from tracker.fallback import Fallback
 from tracker.metrics import SAMPLE_EVERY, TrackerMetrics
-from tracker.peerstore import PeerStore, SwarmView, resolve
+from tracker.peerstore import PeerStore, SwarmView, record, resolve
 from tracker.protocol import AnnounceError
 from tracker.resp import StoreUnavailable
 from tracker.seeding import SeedStarter, site_peer_id
@@ -104,9 +104,7 @@ class Announcer:
             ann = ann._replace(event="stopped")
         site = self.sites.site_of(ann.ip) if self.sites.holders else None
         try:
-            view = self.store.announce(h, ann.ip, ann.port, ann.peer_id, ann.seed, ann.event,
-                                       numwant=0 if ann.event == "stopped" else ann.numwant, site=site,
-                                       listed=not ann.compact)
+            view = record(self.store, ann, site)
         except StoreUnavailable:
             return self._store_down(ann, site)
         if isinstance(view, SwarmView):
@@ -151,6 +149,8 @@ class Announcer:
     def _decide(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes | Coroutine[Any, Any, bytes]:
         self.metrics.announce_ok.inc()
         h = ann.info_hash
+        if ann.closed and not ann.seed and ann.event != "stopped":
+            view = view._replace(incomplete=view.incomplete + 1)  # unlisted, it still wants the sites' seeds
         if ann.event == "stopped" or ann.seed or h not in self.sites.holders:
             return self._answer(ann, view)
         # Only the sites' seeds count (tracker/siteseeds.py): a peer that says left=0 never keeps them away.
@@ -194,7 +194,9 @@ class Announcer:
 
     def _answer(self, ann: protocol.Announce, view: SwarmView, *, retry: bool = False) -> bytes:
         config = self.config
-        if retry:
+        # A closed peer (inbound=0) is asked back soon too: nobody can find it, so it must find the peers
+        # that arrive after it.
+        if retry or ann.closed:
             interval = min_interval = min(RETRY_INTERVAL, config.interval)
         else:
             # Spread re-announces so a swarm that started together does not

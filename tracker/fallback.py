@@ -17,7 +17,7 @@ No seed is started meanwhile: a start's claim lives in the store.
 
 from __future__ import annotations
 
-from tracker.peerstore import LocalPeerStore, SwarmView
+from tracker.peerstore import LocalPeerStore, SwarmView, record
 from tracker.protocol import Announce
 from tracker.seeding import site_peer_id
 from tracker.sites import SiteRegistry
@@ -35,6 +35,4 @@ class Fallback:
             if s is not None and h in s.seeding and h not in s.stuck and self.sites.is_up(s):
                 for ip, port in s.peer_endpoints:
                     self.store.add_seed(h, ip, port, site_peer_id(name, (ip, port)), name)
-        return self.store.announce(h, ann.ip, ann.port, ann.peer_id, ann.seed, ann.event,
-                                   numwant=0 if ann.event == "stopped" else ann.numwant, site=site,
-                                   listed=not ann.compact)
+        return record(self.store, ann, site)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable, NamedTuple, Protocol, Sequence, TypeVar
 
 from tracker import handout
-from tracker.protocol import compact_endpoint
+from tracker.protocol import Announce, compact_endpoint
 
 Endpoint = tuple[str, int]
 T = TypeVar("T")
@@ -92,6 +92,15 @@ class PeerStore(Protocol):
     def totals(self) -> tuple[float, float]:
         """(swarms, peers) for the metrics gauges, without a round trip (NaN where unknown)."""
     async def close(self) -> None: ...
+
+
+def record(store: PeerStore, ann: Announce, site: str | None) -> Maybe[SwarmView]:
+    """An announce to `store`: recorded (`stopped` removes the peer) and answered. A closed peer's
+    (`inbound=0`) is answered and never recorded: nobody could connect to it, so nobody is handed it."""
+    if ann.closed and ann.event != "stopped":
+        return store.handout(ann.info_hash, ann.ip, ann.port, numwant=ann.numwant, site=site, listed=not ann.compact)
+    return store.announce(ann.info_hash, ann.ip, ann.port, ann.peer_id, ann.seed, ann.event,
+                          numwant=0 if ann.event == "stopped" else ann.numwant, site=site, listed=not ann.compact)
 
 
 @dataclass(slots=True, eq=False)

@@ -45,6 +45,9 @@ class Announce(NamedTuple):  # a tuple: built on every announce, ~5x cheaper tha
     compact: bool
     no_peer_id: bool
     numwant: int
+    # `inbound=0`: the peer accepts no inbound connection (NAT, a closed firewall, a node behind a proxy).
+    # No BEP says it; bt-get sends it (btget/reach.py), others' trackers ignore it.
+    closed: bool = False
 
     @property
     def seed(self) -> bool:
@@ -166,8 +169,9 @@ def parse_announce(raw_query: str | bytes, remote_ip: str, *, trust_ip: bool = F
         claimed = _one(params, b"ip", required=False)
         if claimed:
             ip = _peer_ip(claimed)
+    closed = _one(params, b"inbound", required=False) == b"0"
     return Announce(info_hash, peer_id, ip, port, uploaded, downloaded, left, event, compact,
-                    no_peer_id, numwant)
+                    no_peer_id, numwant, closed)
 
 
 def parse_scrape(raw_query: str | bytes) -> list[bytes]:

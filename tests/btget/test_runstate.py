@@ -206,3 +206,25 @@ def test_a_tracker_saying_no_does_not_end_a_run_that_received_bytes_not_yet_veri
     step(state, progress(1, 0, peers=1, connected=True, downloaded=16384), 0.5)
     step(state, TrackerReply(1, False, "http://a/announce", "no", definitive=True), 3.5)
     assert state.ended is None
+
+
+def test_a_closed_t3_stays_after_completion_until_the_t3s_it_just_learned_of_can_take_from_it():
+    def done(state, now, **kw):
+        return [a for a in step(state, Progress(1, Phase.FINISHED if now == 3.0 else Phase.RUNNING, done=100,
+                                                wanted=100, flushed=True, **kw), now) if isinstance(a, End)]
+
+    # Nobody connected at completion: an open T3 leaves, a closed one stays closed_stay s...
+    assert done(RunState.start(policy(workers=1, linger=30.0), 0.0), 3.0, leechers=0) == [End(Ending.SEEDED)]
+    state = RunState.start(policy(workers=1, linger=30.0, closed_stay=5.0), 0.0)
+    assert done(state, 3.0, leechers=0) == []
+    assert done(state, 7.9, leechers=0) == []
+    assert done(state, 8.0, leechers=0) == [End(Ending.SEEDED)]
+    # ...then serves as any T3 those that connected meanwhile and take pieces,
+    state = RunState.start(policy(workers=1, linger=30.0, closed_stay=5.0), 0.0)
+    assert done(state, 3.0, leechers=0) == []
+    assert done(state, 7.5, leechers=2, uploaded=50) == []
+    assert done(state, 9.0, leechers=2, uploaded=80) == []
+    assert done(state, 11.1, leechers=2, uploaded=80) == [End(Ending.SEEDED)]
+    # within linger (0: it leaves at completion like any T3).
+    state = RunState.start(policy(workers=1, linger=0.0, closed_stay=5.0), 0.0)
+    assert done(state, 3.0, leechers=0) == [End(Ending.SEEDED)]

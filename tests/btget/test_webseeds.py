@@ -151,3 +151,17 @@ def test_nothing_switches_once_complete():
     state = start(workers=1, after=5.0)
     step(state, Progress(1, done=100, wanted=100, flushed=True), 1.0)
     assert switches(step(state, Tick(), 30.0)) == []
+
+
+def test_a_peer_wire_out_of_reach_switches_at_once_and_peers_still_take_over():
+    why = "the tracker is reached through the proxy http://127.20.0.1:3128 and BitTorrent peers cannot be"
+    state = start(unreachable=why, after=5.0, back_bytes=1000)
+    actions = step(state, Tick(), 0.0)
+    assert switches(actions) == [SetWebSeeds(BOTH, probe=True)]
+    assert notes(actions) == [f"{why}; fetching from the web seeds of site1 (127.0.0.2:8701), site2 (127.0.0.3:8701)"]
+    assert [a.warning for a in actions if isinstance(a, Note)] == [True]  # said in a batch job's log too
+    actions = step(state, peers(1, peer_bytes=1500, peers_remote=1), 1.0)  # the node could connect out after all
+    assert switches(actions) == [SetWebSeeds((), probe=False)]
+    assert switches(step(state, peers(1, peer_bytes=1600, peers_remote=1), 2.0)) == []  # not back at once again
+    assert not state.web.active
+    assert switches(step(start(unreachable=why, mode=Mode.OFF), Tick(), 0.0)) == []  # --no-web-seeds: peers only

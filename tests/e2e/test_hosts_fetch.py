@@ -35,14 +35,15 @@ def fed(tmp_path_factory):
     assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
 
 
-def bt_get_on(fed, host: str, out, *args: str) -> subprocess.Popen:
+def bt_get_on(fed, host: str, out, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """`bt-get NAME -o OUT --json` on `host`, as `btswarm run --host` starts it: the repository in the
-    environment, no listen address."""
+    environment (and `env`), no listen address."""
     argv = ["bt-get", fed.dataset, "-o", str(out), "--json", "--timeout", "180", *args]
     from btswarm import netns, run
 
     h = fed.host(host)
-    return subprocess.Popen(argv, env=run.host_env(fed.ready, h, dict(os.environ)), preexec_fn=netns.preexec(h.netns),
+    return subprocess.Popen(argv, env=run.host_env(fed.ready, h, {**os.environ, **(env or {})}),
+                            preexec_fn=netns.preexec(h.netns),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -23,6 +23,7 @@ import libtorrent as lt
 from torrents import metainfo
 from torrents.errors import ConfigError
 from torrents.hostport import ANY, is_wildcard
+from torrents.proxyenv import Proxy
 from torrents.procs import free_port
 
 # Extra settings from the environment, for measuring a setting without a release
@@ -133,6 +134,21 @@ def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: A
     pack.update(extra)
     pack.update(_from_env(ENV_SEED if seeding else ENV_GET))
     return pack
+
+
+def proxy_settings(proxy: Proxy | None) -> dict[str, Any]:
+    """Settings that send a session's tracker announces through HTTP proxy `proxy` (None: none, direct).
+
+    Only the announces: the peer wire is no HTTP (a site's squid would refuse a CONNECT to a peer port),
+    and bt-get's web seeds reach libtorrent through its loopback relay, which goes through the proxy
+    itself (btget/doorrelay.py), so peer connections, web seeds' included, stay direct.
+    """
+    if proxy is None:
+        return {}
+    return {"proxy_type": int(lt.proxy_type_t.http_pw if proxy.username else lt.proxy_type_t.http),
+            "proxy_hostname": proxy.host, "proxy_port": proxy.port,
+            "proxy_username": proxy.username, "proxy_password": proxy.password,
+            "proxy_hostnames": True, "proxy_tracker_connections": True, "proxy_peer_connections": False}
 
 
 def _from_env(name: str) -> dict[str, Any]:
