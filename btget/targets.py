@@ -87,7 +87,7 @@ class Outcome:
 
     def to_json(self) -> dict:
         return {"target": self.target, "kind": self.kind, "exit_status": self.status.name,
-                "exit_code": int(self.status), "error": self.error, "datasets": list(self.datasets),
+                "exit_code": int(self.status), "error": self.error,
                 "bytes_total": self.bytes_total, "bytes_done": self.bytes_done,
                 "bytes_downloaded": self.bytes_downloaded}
 
@@ -111,8 +111,10 @@ def summary_lines(outcomes: Sequence[Outcome], status: ExitStatus) -> list[str]:
     width = max((len(o.status.name) for o in outcomes), default=2)
     lines = [f"{len(outcomes)} targets"]
     for o in outcomes:
-        what = o.error if o.error else (
-            f"{len(o.datasets)} datasets, " if o.kind == "container" else "") + human_size(o.bytes_total)
+        if o.error:  # `subject: problem`, said once when the subject is the target
+            what = o.error[len(o.target) + 2:] if o.error.startswith(f"{o.target}: ") else o.error
+        else:
+            what = (f"{len(o.datasets)} datasets, " if o.kind == "container" else "") + human_size(o.bytes_total)
         lines.append(f"  {o.status.name.lower():<{width}}  {o.target}: {what}")
     lines.append(f"  status {status.name.lower()} (exit {int(status)})")
     return lines

@@ -52,6 +52,7 @@ class Daemon:
     http: aiohttp.ClientSession | None = None
     published: dict[str, publisher.Answer] = field(default_factory=dict)  # info_hash → the repository's answer
     publishing: set[str] = field(default_factory=set)  # info-hashes published or being published
+    containers_sent: dict[str, tuple[str, ...]] = field(default_factory=dict)  # Rucio containers the repository took
     tasks: set[asyncio.Task] = field(default_factory=set)
     prepare_lock: threading.Lock = field(default_factory=threading.Lock)
     prepare_error: str | None = None  # the last scan crashed: why (shown in /api/status)
@@ -208,6 +209,17 @@ class Daemon:
         done = self.loop.create_future()
         self.start_prepare(lambda: done.done() or done.set_result(None))
         await done
+        if self.config.repo:
+            # Awaited, not spawned: a refresh's word reaches the repository before the next one's.
+            changes = publisher.container_changes(self.containers_sent, cat.containers)
+            taken = await publisher.publish_containers(self.http, self.config.repo, self.config.site,
+                                                       self.config.secret, changes,
+                                                       clock=self.clock("repository", self.config.repo))
+            for container, datasets in taken.items():
+                if datasets:
+                    self.containers_sent[container] = datasets
+                else:
+                    self.containers_sent.pop(container, None)
 
     def _on_ready(self, prepared: Prepared, replaced: Prepared | None) -> None:  # preparation thread
         self.seeder.register(Seedable(prepared.info_hash, prepared.name, prepared.torrent_path,

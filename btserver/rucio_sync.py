@@ -1,7 +1,9 @@
 """The site's datasets from Rucio: one refresh (`fetch`) and the daemon's loop (`RucioSync`).
 
 A refresh resolves the configured DIDs and DID patterns, reads each
-dataset's content and its replicas at the site's RSE, and hands the
+dataset's content and its replicas at the site's RSE, and the datasets of
+every container the patterns match (published to the repository apart from
+the datasets: PUT /api/containers/DID), and hands the
 resulting Catalog (datasets ready to serve, problems of the others) to the
 inventory, which prepares it like any other: farms, torrents (hashed only
 when the fingerprint changed), publishing. The last good Catalog is kept
@@ -27,7 +29,7 @@ from typing import Awaitable, Callable
 import aiohttp
 
 from torrents.dataset import Dataset
-from torrents.did import DID, parse_did, parse_pattern
+from torrents.did import DID, DIDPattern, parse_did, parse_pattern
 from torrents.errors import BtswarmError
 
 from btserver import rucio_map
@@ -41,6 +43,7 @@ log = logging.getLogger("btswarm.server.rucio")
 
 BATCH = 100  # datasets per bulk call
 CONCURRENCY = 2  # bulk calls at once
+MAX_NESTING = 8  # containers within a container followed this deep (real ones nest one or two)
 SNAPSHOT = "rucio-snapshot.json"
 
 
@@ -98,7 +101,53 @@ async def fetch(client: RucioClient, cfg: RucioConfig) -> Catalog:
             problems.extend(probs)
             if ds is not None:
                 datasets.append(ds)
-    return Catalog(tuple(sorted(datasets, key=lambda d: d.name)), tuple(problems))
+    held = await containers(client, [parse_pattern(t) for t in cfg.datasets], problems)
+    return Catalog(tuple(sorted(datasets, key=lambda d: d.name)), tuple(problems), containers=held)
+
+
+async def containers(client: RucioClient, patterns: list[DIDPattern], problems: list[Problem]
+                     ) -> dict[str, tuple[str, ...]]:
+    """Every container a wildcard pattern matches, with the datasets it holds (those in containers
+    within it too, MAX_NESTING deep): what the repository answers for `bt-get scope:container`.
+    A container's datasets are listed whether or not this site holds them: Rucio's membership is
+    the same for every site, and the repository joins what the sites hold."""
+    found: dict[DID, None] = {}
+    for pattern in patterns:
+        if not pattern.wildcard:
+            continue
+        try:
+            hits = await client.search(pattern.scope, pattern.pattern, "container")
+        except RucioNotFound:
+            continue  # the scope is unknown: the datasets' search said so already
+        found.update((d, None) for d in hits if pattern.matches(d))
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def listed(did: DID) -> list[tuple[DID, str]]:
+        async with gate:
+            return await client.content(did)
+
+    async def members(top: DID) -> tuple[str, tuple[str, ...]] | None:
+        datasets: dict[str, None] = {}
+        seen, level = {top}, [top]
+        try:
+            for _ in range(MAX_NESTING):
+                below: list[DID] = []
+                for children in await asyncio.gather(*(listed(c) for c in level)):
+                    for child, kind in children:
+                        if kind == "DATASET":
+                            datasets[str(child)] = None
+                        elif kind == "CONTAINER" and child not in seen:
+                            seen.add(child)
+                            below.append(child)
+                if not below:
+                    break
+                level = below
+        except RucioNotFound as exc:  # deleted since the search
+            problems.append(Problem("", str(top), exc.problem))
+            return None
+        return str(top), tuple(sorted(datasets))
+
+    return dict(m for m in await asyncio.gather(*(members(d) for d in found)) if m is not None)
 
 
 async def fetch_once(cfg: RucioConfig) -> Catalog:
