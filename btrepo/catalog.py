@@ -90,11 +90,7 @@ def parse_publish(body: Any, path_name: str, signer: str, kind: str = T2) -> Pub
     claims another site, Forbidden (403) when it claims another kind.
     """
     subject = f"publish {path_name}"
-    if not isinstance(body, dict):
-        raise BtswarmError(subject, "body must be a JSON object with site, torrent and record")
-    claimed = body.get("site", signer)
-    if claimed != signer:
-        raise AuthError(signer, f"signed as {signer!r} but the body says site {claimed!r}")
+    body = _signed_body(body, subject, signer, "site, torrent and record")
     claimed_kind = body.get("kind")
     if claimed_kind is not None and claimed_kind not in SITE_KINDS:
         raise BtswarmError(subject, f"kind must be one of {', '.join(SITE_KINDS)}, got {str(claimed_kind)[:20]!r}")
@@ -137,6 +133,16 @@ def _record_web_seeds(record: Mapping[str, Any], subject: str) -> tuple[str, ...
     return tuple(dict.fromkeys(value))
 
 
+def _signed_body(body: Any, subject: str, signer: str, fields: str) -> dict:
+    """A signed request's JSON object; the signing site is authoritative, a body naming another is refused."""
+    if not isinstance(body, dict):
+        raise BtswarmError(subject, f"body must be a JSON object with {fields}")
+    claimed = body.get("site", signer)
+    if claimed != signer:
+        raise AuthError(signer, f"signed as {signer!r} but the body says site {claimed!r}")
+    return body
+
+
 MAX_CONTAINER = 100_000  # datasets a site may list for one container
 
 
@@ -158,11 +164,7 @@ def parse_container(body: Any, path_name: str, signer: str, kind: str = T2) -> M
     container = str(dids.parse_did(path_name))
     if kind != T2:
         raise Forbidden(signer, f"a {kind} site does not publish Rucio containers (only a T2 reads Rucio)")
-    if not isinstance(body, dict):
-        raise BtswarmError(subject, "body must be a JSON object with site and datasets")
-    claimed = body.get("site", signer)
-    if claimed != signer:
-        raise AuthError(signer, f"signed as {signer!r} but the body says site {claimed!r}")
+    body = _signed_body(body, subject, signer, "site and datasets")
     datasets = body.get("datasets")
     if not isinstance(datasets, list) or len(datasets) > MAX_CONTAINER:
         raise DatasetError(subject, f"datasets must be a list of at most {MAX_CONTAINER} DIDs")
