@@ -382,7 +382,11 @@ async def resolve_target(target: Target, cfg: GetConfig, opts: Options, *, site_
     GET /api/dids says it is: a container (its datasets, fetched one by one) or a file (its dataset,
     that file only). A name that is none of these keeps the dataset's NotFound and its suggestions."""
     try:
-        return Found(*await resolve(target, cfg, opts.peers, opts.info_hash, site_names=site_names))
+        found = Found(*await resolve(target, cfg, opts.peers, opts.info_hash, site_names=site_names))
+        if target.info_hash and found.meta.info_hash != target.info_hash:
+            raise RepoError(target.value, f"the repository's torrent has info-hash {found.meta.info_hash}, "
+                            f"not the magnet's {target.info_hash}")
+        return found
     except NotFound:
         if target.kind != "name" or dids.as_did(target.value) is None:
             raise
@@ -405,9 +409,6 @@ async def resolve_target(target: Target, cfg: GetConfig, opts: Options, *, site_
 def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: download.Display) -> Fetched:
     """Download one resolved dataset (the files chosen); errors after the first byte are in the result."""
     resolved, meta, sites = found.resolved, found.meta, found.sites
-    if target.info_hash and meta.info_hash != target.info_hash:
-        raise RepoError(target.value, f"the repository's torrent has info-hash {meta.info_hash}, "
-                        f"not the magnet's {target.info_hash}")
     selected = choose_files(meta, opts, found.only, empty_ok=opts.target is None)
     if not selected:
         return Fetched(None)
