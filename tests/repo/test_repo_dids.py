@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
-from btrepo.app import create_app
+from btrepo.app import DB_FILE, create_app
 from btrepo.config import RepoConfig
-from tests.repo.repo_support import SECRETS, make_torrent, publish, publish_body
+from tests.repo.repo_support import SECRETS, catalog_before, make_torrent, publish, publish_body
 from tests.support import free_port
 from torrents.servicekit import web as tweb
 
@@ -85,3 +87,25 @@ async def test_an_unsigned_container_request_is_refused(repo):
     resp = await repo.put(f"/api/containers/{CONTAINER}", json={"site": "site1", "datasets": [DS1]})
     assert resp.status == 401
     assert (await did(repo, CONTAINER))[0] == 404
+
+
+async def test_a_catalog_from_before_containers_finds_its_files_by_did(aiohttp_client, tmp_path):
+    """The migration adds the containers' table and indexes the files already stored."""
+    (tmp_path / "state").mkdir()
+    conn = catalog_before(tmp_path / "state" / DB_FILE, "CREATE TABLE container_datasets")
+    conn.execute("""INSERT INTO datasets (id, name, first_published, last_published, did_scope, did_name,
+                                          current_version_id) VALUES (1, ?, 'then', 'then', ?, 'ds.001', 1)""",
+                 (DS1, SCOPE))
+    conn.execute("""INSERT INTO versions (id, dataset_id, info_hash, total_size, file_count, piece_length, magnet,
+                                          torrent, first_published) VALUES (1, 1, ?, 10, 1, 16384, '', x'00', 'then')""",
+                 ("ab" * 20,))
+    conn.execute("INSERT INTO files (version_id, idx, lfn, size) VALUES (1, 0, 'old.root', 10)")
+    conn.commit()
+    conn.close()
+    repo = await aiohttp_client(create_app(RepoConfig(state=str(tmp_path / "state"), site_secrets=SECRETS,
+                                                      tracker=f"http://127.0.0.1:{free_port()}")))
+    assert (await did(repo, f"{SCOPE}:old.root"))[1]["datasets"] == [DS1]
+    plan = sqlite3.connect(tmp_path / "state" / DB_FILE).execute(
+        "EXPLAIN QUERY PLAN SELECT version_id FROM files WHERE lfn = 'old.root'").fetchall()
+    assert "files_lfn" in str(plan)  # found by the index, not a scan of every file
+    assert (await put_container(repo, CONTAINER, {"datasets": [DS1]}))[0] == 200
