@@ -109,7 +109,7 @@ def summary_lines(outcomes: Sequence[Outcome], status: ExitStatus) -> list[str]:
     from torrents.units import human_size
 
     width = max((len(o.status.name) for o in outcomes), default=2)
-    lines = [f"{len(outcomes)} targets"]
+    lines = [f"{len(outcomes)} target{'' if len(outcomes) == 1 else 's'}"]
     for o in outcomes:
         if o.error:  # `subject: problem`, said once when the subject is the target
             what = o.error[len(o.target) + 2:] if o.error.startswith(f"{o.target}: ") else o.error

@@ -80,7 +80,7 @@ def test_bt_get_of_a_container_fetches_each_dataset_and_names_the_one_no_site_se
     again = subprocess.run([command("bt-get"), container, "--repo", fed.repo, "-o", str(tmp_path / "out")],
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
-    assert again.stdout.splitlines()[-3:] == ["1 targets", f"  ok  {container}: 2 datasets, {human_size(total)}",
+    assert again.stdout.splitlines()[-3:] == ["1 target", f"  ok  {container}: 2 datasets, {human_size(total)}",
                                               "  status ok (exit 0)"]
 
 
