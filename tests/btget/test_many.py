@@ -4,6 +4,8 @@ the bytes of each on disk, one exit status (the worst), the summary and the --js
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 
 import pytest
 
@@ -11,6 +13,7 @@ from tests.btget.conftest import SampleDataset, start_seed
 from tests.btget.getsupport import bt_get, bt_get_async, bt_get_json, same_bytes
 from tests.btget.repo_standin import create_app
 from tests.btget.test_repo import publish
+from tests.support import command, wait_for
 from btget import plan
 from torrents import build, sample
 
@@ -128,3 +131,27 @@ def test_a_list_of_comments_only_names_no_target(tmp_path):
     result = bt_get("-i", str(listing))
     assert (result.returncode, result.stderr) == (2, f"bt-get: error: {listing}: names no TARGET (only comments "
                                                      "or blank lines)\n")
+
+
+def test_ctrl_c_ends_the_run_the_targets_after_it_untried_exit_130(procs, dataset, second, tmp_path):
+    fast, slow = start_seed(procs, second), start_seed(procs, dataset, upload_rate=1_000_000)  # 24 MiB: ~25 s
+    out = tmp_path / "out"
+    proc = subprocess.Popen([command("bt-get"), str(second.torrent), str(dataset.torrent), str(tmp_path / "x.torrent"),
+                             "-o", str(out), "--peer", fast, "--peer", slow], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        # the second target under way: the first is done, some of the second's bytes are on disk
+        wait_for(lambda: (out / dataset.name).is_dir() and sum(
+            p.stat().st_size for p in (out / dataset.name).iterdir() if p.is_file()) > 0, 60, "the second target")
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert on_disk(out, second) == sorted(f.lfn for f in second.meta.files)
+    assert stdout.splitlines()[-4:] == ["2 targets", f"  ok           {second.torrent}: 2.0 MiB",
+                                        f"  interrupted  {dataset.torrent}: {dataset.name}: interrupted; run again to "
+                                        "resume", "  status interrupted (exit 130)"]
+    assert "x.torrent" not in stdout + stderr  # never tried
