@@ -3,7 +3,6 @@ the bytes of each on disk, one exit status (the worst), the summary and the --js
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 

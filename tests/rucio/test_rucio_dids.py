@@ -16,8 +16,7 @@ import pytest
 
 from btswarm import federation as fedlib
 from btswarm.trees import compare_trees
-from tests.rucio.conftest import make_files
-from tests.rucio.test_rucio_sites import fed, register  # noqa: F401  (the module's federation)
+from tests.rucio.conftest import make_files, register
 from tests.support import command, wait_for
 from torrents.units import human_size
 
