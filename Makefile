@@ -37,7 +37,8 @@ test: $(STAMP) deps
 # (under a minute). `make test` runs these too, with everything else.
 CHECK_TESTS := tests/unit tests/test_layering.py \
   $(addprefix tests/btget/test_,plan.py ratecap.py reach.py readout.py reannounce.py report.py runstate.py \
-    siteshare.py sitechoice.py sources.py stall.py steering.py streaming.py target.py webseeds.py) \
+    siteshare.py sitechoice.py sources.py stall.py steering.py streaming.py target.py targets.py \
+    webseeds.py) \
   $(addprefix tests/btserver/test_,layout.py policy.py uploadslots.py rucio_map.py) \
   $(addprefix tests/btswarm/test_,delayline.py hosts_plan.py topology.py ready.py) \
   $(addprefix tests/repo/test_,identity.py rights.py) \

@@ -14,16 +14,19 @@ import json
 import logging
 import os
 import sys
+import time
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import click
 
+from torrents import did as dids
 from torrents import log as btlog
-from torrents.cli import command_settings, run_main
+from torrents.cli import command_settings, fail, run_main
 from torrents import metainfo, proxyenv
-from torrents.errors import BtswarmError, ConfigError, MetainfoError, UsageError
+from torrents.errors import BtswarmError, ConfigError, MetainfoError, NotFound, UsageError
 from torrents.exitstatus import ExitStatus, status_for
 from torrents.hostport import parse_hostport
 from torrents.infohash import parse_info_hash
@@ -32,7 +35,7 @@ from torrents.servicekit.httpclient import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import download, plan, reach, readout, report, timeline, webseeds
+from btget import download, plan, reach, readout, report, targets, timeline, webseeds
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
@@ -45,7 +48,9 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 
 @click.command(name="bt-get", context_settings=command_settings)
 @click.version_option(package_name="btswarm", prog_name="bt-get")
-@click.argument("target", required=False)
+@click.argument("targets", nargs=-1, metavar="[TARGET]...")
+@click.option("-i", "--input-file", "lists", multiple=True, metavar="LIST",
+              help="Also every TARGET in LIST, one a line ('#' comments; '-': standard input).")
 @click.option("-o", "--output", metavar="DIR", help="Download into DIR/NAME/ (default: config [get] output, or .).")
 @click.option("--scope-subdir", is_flag=True,
               help="A Rucio DID scope:name goes to DIR/scope/name/ (default DIR/name/), as rucio download does.")
@@ -100,7 +105,8 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 @click.option("-q", "--quiet", is_flag=True, help="No progress display and no summary.")
 @click.option("-v", "--verbose", count=True, help="-v: log to stderr; -vv: debug, tracebacks.")
 def command(**opts: Any) -> int:
-    """Download TARGET: a dataset NAME, a FILE.torrent, an http(s) URL of one, or a magnet link.
+    """Download TARGET: a dataset NAME, a Rucio DID (scope:dataset, scope:container, scope:file), a
+    FILE.torrent, an http(s) URL of one, or a magnet link; several TARGETs one after the other.
 
     Or look before downloading: `bt-get --search QUERY`, `bt-get TARGET --list-files`."""
     btlog.setup(opts["verbose"], "bt-get")
@@ -116,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 @dataclass(frozen=True)
 class Options:
     """The command line, parsed and checked (durations in seconds, peers as tuples)."""
-    target: str
+    target: str | None  # the one TARGET (None with several: `targets`)
     output: str | None
     repo: str | None
     config_path: str | None
@@ -149,11 +155,15 @@ class Options:
     share: bool = False
     web_mode: str | None = None  # --no-web-seeds: off, --web-seeds-always: always (else the config's)
     ca_file: str | None = None
+    targets: tuple[str, ...] = ()  # every TARGET, the command line's then the lists' (btget/targets.py)
     proxy: str | None = None  # --no-proxy: off (else the config's)
     closed: bool | None = None  # --closed: True (else the config's)
 
     @classmethod
     def from_click(cls, o: dict[str, Any]) -> "Options":
+        everything = targets.gather(o.get("targets") or (), [_read_list(p) for p in o.get("lists") or ()])
+        o = {**o, "target": everything[0] if len(everything) == 1 else None, "many": len(everything) > 1,
+             "targets": tuple(everything), "lists": o.get("lists") or ()}
         if o["sample_seed"] is not None and o["nrandom"] is None:
             raise UsageError("--seed", "only makes sense with --nrandom")
         if o["seed_ratio"] is not None and o["seed_ratio"] < 0:
@@ -200,22 +210,41 @@ class Options:
             json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"],
             scope_subdir=o.get("scope_subdir", False), web_mode=web_mode, ca_file=o.get("ca_file"),
             search=o.get("search"), list_files=bool(o.get("list_files")), share=bool(o.get("share")),
-            proxy="off" if o.get("no_proxy") else None, closed=True if o.get("closed") else None)
+            targets=o["targets"], proxy="off" if o.get("no_proxy") else None,
+            closed=True if o.get("closed") else None)
+
+
+def _read_list(path: str) -> tuple[str, str]:
+    """-i LIST: (its name for errors, its text)."""
+    if path == "-":
+        return "<stdin>", click.get_text_stream("stdin").read()
+    try:
+        return path, Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(path, f"cannot read the target list ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def _check_modes(o: dict[str, Any]) -> None:
     """--search (no TARGET), --list-files and --share (a TARGET): which go together."""
     if o.get("search") is not None:
-        if o.get("target") is not None:
+        if o.get("targets"):
             raise UsageError("--search", f"takes one QUERY and no TARGET (quote several words: --search "
-                                         f"'{o['search']} {o['target']}')")
+                                         f"'{o['search']} {' '.join(o['targets'])}')")
         for key in ("list_files", "share", "serve"):
             if o.get(key):
                 raise UsageError("--search", f"not with --{key.replace('_', '-')}")
         return
-    if o.get("target") is None:
+    if not o.get("targets"):
+        if o.get("lists"):
+            raise UsageError(o["lists"][0], "names no TARGET (only comments or blank lines)")
         raise UsageError("TARGET", "missing: a dataset NAME, a FILE.torrent, a URL or a magnet (or --search QUERY "
                                    "to find one)")
+    if o.get("many"):
+        # Each of these acts on one dataset; --files, --nrandom and --shard apply to each dataset in turn.
+        for key, flag in (("list_files", "--list-files"), ("share", "--share"), ("serve", "--serve"),
+                          ("info_hash", "--info-hash")):
+            if o.get(key):
+                raise UsageError(flag, f"takes one TARGET ({len(o['targets'])} given): run bt-get once for each")
     if o.get("list_files"):
         for key in ("share", "serve"):
             if o.get(key) is not None and o.get(key) is not False:
@@ -279,26 +308,132 @@ def get(opts: Options) -> int:
         return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg),
                              ca=cfg.ca_file, proxies=proxies_of(cfg))
     tls.trust_in_libtorrent(cfg.ca_file)  # the workers' https announces (they inherit the environment)
+    if opts.target is None:
+        return get_many(opts, cfg, opts.targets)
     target = classify(opts.target, os.path.isfile)
     if opts.info_hash is not None and target.kind != "name":
         raise UsageError("--info-hash", "only with a dataset NAME (a .torrent or magnet names its own version)")
-    resolved, meta, sites = asyncio.run(resolve(target, cfg, opts.peers, opts.info_hash,
-                                                site_names=not opts.list_files))
-    if target.info_hash and meta.info_hash != target.info_hash:
-        raise RepoError(opts.target, f"the repository's torrent has info-hash {meta.info_hash}, "
-                        f"not the magnet's {target.info_hash}")
-    proxies = proxies_of(cfg)
-    way = reach.plan(proxies, meta.trackers(), cfg.closed)
-    if way.closed:  # the same .torrent but for its announce URLs: the info-hash stays
-        resolved = Resolved(metainfo.with_trackers(resolved.torrent, lambda url: reach.announce_url(url, True)),
-                            resolved.record)
+    found = asyncio.run(resolve_target(target, cfg, opts, site_names=not opts.list_files))
+    if isinstance(found, Container):
+        for key, flag in (("serve", "--serve"), ("list_files", "--list-files"), ("share", "--share")):
+            if getattr(opts, key):
+                raise UsageError(flag, f"{found.did} is a Rucio container of {len(found.datasets)} datasets: "
+                                       f"{flag} takes one dataset (bt-get DATASET {flag})")
+        return get_many(opts, cfg, opts.targets, {found.did: found})
     if opts.serve is not None:
-        return serve(opts, cfg, resolved, meta, target, proxies, way)
-    selected = choose_files(meta, opts)
+        if found.only is not None:
+            raise UsageError("--serve", f"{opts.target} is one file of {found.meta.name}: --serve serves a whole "
+                                        f"dataset (bt-get {found.meta.name} --serve)")
+        return serve(opts, cfg, target, found)
     if opts.list_files:
         from btget import browse
 
-        return browse.list_files(meta, resolved.record, selected, json_output=opts.json_output)
+        return browse.list_files(found.meta, found.resolved.record, choose_files(found.meta, opts, found.only),
+                                 json_output=opts.json_output)
+    if opts.share and found.only is not None:
+        raise UsageError("--share", f"{opts.target} is one file of {found.meta.name}: only a whole dataset can be "
+                                    "shared")
+    display = make_display(opts.quiet, opts.json_output)
+    fetched = fetch(opts, cfg, target, found, display)
+    doc, error, shared = fetched.doc, fetched.error, fetched.shared
+    assert doc is not None  # one target: an empty share is an error (choose_files)
+    doc["timeline"] = timeline.marks()
+    if opts.json_output:
+        click.echo(json_text(doc))
+    elif not opts.quiet:
+        click.echo(report.human(doc))
+        if isinstance(shared, dict):
+            from btget import handover
+
+            click.echo(handover.human(shared))
+    if error is not None:
+        raise error
+    if isinstance(shared, BtswarmError):
+        raise shared
+    return int(doc["exit_code"])
+
+
+def json_text(doc: dict[str, Any]) -> str:
+    # Indented for a person at a terminal; compact for a pipe, where the C
+    # encoder writes a 10,000-file document in milliseconds, not seconds.
+    return json.dumps(doc, indent=2 if sys.stdout.isatty() else None)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A target resolved to one dataset: its .torrent and record, parsed, and the sites' names."""
+    resolved: Resolved
+    meta: metainfo.Metainfo
+    sites: dict[str, str]
+    only: str | None = None  # a file DID: the one LFN it names
+
+
+@dataclass(frozen=True)
+class Container:
+    """A Rucio container DID: the datasets it holds, as the repository lists them."""
+    did: str
+    datasets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fetched:
+    doc: dict[str, Any] | None  # the --json document; None: nothing of this dataset was selected (--shard)
+    error: BtswarmError | None = None
+    shared: dict[str, Any] | BtswarmError | None = None
+
+
+# What each kind of TARGET is called in the summary and --json (a DID's kind is the repository's word).
+KINDS = {"name": "dataset", "file": "torrent", "url": "url", "magnet": "magnet"}
+
+
+async def resolve_target(target: Target, cfg: GetConfig, opts: Options, *, site_names: bool = True
+                         ) -> Found | Container:
+    """TARGET → one dataset (`resolve`), or, for a Rucio DID that names no dataset, what the repository's
+    GET /api/dids says it is: a container (its datasets, fetched one by one) or a file (its dataset,
+    that file only). A name that is none of these keeps the dataset's NotFound and its suggestions."""
+    try:
+        found = Found(*await resolve(target, cfg, opts.peers, opts.info_hash, site_names=site_names))
+        if target.info_hash and found.meta.info_hash != target.info_hash:
+            raise RepoError(target.value, f"the repository's torrent has info-hash {found.meta.info_hash}, "
+                            f"not the magnet's {target.info_hash}")
+        return found
+    except NotFound:
+        if target.kind != "name" or dids.as_did(target.value) is None:
+            raise
+        async with client_session(cfg.ca_file, proxies=proxies_of(cfg)) as session:
+            doc = await Client(cfg.repo, session, hint=repo_hint(cfg)).did(target.value)
+        if doc is None or doc.get("type") not in ("container", "file") or not doc["datasets"]:
+            raise
+    kind = doc["type"]
+    if opts.info_hash is not None:
+        raise UsageError("--info-hash", f"{target.value} is a Rucio {kind}: --info-hash names a version of one "
+                                        "dataset")
+    if kind == "container":
+        return Container(target.value, tuple(str(d) for d in doc["datasets"]))
+    holder = str(doc["datasets"][0])  # a file in several datasets is the same bytes in each: the first by name
+    log.info("%s: a file of %s", target.value, ", ".join(map(str, doc["datasets"])))
+    return Found(*await resolve(Target("name", holder), cfg, opts.peers, None, site_names=site_names),
+                 only=str(doc["file"]))
+
+
+def reached(cfg: GetConfig, found: Found) -> tuple[Found, reach.Reach, proxyenv.Proxies]:
+    """What a proxy or a closed host means for this dataset's download (btget/reach.py), and its .torrent as
+    libtorrent is given it: on a closed host, its announce URLs say so (the info-hash stays)."""
+    proxies = proxies_of(cfg)
+    way = reach.plan(proxies, found.meta.trackers(), cfg.closed)
+    if way.closed:
+        torrent = metainfo.with_trackers(found.resolved.torrent, lambda url: reach.announce_url(url, True))
+        found = dataclasses.replace(found, resolved=Resolved(torrent, found.resolved.record))
+    return found, way, proxies
+
+
+def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: download.Display) -> Fetched:
+    """Download one resolved dataset (the files chosen); errors after the first byte are in the result."""
+    found, way, proxies = reached(cfg, found)
+    resolved, meta, sites = found.resolved, found.meta, found.sites
+    selected = choose_files(meta, opts, found.only, empty_ok=opts.target is None)
+    if not selected:
+        return Fetched(None)
     workers, capped = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
                                         os.cpu_count() or 1, len(selected))
     shares = tuple(tuple(s) for s in plan.split(selected, workers) if s)
@@ -316,7 +451,6 @@ def get(opts: Options) -> int:
         site_peers=holding(sites, resolved.record) if cfg.site_share else ())
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
-    display = make_display(opts.quiet, opts.json_output)
     display.note(readout.heading(meta.name, len(selected), sum(f.size for f in selected), str(job.root)))
     if way.note:
         display.note(way.note)
@@ -335,22 +469,95 @@ def get(opts: Options) -> int:
                           web_switches=outcome.web_switches)
     doc["sources_over_time"] = report.sources_over_time(outcome.source_samples, sites, outcome.endpoints, web_sites)
     shared = share(opts, directory / meta.name, meta.info_hash, doc) if opts.share and error is None else None
-    doc["timeline"] = timeline.marks()
-    if opts.json_output:
-        # Indented for a person at a terminal; compact for a pipe, where the C
-        # encoder writes a 10,000-file document in milliseconds, not seconds.
-        click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
-    elif not opts.quiet:
-        click.echo(report.human(doc))
-        if isinstance(shared, dict):
-            from btget import handover
+    return Fetched(doc, error, shared)
 
-            click.echo(handover.human(shared))
-    if error is not None:
-        raise error
-    if isinstance(shared, BtswarmError):
-        raise shared
+
+def get_many(opts: Options, cfg: GetConfig, texts: Sequence[str], known: dict[str, Container] | None = None) -> int:
+    """Every TARGET in turn, each as a lone one is resolved and fetched (a container: each of its
+    datasets); one display, one summary or --json document, and the worst status (btget/targets.py).
+    A target that fails is said and the next one tried; Ctrl-C ends the run."""
+    display = make_display(opts.quiet, opts.json_output)
+    started = time.monotonic()
+    entries: list[tuple[targets.Outcome, list[dict[str, Any]]]] = []
+    for text in texts:
+        outcome, docs = fetch_target(opts, cfg, text, display, (known or {}).get(text))
+        entries.append((outcome, docs))
+        if outcome.status is ExitStatus.INTERRUPTED:
+            break
+    outcomes = [o for o, _ in entries]
+    status = targets.worst(o.status for o in outcomes)
+    if opts.json_output:
+        click.echo(json_text({"targets": [{**o.to_json(), "datasets": docs} for o, docs in entries],
+                              "totals": targets.totals(outcomes, time.monotonic() - started),
+                              "exit_status": status.name, "exit_code": int(status), "timeline": timeline.marks()}))
+    elif not opts.quiet:
+        click.echo("\n".join(targets.summary_lines(outcomes, status)))
     return int(status)
+
+
+def fetch_target(opts: Options, cfg: GetConfig, text: str, display: download.Display,
+                 container: Container | None = None) -> tuple[targets.Outcome, list[dict[str, Any]]]:
+    """One TARGET of many: how it ended, and the --json document of each of its datasets."""
+    kind = "container" if container else "dataset"
+    try:
+        target = classify(text, os.path.isfile)
+        kind = KINDS[target.kind]
+        found = container or asyncio.run(resolve_target(target, cfg, opts))
+    except KeyboardInterrupt:
+        return targets.Outcome(text, kind, ExitStatus.INTERRUPTED, "interrupted"), []
+    except BtswarmError as exc:
+        return targets.Outcome(text, kind, ExitStatus(fail("bt-get", exc, opts.verbose)), str(exc)), []
+    if isinstance(found, Container):
+        docs = []
+        for name in found.datasets:
+            docs.append(fetch_dataset(opts, cfg, Target("name", name), display))
+            if docs[-1]["exit_code"] == ExitStatus.INTERRUPTED:
+                break
+        return outcome_of(text, "container", docs), docs
+    doc = fetch_dataset(opts, cfg, target, display, found)
+    return outcome_of(text, "file" if found.only else kind, [doc]), [doc]
+
+
+def fetch_dataset(opts: Options, cfg: GetConfig, target: Target, display: download.Display,
+                  found: Found | None = None) -> dict[str, Any]:
+    """One dataset of a run of many: its --json document, or (it failed before the download began)
+    `{"dataset", "exit_status", "exit_code", "error"}`; every error said on stderr as it happens."""
+    try:
+        if found is None:
+            found = Found(*asyncio.run(resolve(target, cfg, opts.peers)))
+        fetched = fetch(opts, cfg, target, found, display)
+    except KeyboardInterrupt:
+        return {"dataset": target.value, "exit_status": ExitStatus.INTERRUPTED.name,
+                "exit_code": int(ExitStatus.INTERRUPTED), "error": "interrupted"}
+    except BtswarmError as exc:
+        status = ExitStatus(fail("bt-get", exc, opts.verbose))
+        return {"dataset": target.value, "exit_status": status.name, "exit_code": int(status), "error": str(exc)}
+    if fetched.doc is None:
+        note = f"{found.meta.name}: no file in share {opts.shard[0]}/{opts.shard[1]}" if opts.shard else \
+            f"{found.meta.name}: no file selected"
+        display.note(note)
+        return {"dataset": found.meta.name, "exit_status": ExitStatus.OK.name, "exit_code": 0, "error": None,
+                "bytes_total": 0, "bytes_done": 0, "bytes_downloaded": 0, "note": note}
+    doc = fetched.doc
+    if fetched.error is not None:
+        fail("bt-get", fetched.error, opts.verbose)
+        doc["error"] = str(fetched.error)
+    if not opts.json_output and not opts.quiet:
+        click.echo(report.human(doc))
+    return doc
+
+
+def outcome_of(text: str, kind: str, docs: Sequence[dict[str, Any]]) -> targets.Outcome:
+    """A target's outcome from its datasets' documents: the worst status, the first error, the bytes summed."""
+    status = targets.worst(d["exit_code"] for d in docs)
+    failed = [d for d in docs if d.get("error")]
+    error = None
+    if failed:
+        error = failed[0]["error"] if len(docs) == 1 else \
+            f"{len(failed)} of {len(docs)} datasets failed; first: {failed[0]['error']}"
+    return targets.Outcome(text, kind, status, error, tuple(d["dataset"] for d in docs),
+                           sum(d.get("bytes_total", 0) for d in docs), sum(d.get("bytes_done", 0) for d in docs),
+                           sum(d.get("bytes_downloaded", 0) for d in docs))
 
 
 def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -> dict[str, Any] | BtswarmError:
@@ -367,11 +574,13 @@ def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -
     return shared
 
 
-def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Metainfo, target: Target,
-          proxies: proxyenv.Proxies, way: reach.Reach) -> int:
+def serve(opts: Options, cfg: GetConfig, target: Target, found: Found) -> int:
     """--serve: join the swarm and serve the files over HTTP until stopped (btget.serve)."""
     from btget import serve as serving
     from btget.worker import WorkerSpec
+
+    found, way, proxies = reached(cfg, found)
+    resolved, meta = found.resolved, found.meta
 
     files = plan_files(meta)
     directory = Path(cfg.output).resolve()
@@ -416,14 +625,26 @@ def web_rule(cfg: GetConfig, meta: metainfo.Metainfo, record: dict[str, Any] | N
                          unreachable=unreachable)
 
 
-def choose_files(meta: metainfo.Metainfo, opts: Options) -> list[plan.PlanFile]:
+def choose_files(meta: metainfo.Metainfo, opts: Options, only: str | None = None, *,
+                 empty_ok: bool = False) -> list[plan.PlanFile]:
+    """The files --files, --nrandom and --shard pick (or the one a file DID names). `empty_ok`: a share
+    with no file of this dataset is no error (one dataset of many)."""
     files = plan_files(meta)
+    if only is not None:
+        for key, flag in (("globs", "--files"), ("nrandom", "--nrandom"), ("shard", "--shard")):
+            if getattr(opts, key):
+                raise UsageError(flag, f"not with a file DID (it names one file: {only} of {meta.name})")
+        chosen = [f for f in files if f.lfn == only]
+        if not chosen:
+            raise RepoError(meta.name, f"the repository names it as the dataset of {only}, but its torrent has "
+                                       "no such file")
+        return chosen
     chosen = plan.select(files, opts.globs)
     if opts.nrandom is not None:
         chosen = plan.sample(chosen, opts.nrandom, opts.sample_seed)
     if opts.shard is not None:
         chosen = plan.shard(chosen, *opts.shard)
-        if not chosen:
+        if not chosen and not empty_ok:
             raise UsageError("--shard", f"{opts.shard[0]}/{opts.shard[1]}: this share is empty "
                              f"(fewer files than shards)")
     return chosen

@@ -98,6 +98,16 @@ class Client:
             raise RepoError(self.repo, f"GET /api/datasets/{name}: HTTP {status}{_error_text(doc)}")
         return doc
 
+    async def did(self, did: str) -> dict[str, Any] | None:
+        """GET /api/dids/{did}: what a Rucio DID names here (a dataset, a container's datasets, the datasets
+        holding a file), or None when the repository knows no such DID."""
+        status, doc = await self._api(f"/api/dids/{quote(did, safe='')}")
+        if status == 404:
+            return None
+        if status != 200 or not isinstance(doc, dict) or not isinstance(doc.get("datasets"), list):
+            raise RepoError(self.repo, f"GET /api/dids/{did}: HTTP {status}{_error_text(doc)}")
+        return doc
+
     async def torrent(self, name: str, info_hash: str | None = None) -> bytes:
         """GET /datasets/{name}.torrent (the newest version, or `info_hash`'s)."""
         url = f"{self.repo}{urls.dataset_torrent(name)}"

@@ -47,6 +47,10 @@ class RichDisplay:
         self.running = False
 
     def start(self, shares: list[tuple[int, int, int]]) -> None:
+        # Again for each dataset of a run of many (bt-get A B C): its own rows replace the last one's.
+        for task in [*self.tasks.values(), *([self.total] if self.total is not None else [])]:
+            self.progress.remove_task(task)
+        self.tasks.clear()
         self.board = board = readout.Board(shares)
         self.progress.start()
         self.running = True

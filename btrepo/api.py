@@ -16,6 +16,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from torrents.servicekit import web as tweb
+from torrents import did as dids
 from torrents import metainfo, urls
 from torrents.errors import BtswarmError, Conflict, NotFound
 from torrents.infohash import parse_info_hash
@@ -63,6 +64,31 @@ async def publish(request: web.Request) -> web.Response:
     else:
         log.info("publish %s %s from %s: %s", name, pub.info_hash, site, result.outcome.value)
     return web.json_response(answer, status=result.outcome.status)
+
+
+async def put_container(request: web.Request) -> web.Response:
+    """A site's word of which datasets a Rucio container holds (docs/contracts.md)."""
+    name = request.match_info["name"]
+    site, body = await tweb.read_signed(request, request.app[keys.VERIFIER])
+    config = request.app[keys.CONFIG]
+    member = catalog.parse_container(tweb.parse_json_body(body, subject=f"container {name}"), name, site,
+                                     config.kind_of(site))
+    total = await request.app[keys.DB].set_container(member.site, config.kind_of(site), member.container,
+                                                     member.datasets)
+    log.info("container %s from %s: %d datasets (%d by every site)", member.container, site,
+             len(member.datasets), total)
+    return web.json_response({"container": member.container, "site": site, "datasets": len(member.datasets),
+                              "total": total})
+
+
+async def get_did(request: web.Request) -> web.Response:
+    """What a Rucio DID names here: a dataset, a container (its datasets) or a file (the datasets holding it)."""
+    name = request.match_info["name"]
+    did = str(dids.parse_did(name))
+    found = await request.app[keys.DB].did(did)
+    if found is None:
+        raise NotFound(did, "no such DID (no dataset, container or file of that name)")
+    return web.json_response(found)
 
 
 async def list_datasets(request: web.Request) -> web.Response:

@@ -90,11 +90,7 @@ def parse_publish(body: Any, path_name: str, signer: str, kind: str = T2) -> Pub
     claims another site, Forbidden (403) when it claims another kind.
     """
     subject = f"publish {path_name}"
-    if not isinstance(body, dict):
-        raise BtswarmError(subject, "body must be a JSON object with site, torrent and record")
-    claimed = body.get("site", signer)
-    if claimed != signer:
-        raise AuthError(signer, f"signed as {signer!r} but the body says site {claimed!r}")
+    body = _signed_body(body, subject, signer, "site, torrent and record")
     claimed_kind = body.get("kind")
     if claimed_kind is not None and claimed_kind not in SITE_KINDS:
         raise BtswarmError(subject, f"kind must be one of {', '.join(SITE_KINDS)}, got {str(claimed_kind)[:20]!r}")
@@ -135,6 +131,51 @@ def _record_web_seeds(record: Mapping[str, Any], subject: str) -> tuple[str, ...
                 or len(url) > MAX_URL or not url.isprintable() or " " in url):
             raise DatasetError(subject, f"record web_seeds: {str(url)[:80]!r} is not an http(s) URL ending in '/'")
     return tuple(dict.fromkeys(value))
+
+
+def _signed_body(body: Any, subject: str, signer: str, fields: str) -> dict:
+    """A signed request's JSON object; the signing site is authoritative, a body naming another is refused."""
+    if not isinstance(body, dict):
+        raise BtswarmError(subject, f"body must be a JSON object with {fields}")
+    claimed = body.get("site", signer)
+    if claimed != signer:
+        raise AuthError(signer, f"signed as {signer!r} but the body says site {claimed!r}")
+    return body
+
+
+MAX_CONTAINER = 100_000  # datasets a site may list for one container
+
+
+@dataclass(frozen=True)
+class Membership:
+    """A checked container request: the datasets a site read from Rucio for one container."""
+
+    site: str
+    container: str
+    datasets: tuple[str, ...]
+
+
+def parse_container(body: Any, path_name: str, signer: str, kind: str = T2) -> Membership:
+    """Check `{"site", "datasets": ["scope:name", ...]}` for container `path_name` (a DID).
+
+    Only a storage site (T2) reads Rucio: a T3 shares what it fetched, never a
+    catalog's word (Forbidden). An empty list withdraws the site's word."""
+    subject = f"container {path_name}"
+    container = str(dids.parse_did(path_name))
+    if kind != T2:
+        raise Forbidden(signer, f"a {kind} site does not publish Rucio containers (only a T2 reads Rucio)")
+    body = _signed_body(body, subject, signer, "site and datasets")
+    datasets = body.get("datasets")
+    if not isinstance(datasets, list) or len(datasets) > MAX_CONTAINER:
+        raise DatasetError(subject, f"datasets must be a list of at most {MAX_CONTAINER} DIDs")
+    names = []
+    for value in datasets:
+        if not isinstance(value, str):
+            raise DatasetError(subject, f"datasets: {value!r} is not a DID")
+        names.append(str(dids.parse_did(value)))
+    if container in names:
+        raise DatasetError(subject, "a container cannot hold itself")
+    return Membership(signer, container, tuple(dict.fromkeys(names)))
 
 
 MAX_LEFT_OUT = 1000

@@ -171,6 +171,19 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX site_samples_at ON site_samples(at);
     """,
+    # Rucio containers: which datasets each holds, as each site read it from Rucio (PUT /api/containers/...,
+    # the site's list replacing its earlier one), and the files' names indexed, so that a file DID finds
+    # the dataset holding it (GET /api/dids/...). Independent of every other migration.
+    """
+    CREATE TABLE container_datasets (
+        container TEXT NOT NULL,
+        site_id INTEGER NOT NULL REFERENCES sites(id),
+        dataset TEXT NOT NULL,
+        since TEXT NOT NULL,
+        PRIMARY KEY (container, site_id, dataset)
+    ) WITHOUT ROWID;
+    CREATE INDEX files_lfn ON files(lfn);
+    """,
 )
 
 # bm25 weights for (name, files, description): a word in the name counts most.
@@ -441,7 +454,16 @@ class Database:
         `curators`: the T2 sites that may publish a new version of any dataset (btrepo/rights.py)."""
         return await self._write(lambda conn: _publish(conn, pub, utcnow(), curators))
 
+    async def set_container(self, site: str, kind: str, container: str, datasets: Sequence[str]) -> int:
+        """What `site` read from Rucio of a container: its datasets, replacing the site's earlier list
+        (an empty one withdraws it). Returns how many datasets the container holds now, by every site."""
+        return await self._write(lambda conn: _set_container(conn, site, kind, container, datasets, utcnow()))
+
     # -- reads ------------------------------------------------------------
+
+    async def did(self, did: str) -> dict | None:
+        """What a Rucio DID names here (`{"type": dataset|container|file, "datasets": [...]}`), or None."""
+        return await self._read(lambda conn: _did(conn, did))
 
     async def search(self, params: catalog.SearchParams) -> tuple[int, list[Summary]]:
         return await self._read(lambda conn: _search(conn, params))
@@ -511,6 +533,40 @@ class Database:
             return dict(conn.execute("SELECT v.info_hash, d.name FROM versions v JOIN datasets d "
                                      f"ON d.id = v.dataset_id WHERE v.info_hash IN ({marks})", info_hashes).fetchall())
         return await self._read(names) if info_hashes else {}
+
+
+def _set_container(conn: sqlite3.Connection, site: str, kind: str, container: str, datasets: Sequence[str],
+                   now: str) -> int:
+    site_id = _site_id(conn, site, now, kind)
+    kept = {r[0]: r[1] for r in conn.execute(
+        "SELECT dataset, since FROM container_datasets WHERE container = ? AND site_id = ?", (container, site_id))}
+    conn.execute("DELETE FROM container_datasets WHERE container = ? AND site_id = ?", (container, site_id))
+    conn.executemany("INSERT INTO container_datasets (container, site_id, dataset, since) VALUES (?, ?, ?, ?)",
+                     [(container, site_id, d, kept.get(d, now)) for d in dict.fromkeys(datasets)])
+    return conn.execute("SELECT count(DISTINCT dataset) FROM container_datasets WHERE container = ?",
+                        (container,)).fetchone()[0]
+
+
+def _did(conn: sqlite3.Connection, did: str) -> dict | None:
+    """A dataset by its name; else a container by any site's word; else a file of a dataset of its scope."""
+    if conn.execute("SELECT 1 FROM datasets WHERE name = ?", (did,)).fetchone():
+        return {"did": did, "type": "dataset", "datasets": [did]}
+    members = [r[0] for r in conn.execute(
+        "SELECT DISTINCT dataset FROM container_datasets WHERE container = ? ORDER BY dataset", (did,))]
+    if members:
+        sites = [r[0] for r in conn.execute("""SELECT DISTINCT s.name FROM container_datasets c
+                                               JOIN sites s ON s.id = c.site_id WHERE c.container = ?
+                                               ORDER BY s.name""", (did,))]
+        return {"did": did, "type": "container", "datasets": members, "sites": sites}
+    scope, _, name = did.partition(":")
+    # The file's scope is its dataset's: a file of another scope attached to the dataset is not found.
+    holders = [r[0] for r in conn.execute("""SELECT DISTINCT d.name FROM files f
+                                             JOIN datasets d ON d.current_version_id = f.version_id
+                                             WHERE f.lfn = ? AND d.did_scope = ? ORDER BY d.name""",
+                                          (name, scope))]
+    if holders:
+        return {"did": did, "type": "file", "file": name, "datasets": holders}
+    return None
 
 
 def _migrate_and_decide(conn: sqlite3.Connection, kinds: Mapping[str, str]) -> None:

@@ -27,6 +27,8 @@ def setup_routes(app: web.Application) -> None:
     r.add_get("/api/datasets", api.list_datasets)
     r.add_get(f"/api/datasets/{NAME}", api.get_dataset)
     r.add_put(f"/api/datasets/{NAME}", api.publish)
+    r.add_put(f"/api/containers/{NAME}", api.put_container)
+    r.add_get(f"/api/dids/{NAME}", api.get_did)
     r.add_get("/api/info-hashes", api.info_hashes)
     r.add_get("/api/sites", api.sites)
     r.add_get("/healthz", api.healthz)

@@ -52,6 +52,9 @@ class Daemon:
     http: aiohttp.ClientSession | None = None
     published: dict[str, publisher.Answer] = field(default_factory=dict)  # info_hash → the repository's answer
     publishing: set[str] = field(default_factory=set)  # info-hashes published or being published
+    containers_sent: dict[str, tuple[str, ...]] = field(default_factory=dict)  # Rucio containers the repository took
+    containers_wanted: dict[str, tuple[str, ...]] = field(default_factory=dict)  # the newest refresh's containers
+    containers_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     tasks: set[asyncio.Task] = field(default_factory=set)
     prepare_lock: threading.Lock = field(default_factory=threading.Lock)
     prepare_error: str | None = None  # the last scan crashed: why (shown in /api/status)
@@ -208,6 +211,30 @@ class Daemon:
         done = self.loop.create_future()
         self.start_prepare(lambda: done.done() or done.set_result(None))
         await done
+        if self.config.repo:
+            self.spawn(self._publish_containers(cat.containers))
+
+    async def _publish_containers(self, now: dict[str, tuple[str, ...]]) -> None:
+        """Tell the repository the Rucio containers that changed. Apart from the refresh (a slow repository
+        never holds one up), one at a time, the newest refresh's word last."""
+        assert self.http is not None
+        self.containers_wanted = now
+        if self.containers_lock.locked():
+            return  # the one running sends this word once it is done with the older one
+        async with self.containers_lock:
+            while True:
+                wanted = self.containers_wanted
+                taken = await publisher.publish_containers(
+                    self.http, self.config.repo, self.config.site, self.config.secret,
+                    publisher.container_changes(self.containers_sent, wanted),
+                    clock=self.clock("repository", self.config.repo))
+                for container, datasets in taken.items():
+                    if container in wanted:
+                        self.containers_sent[container] = datasets
+                    else:  # withdrawn
+                        self.containers_sent.pop(container, None)
+                if self.containers_wanted is wanted:
+                    return
 
     def _on_ready(self, prepared: Prepared, replaced: Prepared | None) -> None:  # preparation thread
         self.seeder.register(Seedable(prepared.info_hash, prepared.name, prepared.torrent_path,

@@ -26,6 +26,8 @@ class Catalog:
     datasets: tuple[Dataset, ...]
     problems: tuple[Problem, ...]
     excluded: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # dataset → (LFN, why)
+    # Rucio containers: container DID → the DIDs of the datasets it holds, nested containers flattened
+    containers: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def scan(roots: Iterable[str], manifests: Iterable[str] = (), extra: Iterable[Dataset] = (), *,

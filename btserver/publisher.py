@@ -51,6 +51,38 @@ async def publish_once(http: aiohttp.ClientSession, repo: str, site: str, secret
                                 payload=publish_body(site, torrent, record, kind), timeout=timeout, clock=clock)
 
 
+def container_changes(sent: dict[str, tuple[str, ...]], now: dict[str, tuple[str, ...]]
+                      ) -> dict[str, tuple[str, ...]]:
+    """The containers whose datasets the repository must be told again: new or changed ones, and
+    those no longer found (an empty list withdraws this site's word). Pure."""
+    changes = {c: ds for c, ds in now.items() if sent.get(c) != ds}
+    changes.update({c: () for c in sent if c not in now and sent[c]})
+    return changes
+
+
+async def publish_containers(http: aiohttp.ClientSession, repo: str, site: str, secret: str,
+                             changes: dict[str, tuple[str, ...]], *, clock: PeerClock | None = None,
+                             timeout: float = 30.0) -> dict[str, tuple[str, ...]]:
+    """PUT each changed container's datasets (once: the next Rucio refresh tries again what failed);
+    returns those the repository took."""
+    taken = {}
+    for container, datasets in sorted(changes.items()):
+        url = f"{repo.rstrip('/')}/api/containers/{urls.quoted(container)}"
+        try:
+            status, answer = await signed_request(http, "PUT", url, site=site, secret=secret, timeout=timeout,
+                                                  payload={"site": site, "datasets": list(datasets)}, clock=clock)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            log.info("container %s: %s; tried again after the next refresh", container,
+                     client_error(exc, tls.hint("server")))
+            continue
+        if status == 200:
+            taken[container] = datasets
+            log.info("container %s: %d datasets published to %s", container, len(datasets), repo)
+        else:
+            log.warning("container %s: the repository answered %s (%s)", container, status, answer)
+    return taken
+
+
 @dataclass(frozen=True)
 class Answer:
     """How a publication ended: the repository's answer, or why there is none."""

@@ -1,4 +1,4 @@
-"""Rucio's REST API through aiohttp: a token, DID searches, dataset contents, replicas at one RSE.
+"""Rucio's REST API through aiohttp: a token, DID searches, dataset and container contents, replicas at one RSE.
 
 The calls and headers are Rucio's own (what its client library sends):
 `GET /auth/userpass` with X-Rucio-Account / X-Rucio-Username /
@@ -144,14 +144,37 @@ class RucioClient:
                     yield doc
                 return
 
-    async def search_datasets(self, scope: str, pattern: str) -> list[DID]:
-        """Datasets of `scope` whose name matches `pattern` (Rucio's wildcard '*')."""
+    async def search(self, scope: str, pattern: str, did_type: str = "dataset") -> list[DID]:
+        """DIDs of `did_type` (dataset, container) in `scope` whose name matches `pattern` (Rucio's '*')."""
         path = f"/dids/{quote(scope, safe='')}/dids/search"
         out = []
-        async for doc in self._stream("GET", path, f"{scope}:{pattern}", params={"type": "dataset", "name": pattern}):
+        async for doc in self._stream("GET", path, f"{scope}:{pattern}", params={"type": did_type, "name": pattern}):
             name = doc.get("name") if isinstance(doc, dict) else doc
             if isinstance(name, str):
                 out.append(DID(scope, name))
+        return out
+
+    async def search_datasets(self, scope: str, pattern: str) -> list[DID]:
+        return await self.search(scope, pattern, "dataset")
+
+    async def types(self, dids: list[DID]) -> dict[DID, str]:
+        """Each DID's type (DATASET, CONTAINER, FILE) in one call (`POST /dids/bulkmeta`); RucioNotFound
+        when Rucio knows one of them not."""
+        out = {}
+        async for doc in self._stream("POST", "/dids/bulkmeta", f"{len(dids)} DIDs",
+                                      json={"dids": [d.record() for d in dids]}):
+            if isinstance(doc, dict) and isinstance(doc.get("scope"), str) and isinstance(doc.get("name"), str):
+                out[DID(doc["scope"], doc["name"])] = str(doc.get("did_type", "")).upper()
+        return out
+
+    async def content(self, did: DID) -> list[tuple[DID, str]]:
+        """What a container (or dataset) holds directly: (DID, type: DATASET, CONTAINER or FILE);
+        RucioNotFound if unknown."""
+        path = f"/dids/{quote(did.scope, safe='')}/{quote(did.name, safe='')}/dids"
+        out = []
+        async for doc in self._stream("GET", path, str(did)):
+            if isinstance(doc, dict) and isinstance(doc.get("scope"), str) and isinstance(doc.get("name"), str):
+                out.append((DID(doc["scope"], doc["name"]), str(doc.get("type", "")).upper()))
         return out
 
     async def dataset_files(self, did: DID) -> list[dict]:

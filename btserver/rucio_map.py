@@ -120,6 +120,7 @@ def catalog_to_json(cat: Catalog, saved_at: float) -> dict:
         "datasets": [{"did": d.did.record() if d.did else None, "source": d.source,
                       "files": [{**f.record(), "pfns": list(f.pfns)} for f in d.files]} for d in cat.datasets],
         "problems": [{"dataset": p.dataset, "subject": p.subject, "problem": p.problem} for p in cat.problems],
+        "containers": {c: list(ds) for c, ds in cat.containers.items()},
     }
 
 
@@ -135,6 +136,8 @@ def catalog_from_json(doc: Any) -> Catalog:
                           for f in d["files"])
             datasets.append(Dataset(str(did), files, source=d.get("source", ""), did=did))
         problems = tuple(Problem(p["dataset"], p["subject"], p["problem"]) for p in doc.get("problems", []))
+        containers = {str(parse_did(c)): tuple(str(parse_did(d)) for d in ds)
+                      for c, ds in (doc.get("containers") or {}).items()}
     except (KeyError, TypeError, AttributeError) as exc:
         raise BtswarmError("rucio snapshot", f"damaged ({exc.__class__.__name__}: {exc})") from None
-    return Catalog(tuple(datasets), problems)
+    return Catalog(tuple(datasets), problems, containers=containers)

@@ -1,7 +1,10 @@
 """The site's datasets from Rucio: one refresh (`fetch`) and the daemon's loop (`RucioSync`).
 
-A refresh resolves the configured DIDs and DID patterns, reads each
-dataset's content and its replicas at the site's RSE, and hands the
+A refresh resolves the configured DIDs and DID patterns (a container named
+stands for its datasets), reads each dataset's content and its replicas at
+the site's RSE, and the datasets of every container named or matched
+(published to the repository apart from the datasets: PUT
+/api/containers/DID), and hands the
 resulting Catalog (datasets ready to serve, problems of the others) to the
 inventory, which prepares it like any other: farms, torrents (hashed only
 when the fingerprint changed), publishing. The last good Catalog is kept
@@ -41,25 +44,33 @@ log = logging.getLogger("btswarm.server.rucio")
 
 BATCH = 100  # datasets per bulk call
 CONCURRENCY = 2  # bulk calls at once
+MAX_NESTING = 8  # containers within a container followed this deep (real ones nest one or two)
 SNAPSHOT = "rucio-snapshot.json"
 
 
 async def fetch(client: RucioClient, cfg: RucioConfig) -> Catalog:
-    """One refresh: every configured dataset at cfg.rse. Raises RucioUnavailable / RucioRefused /
-    RucioError when Rucio cannot be asked; a DID Rucio does not know is a problem, not a failure."""
+    """One refresh: every configured dataset at cfg.rse, and every dataset of a configured container.
+    Raises RucioUnavailable / RucioRefused / RucioError when Rucio cannot be asked; a DID Rucio does
+    not know is a problem, not a failure."""
     problems: list[Problem] = []
     dids: dict[DID, None] = {}
-    for text in cfg.datasets:
-        pattern = parse_pattern(text)
+    patterns = [parse_pattern(text) for text in cfg.datasets]
+    named = [DID(p.scope, p.pattern) for p in patterns if not p.wildcard]
+    kinds = await types(client, named)
+    named_containers = [d for d in named if kinds.get(d) == "CONTAINER"]
+    dids.update((d, None) for d in named if kinds.get(d) != "CONTAINER")
+    searched: dict[DID, None] = {}
+    for pattern in patterns:
         if not pattern.wildcard:
-            dids[DID(pattern.scope, pattern.pattern)] = None
             continue
         try:
             found = await client.search_datasets(pattern.scope, pattern.pattern)
+            boxes = [d for d in await client.search(pattern.scope, pattern.pattern, "container") if pattern.matches(d)]
         except RucioNotFound as exc:
             problems.append(Problem("", str(pattern), exc.problem))
             continue
-        if not found:  # Rucio answers an unknown scope with an empty list, too
+        searched.update((d, None) for d in boxes)
+        if not found and not boxes:  # Rucio answers an unknown scope with an empty list, too
             problems.append(Problem("", str(pattern), "matches no dataset in Rucio"))
         for did in found:
             try:
@@ -69,6 +80,9 @@ async def fetch(client: RucioClient, cfg: RucioConfig) -> Catalog:
                 continue
             if pattern.matches(did):
                 dids[did] = None
+    held = await containers(client, [*named_containers, *searched], problems)
+    for box in named_containers:  # a container named in `datasets` is served whole
+        dids.update((parse_did(d), None) for d in held.get(str(box), ()))
     gate = asyncio.Semaphore(CONCURRENCY)
 
     async def batch(chunk: list[DID]) -> list[tuple[Dataset | None, list[Problem]]]:
@@ -98,7 +112,61 @@ async def fetch(client: RucioClient, cfg: RucioConfig) -> Catalog:
             problems.extend(probs)
             if ds is not None:
                 datasets.append(ds)
-    return Catalog(tuple(sorted(datasets, key=lambda d: d.name)), tuple(problems))
+    return Catalog(tuple(sorted(datasets, key=lambda d: d.name)), tuple(problems), containers=held)
+
+
+async def types(client: RucioClient, dids: list[DID]) -> dict[DID, str]:
+    """The type of each DID named without a wildcard (a container's datasets are served, not the
+    container as one), a batch a call. A batch holding a DID Rucio does not know is asked one DID at a
+    time; an unknown DID is then absent, and read as a dataset (which says it is unknown)."""
+    out: dict[DID, str] = {}
+    for start in range(0, len(dids), BATCH):
+        chunk = dids[start:start + BATCH]
+        try:
+            out.update(await client.types(chunk))
+        except RucioNotFound:
+            for did in chunk:
+                try:
+                    out.update(await client.types([did]))
+                except RucioNotFound:
+                    pass
+    return out
+
+
+async def containers(client: RucioClient, found: list[DID], problems: list[Problem]
+                     ) -> dict[str, tuple[str, ...]]:
+    """Each container with the datasets it holds (those in containers within it too, MAX_NESTING
+    deep): what the repository answers for `bt-get scope:container`. A container's datasets are
+    listed whether or not this site holds them: Rucio's membership is the same for every site, and
+    the repository joins what the sites hold."""
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def listed(did: DID) -> list[tuple[DID, str]]:
+        async with gate:
+            return await client.content(did)
+
+    async def members(top: DID) -> tuple[str, tuple[str, ...]] | None:
+        datasets: dict[str, None] = {}
+        seen, level = {top}, [top]
+        try:
+            for _ in range(MAX_NESTING):
+                below: list[DID] = []
+                for children in await asyncio.gather(*(listed(c) for c in level)):
+                    for child, kind in children:
+                        if kind == "DATASET":
+                            datasets[str(child)] = None
+                        elif kind == "CONTAINER" and child not in seen:
+                            seen.add(child)
+                            below.append(child)
+                if not below:
+                    break
+                level = below
+        except RucioNotFound as exc:  # deleted since the search
+            problems.append(Problem("", str(top), exc.problem))
+            return None
+        return str(top), tuple(sorted(datasets))
+
+    return dict(m for m in await asyncio.gather(*(members(d) for d in found)) if m is not None)
 
 
 async def fetch_once(cfg: RucioConfig) -> Catalog:

@@ -132,3 +132,24 @@ def test_display_in_tmux_names_the_dataset_keeps_columns_and_says_resuming(datas
     assert totals(again) and totals(again)[-1].group(5) == "done" and "?" not in totals(again)[-1].group(0), text
     assert "already complete: nothing to fetch" in text and "average 0 B/s" not in text, text
     assert "EXIT 0" in again, text
+
+
+def test_many_targets_share_one_display_each_dataset_named_then_the_summary(dataset, seed, tmp_path, tmux):
+    """`bt-get A B`: one display, each dataset's heading, bar and summary in turn, the targets' summary last."""
+    peer = seed()
+    copy = tmp_path / "again.torrent"  # the same dataset by another path: a second target
+    copy.write_bytes(dataset.torrent.read_bytes())
+    tmux.run([command("bt-get"), str(dataset.torrent), str(copy), "-o", str(tmp_path / "out"), "--peer", peer,
+              "--timeout", "60"])
+    last = tmux.wait(exited, 60, "the end of both")[-1]
+    text = "\n".join(last)
+    size = f"{dataset.meta.total_size / 2**20:.1f} MiB"
+    assert "EXIT 0" in last, text
+    headings = [i for i, line in enumerate(last) if line.startswith(f"bt-get: {dataset.name}: ")]
+    bars = [i for i, line in enumerate(last) if FIGURES.match(line)]
+    assert len(headings) == 2, text  # each dataset named as it starts
+    # each dataset's bar left once, done, before its summary: one display, not one on top of another
+    assert [m.group(5) for m in totals(last)] == ["done", "done"], text
+    assert headings[0] < bars[0] < headings[1] < bars[1], text
+    assert last[-5:] == ["2 targets", f"  ok  {dataset.torrent}: {size}", f"  ok  {copy}: {size}",
+                         "  status ok (exit 0)", "EXIT 0"], text

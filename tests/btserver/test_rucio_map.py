@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from btserver import rucio_map
+from btserver import publisher, rucio_map
 from btserver.holdings import Catalog
 from torrents.did import DID
 
@@ -88,9 +88,24 @@ def test_the_snapshot_round_trips_and_a_damaged_one_is_refused():
     reps = [replica("f0.root", ("root://door.uc:1094//pnfs/uc/atlasdatadisk/f0", 1))]
     ds, _ = rucio_map.dataset_from_rucio(DID1, content("f0.root"), reps, RSE, MAP)
     _, problems = rucio_map.dataset_from_rucio(DID("data18", "b"), content("x"), [], RSE, MAP)
-    cat = Catalog((ds,), tuple(problems))
+    cat = Catalog((ds,), tuple(problems), containers={"data18:cont": (str(DID1), "data18:b")})
     back = rucio_map.catalog_from_json(rucio_map.catalog_to_json(cat, 123.0))
     assert back == cat and back.datasets[0].did == DID1 and back.datasets[0].files[0].pfns == ds.files[0].pfns
+    assert back.containers == {"data18:cont": (str(DID1), "data18:b")}
+    saved = rucio_map.catalog_to_json(cat, 123.0)
+    del saved["containers"]  # a snapshot from before containers were kept
+    assert rucio_map.catalog_from_json(saved).containers == {}
+
+
+@pytest.mark.parametrize("sent, now, changes", [
+    ({}, {"s:c": ("s:a",)}, {"s:c": ("s:a",)}),  # new
+    ({"s:c": ("s:a",)}, {"s:c": ("s:a",)}, {}),  # unchanged: nothing sent
+    ({"s:c": ("s:a",)}, {"s:c": ("s:a", "s:b")}, {"s:c": ("s:a", "s:b")}),  # attached
+    ({"s:c": ("s:a",), "s:d": ("s:b",)}, {"s:d": ("s:b",)}, {"s:c": ()}),  # gone from Rucio: withdrawn
+    ({}, {"s:e": ()}, {"s:e": ()}),  # an empty container: said, so a site's earlier word is replaced
+])
+def test_a_refresh_tells_the_repository_only_the_containers_that_changed(sent, now, changes):
+    assert publisher.container_changes(sent, now) == changes
     for bad in ({}, {"version": 1, "datasets": [{"did": None}]}, [1]):
         with pytest.raises(Exception) as err:
             rucio_map.catalog_from_json(bad)

@@ -75,6 +75,31 @@ async def test_exact_dids_and_unknown_ones(local_rucio, holdings):
     assert "nosuchscope:x*: matches no dataset in Rucio" in text
 
 
+async def test_containers_named_or_matched_list_their_datasets_nested_ones_too(local_rucio, holdings):
+    scope = holdings["scope"]
+    c = local_rucio.client()
+    tag = unique("")
+    inner, middle, outer = f"rc.cont.a{tag}", f"rc.cont.b{tag}", f"rc.cont.top{tag}"
+    for name in (inner, middle, outer):
+        c.add_container(scope, name)
+    c.attach_dids(scope, inner, [{"scope": scope, "name": "rc.ds2"}])
+    c.attach_dids(scope, middle, [{"scope": scope, "name": "rc.ds1"}, {"scope": scope, "name": "rc.partial"}])
+    c.attach_dids(scope, outer, [{"scope": scope, "name": inner}, {"scope": scope, "name": middle}])
+    every = (f"{scope}:rc.ds1", f"{scope}:rc.ds2", f"{scope}:rc.partial")
+    # named alone: the container stands for its datasets, served as any (the partial one withheld)
+    cat = await rucio_sync.fetch_once(config(local_rucio, holdings, datasets=(f"{scope}:{outer}",)))
+    assert [d.name for d in cat.datasets] == [f"{scope}:rc.ds1", f"{scope}:rc.ds2"]
+    assert cat.containers == {f"{scope}:{outer}": every}
+    assert any(str(p).startswith(f"{scope}:rc.partial/e.root: no replica") for p in cat.problems)
+    # matched by a pattern: every container it matches, each dataset listed whether served here or not
+    cat = await rucio_sync.fetch_once(config(local_rucio, holdings, datasets=(f"{scope}:rc.cont.*{tag}",)))
+    assert cat.datasets == ()  # the pattern matches containers only: their datasets are not named
+    assert cat.containers == {f"{scope}:{inner}": (f"{scope}:rc.ds2",),
+                              f"{scope}:{middle}": (f"{scope}:rc.ds1", f"{scope}:rc.partial"),
+                              f"{scope}:{outer}": every}
+    assert cat.problems == ()  # matching containers only is no "matches no dataset"
+
+
 async def test_wrong_credentials_are_refused_in_rucio_words(local_rucio, holdings, tmp_path):
     bad = tmp_path / "pw"
     bad.write_text("not-the-password")
