@@ -20,11 +20,11 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from yarl import URL
 
-from torrents import auth, clockskew
+from torrents import auth, clockskew, tokens
 from torrents.servicekit import sdnotify
 from torrents.servicekit.httpclient import client_error, client_session  # noqa: F401  (the services' import)
 from torrents.errors import (AuthError, BencodeError, BtswarmError, ConfigError, Conflict, DatasetError,
-                             Forbidden, MetainfoError, NotFound)
+                             Forbidden, MetainfoError, NotFound, TokenRefused)
 
 log = logging.getLogger("btswarm.web")
 
@@ -62,6 +62,11 @@ async def error_middleware(request: web.Request, handler: Callable[[web.Request]
         # (clock_offset_s, from its whole-second timestamp, is ±0.5 s).
         return json_error(401, str(exc), clock_offset_s=round(exc.offset, 1), limit_s=exc.limit,
                           server_time=time.time())
+    except TokenRefused as exc:  # RFC 6750: the challenge says what a token must be
+        response = json_error(exc.status, str(exc))
+        if exc.status in (401, 403):
+            response.headers["WWW-Authenticate"] = tokens.www_authenticate(exc)
+        return response
     except BtswarmError as exc:
         return json_error(status_for(exc), str(exc))
     except Exception:
