@@ -19,7 +19,7 @@ from torrents.servicekit import web as tweb
 from torrents import metainfo, urls
 from torrents.errors import BtswarmError, Conflict, NotFound
 from torrents.infohash import parse_info_hash
-from btrepo import catalog, keys
+from btrepo import catalog, keys, readers
 from btrepo.cache import CatalogCache
 from btrepo.db import Database, Detail
 
@@ -66,7 +66,7 @@ async def publish(request: web.Request) -> web.Response:
 
 
 async def list_datasets(request: web.Request) -> web.Response:
-    params = catalog.parse_search(request.query)
+    params = await readers.visible(request, catalog.parse_search(request.query))
     total, rows = await request.app[keys.DB].search(params)
     docs = [r.to_json() for r in rows]
     if request.query.get("swarm") in ("1", "true", "yes"):
@@ -82,6 +82,7 @@ async def list_datasets(request: web.Request) -> web.Response:
 
 async def get_dataset(request: web.Request) -> web.Response:
     name = request.match_info["name"]
+    await readers.check_read(request, name)
     db, cache = request.app[keys.DB], request.app[keys.CACHE]
     gen = cache.fresh()
     kept = await _kept(cache, gen, ("record", name), lambda: _record(db, name), lambda v: len(v[1]))
@@ -127,6 +128,7 @@ async def _record(db: Database, name: str) -> tuple[str, bytes] | None:
 
 async def get_torrent(request: web.Request) -> web.Response:
     name = request.match_info["name"]
+    await readers.check_read(request, name)
     info_hash = request.query.get("info_hash") or None
     if info_hash is not None:
         info_hash = parse_info_hash(info_hash, f"info_hash={info_hash[:60]}")

@@ -43,7 +43,8 @@ class _Kept:
 
 
 class Issuers:
-    """Verifies bearer tokens for a service: `await issuers.verify(token)` → tokens.Grant, or TokenRefused."""
+    """Verifies bearer tokens for a service: `await issuers.verify(token)` → tokens.Grant, or TokenRefused.
+    With access.NONE (no [access] section) nothing is restricted and no issuer is ever asked."""
 
     def __init__(self, config: AccessConfig, *, clock: Callable[[], float] = time.time) -> None:
         self.config, self.clock = config, clock
@@ -56,6 +57,24 @@ class Issuers:
         keys = await self._keys(seen.issuer, want=seen.kid)
         claims = tokens.verify_signature(token, seen, keys)
         return tokens.check_claims(claims, self.config, self.clock())
+
+    async def check_read(self, authorization: str | None, name: str) -> None:
+        """Nothing for a public dataset; for a restricted one, TokenRefused unless the request's
+        `Authorization: Bearer` token may read it (a token sent for a public one is not looked at)."""
+        if not self.config.is_restricted(name):
+            return
+        token = tokens.bearer(authorization)
+        if token is None:
+            raise tokens.missing(name)
+        (await self.verify(token)).check_reads(name)
+
+    async def read_paths(self, authorization: str | None) -> tuple[str, ...]:
+        """What the request's token reads, for a listing: () without a token, or when nothing is restricted
+        (then the token is not looked at); a bad token is refused, so its holder learns why."""
+        token = tokens.bearer(authorization)
+        if token is None or not self.config.restrictions:
+            return ()
+        return (await self.verify(token)).paths
 
     async def close(self) -> None:
         if self._session is not None:
