@@ -32,7 +32,7 @@ from torrents.servicekit.httpclient import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import download, plan, readout, report, timeline, webseeds
+from btget import bearer, download, plan, readout, report, timeline, webseeds
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
@@ -53,6 +53,8 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 @click.option("--config", "config_path", metavar="FILE", help="Configuration file (TOML).")
 @click.option("--ca-file", metavar="PEM", help="CAs trusted besides the system's for https repository and trackers "
               "(default: $BTSWARM_GET_CA_FILE, then config [get] ca_file).")
+@click.option("--token-file", metavar="FILE", help="The bearer token for members-only datasets (default: config "
+              "[get] token_file, then $BEARER_TOKEN, $BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID).")
 @click.option("--workers", metavar="N|auto", help="Local libtorrent sessions, each in its own process.")
 @click.option("--shard", metavar="K/N", help="Fetch only share K of N (batch arrays: one share per host).")
 @click.option("--files", "globs", multiple=True, metavar="GLOB", help="Only files whose LFN matches (repeatable).")
@@ -145,6 +147,7 @@ class Options:
     share: bool = False
     web_mode: str | None = None  # --no-web-seeds: off, --web-seeds-always: always (else the config's)
     ca_file: str | None = None
+    token_file: str | None = None
 
     @classmethod
     def from_click(cls, o: dict[str, Any]) -> "Options":
@@ -193,6 +196,7 @@ class Options:
             check=o["check"], web_seeds=tuple(o["web_seeds"]), peers=tuple(peers), listen=o["listen"],
             json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"],
             scope_subdir=o.get("scope_subdir", False), web_mode=web_mode, ca_file=o.get("ca_file"),
+            token_file=o.get("token_file"),
             search=o.get("search"), list_files=bool(o.get("list_files")), share=bool(o.get("share")))
 
 
@@ -257,7 +261,7 @@ def configure(opts: Options) -> GetConfig:
     """Config file < environment ($BTSWARM_GET_*) < flags."""
     overrides = {"repo": opts.repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
                  "seed_ratio": opts.seed_ratio, "timeout": opts.timeout, "stall_timeout": opts.stall_timeout,
-                 "web_seeds": opts.web_mode, "ca_file": opts.ca_file,
+                 "web_seeds": opts.web_mode, "ca_file": opts.ca_file, "token_file": opts.token_file,
                  "max_rate": opts.max_rate, "max_upload_rate": opts.max_upload_rate}
     return get_config.load(opts.config_path, overrides=overrides)
 
@@ -265,16 +269,17 @@ def configure(opts: Options) -> GetConfig:
 def get(opts: Options) -> int:
     cfg = configure(opts)
     timeline.mark("configured")
+    token = bearer.discover(cfg.token_file or None)
     if opts.search is not None:
         from btget import browse
 
-        return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg))
+        return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg), token=token)
     tls.trust_in_libtorrent(cfg.ca_file)  # the workers' https announces (they inherit the environment)
     target = classify(opts.target, os.path.isfile)
     if opts.info_hash is not None and target.kind != "name":
         raise UsageError("--info-hash", "only with a dataset NAME (a .torrent or magnet names its own version)")
     resolved, meta, sites = asyncio.run(resolve(target, cfg, opts.peers, opts.info_hash,
-                                                site_names=not opts.list_files))
+                                                site_names=not opts.list_files, token=token))
     if target.info_hash and meta.info_hash != target.info_hash:
         raise RepoError(opts.target, f"the repository's torrent has info-hash {meta.info_hash}, "
                         f"not the magnet's {target.info_hash}")
@@ -436,11 +441,11 @@ def checksums(record: dict[str, Any] | None) -> dict[str, str]:
 
 
 async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int]],
-                  info_hash: str | None = None, *, site_names: bool = True
+                  info_hash: str | None = None, *, site_names: bool = True, token: bearer.TokenSource | None = None
                   ) -> tuple[Resolved, metainfo.Metainfo, dict[str, str]]:
     """TARGET → the .torrent bytes (and the repository record), parsed, plus site names for the summary."""
     async with client_session(cfg.ca_file) as session:
-        client = Client(cfg.repo, session, hint=repo_hint(cfg))
+        client = Client(cfg.repo, session, hint=repo_hint(cfg), token=token)
         if target.kind == "file":
             try:
                 resolved = Resolved(Path(target.value).read_bytes(), None)

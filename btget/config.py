@@ -43,6 +43,9 @@ class GetConfig:
     web_seeds: str = "auto"
     web_seed_after: Seconds = Seconds(5.0)
     ca_file: str = ""  # a PEM bundle trusted besides the system's CAs for https://
+    # The user's bearer token for members-only datasets (btget/bearer.py); "": WLCG Bearer Token Discovery
+    # ($BEARER_TOKEN, $BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID).
+    token_file: str = ""
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.repo)
