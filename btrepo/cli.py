@@ -55,7 +55,7 @@ def run(config_path: str | None, listen: str | None, state: str | None, tls_cert
                                                       "tls_key": tls_key, "ca_file": ca_file,
                                                       "processes": processes})
     config.check_roles()
-    members = access.load(config_path)
+    members = access.use(access.load(config_path))
     if members.restricted:
         log.info("members only: %s (issuers: %s)", ", ".join(members.restricted), ", ".join(members.issuers))
     service.check_secrets(log, "[repo] site_secrets", config.site_secrets,

@@ -124,15 +124,24 @@ def load(explicit: str | os.PathLike | None = None, *, environ: Mapping[str, str
     return config
 
 
-@functools.lru_cache(maxsize=1)
-def _process_config() -> AccessConfig:
-    return load()
+_in_use: list[AccessConfig] = []  # this process's policy, set by its command (use) or read once when first asked
+
+
+def use(config: AccessConfig) -> AccessConfig:
+    """Make `config` this process's policy (a service's command calls it with what it read from its --config)."""
+    _in_use[:] = [config]
+    return config
+
+
+def in_use() -> AccessConfig:
+    """This process's policy: the one its command set, else [access] of the default config file and environment."""
+    return _in_use[0] if _in_use else use(load())
 
 
 def is_restricted(did: DID | str, config: AccessConfig | None = None) -> bool:
-    """Whether only a token may read dataset `did` (a DID or a dataset name). Without `config`, this
-    process's configuration ([access] of its config file and environment) is read once."""
-    return (config or _process_config()).is_restricted(did)
+    """Whether only a token may read dataset `did` (a DID or a dataset name), by `config` or this process's
+    policy (`in_use`)."""
+    return (config or in_use()).is_restricted(did)
 
 
 def dataset_path(did: DID | str) -> str:
