@@ -303,6 +303,8 @@ def get(opts: Options) -> int:
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, linger=cfg.linger, timeout=cfg.timeout,
         stall_timeout=cfg.stall_timeout, blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
         checksums=checksums(resolved.record), folder=folder,
+        # The token goes to a members-only dataset's web seeds only: a public one's never see it.
+        token=token if resolved.record and resolved.record.get("restricted") is True else None,
         site_peers=holding(sites, resolved.record) if cfg.site_share else ())
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)

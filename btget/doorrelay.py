@@ -15,6 +15,11 @@ kept alive) and writes the answers back in the order they were asked. An
 https door is left direct: the relay would have to hold the T3's trust for
 it.
 
+For a members-only dataset the relay also puts the user's bearer token on
+every request (`Authorization: Bearer`, btget/bearer.py), read anew for each
+one: a token file renewed during a long fetch is used from the next request
+on, which a header fixed when libtorrent was given the web seed could not do.
+
 The relay runs an asyncio loop in a thread of the worker process; `Relays`
 is its whole interface (`local(url)`, `door_of(endpoint)`, `close()`).
 """
@@ -26,6 +31,7 @@ import contextlib
 import logging
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
@@ -52,18 +58,20 @@ class Door:
     path: str  # the base's path, ending in '/'
     netloc: str
     idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = field(default_factory=list)
+    credentials: Callable[[], dict[str, str]] = dict  # headers each request carries (the current bearer token)
 
     @classmethod
-    def of(cls, base: str) -> Door:
+    def of(cls, base: str, credentials: Callable[[], dict[str, str]] = dict) -> Door:
         parts = urlsplit(base)
         path = parts.path if parts.path.endswith("/") else parts.path + "/"
-        return cls(parts.hostname or "", parts.port or 80, path, parts.netloc)
+        return cls(parts.hostname or "", parts.port or 80, path, parts.netloc, credentials=credentials)
 
 
 class Relays:
     """The relays of one worker, started on first use; `local` and `close` may be called from any thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, credentials: Callable[[], dict[str, str]] = dict) -> None:
+        self.credentials = credentials  # called for each request: the headers it carries to the door
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._local: dict[str, str] = {}  # door base URL → the relay's base URL
@@ -75,7 +83,7 @@ class Relays:
         if not url.startswith("http://") or not urlsplit(url).hostname:
             return url
         if url not in self._local:
-            door = Door.of(url)
+            door = Door.of(url, self.credentials)
             try:
                 port = self._call(self._listen(door))
             except OSError as exc:
@@ -200,10 +208,12 @@ def _forwarded(head: bytes, door: Door) -> bytes | None:
         return None
     if method not in ("GET", "HEAD") or not target.startswith("/") or not version.startswith("HTTP/1."):
         return None
-    headers = [line for line in lines[1:] if line and not line.lower().startswith(("host:", "connection:"))]
+    headers = [line for line in lines[1:]
+               if line and not line.lower().startswith(("host:", "connection:", "authorization:"))]
+    own = [f"{name}: {value}" for name, value in door.credentials().items()]
     # The relay's base has the door's path: the target is the door's as it stands.
     return "\r\n".join([f"{method} {target} HTTP/1.1", f"Host: {door.netloc}", "Connection: keep-alive",
-                        *headers, "", ""]).encode("latin-1")
+                        *headers, *own, "", ""]).encode("latin-1")
 
 
 async def _fetch(door: Door, request: bytes, items: asyncio.Queue) -> None:

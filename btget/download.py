@@ -27,6 +27,7 @@ from torrents.hostport import ANY, format_hostport
 from torrents.metainfo import Metainfo
 
 from btget import links, plan, ratecap, timeline, verify, webseeds
+from btget.bearer import TokenSource
 from btget.report import WorkerReport
 from btget.errors import Blocked, Interrupted, TransferError, VerifyFailed
 from btget.sourcelog import SourceLog
@@ -64,6 +65,7 @@ class Job:
     site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (btget/siteshare.py)
     max_rate: int = 0  # bytes/s, the whole run (--max-rate; 0: none)
     max_upload_rate: int = 0
+    token: TokenSource | None = None  # a members-only dataset: the user's token for its web seeds (btget/bearer.py)
 
     @property
     def root(self) -> Path:
@@ -196,7 +198,7 @@ def run(job: Job, display: Display) -> Outcome:
                               url_list=tuple(s.url for s in job.web.sources), own_names=file_names(job.meta, job.folder),
                               recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix,
                               part="" if whole else peerid.part_tag(f.index for f in share),
-                              site_peers=job.site_peers, rates=(down[k], up))
+                              site_peers=job.site_peers, rates=(down[k], up), token=job.token)
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()

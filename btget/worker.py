@@ -34,6 +34,7 @@ from torrents.hostport import ANY, format_hostport, host_of, own_addresses, url_
 from torrents.servicekit import tls
 
 from btget import events, recover, sources
+from btget.bearer import TokenSource
 from btget.reannounce import Reannounce
 
 log = logging.getLogger("btget.worker")
@@ -90,6 +91,7 @@ class WorkerSpec:
     part: str = ""  # torrents.peerid.part_tag of its files when it wants part of the dataset, else ""
     site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (the tracker's /api/sites): btget/siteshare.py
     rates: tuple[int, int] = (0, 0)  # its part of the run's caps, (download, upload) bytes/s; 0: none
+    token: TokenSource | None = None  # a members-only dataset: the user's token, sent to its http web seeds
 
     @property
     def peer_fingerprint(self) -> str:
@@ -166,7 +168,8 @@ class Worker:
         self.web_urls = set(spec.web_seeds)  # the web seeds in use now (as the parent names them)
         from btget import doorrelay
 
-        self.relays = doorrelay.Relays()  # libtorrent asks each http web seed through one (btget/doorrelay.py)
+        # libtorrent asks each http web seed through one (btget/doorrelay.py), which adds the current token
+        self.relays = doorrelay.Relays(spec.token.header if spec.token else dict)
         self.alerts = self._alert_table()
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0

@@ -92,7 +92,8 @@ async def get_dataset(request: web.Request) -> web.Response:
     swarm = await request.app[keys.TRACKER].swarm(info_hash)
     seeds = catalog.live_web_seeds(await _web_seeds(db, cache, gen, info_hash), swarm.holders if swarm else None)
     live = {"swarm": swarm.to_json() if swarm else None,
-            "web_seeds": [{"site": site, "url": url} for site, url in seeds]}
+            "web_seeds": [{"site": site, "url": url} for site, url in seeds],
+            "restricted": request.app[keys.ACCESS].is_restricted(name)}
     # The kept object with the live fields after the others: '{...}' + ', "swarm": ...}'.
     body = static[:-1] + b", " + json.dumps(live)[1:].encode()
     return web.Response(body=body, content_type="application/json")

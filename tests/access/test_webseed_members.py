@@ -3,6 +3,10 @@ a token whose key the issuer withdrew stops working. A real bt-server app, a rea
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
+
 import aiohttp
 import pytest
 
@@ -85,3 +89,55 @@ async def test_a_token_whose_key_was_withdrawn_stops_new_fetches(web, issuer):
         fresh = {"Authorization": f"Bearer {issuer.mint('storage.read:/atlas')}"}
         async with http.get(url, headers=fresh) as r:
             assert (r.status, await r.read()) == (200, data)
+
+
+async def test_bt_get_sends_the_current_token_to_the_web_seeds(aiohttp_server, aiohttp_client, tmp_path, issuer,
+                                                              pki, monkeypatch):
+    """A member's fetch from a site's web seed alone, whose token file is renewed mid-fetch as the issuer
+    withdraws the old key: the relay reads the file for each request, so the fetch ends whole."""
+    from btrepo.app import create_app as create_repo
+    from btrepo.config import RepoConfig
+    from tests.btget.getsupport import bt_get_async, same_bytes
+    from tests.repo.repo_support import SECRETS
+    from tests.support import free_port
+
+    policy = access_for(issuer, pki, "atlas", keys_lifetime=1)
+    repo = await aiohttp_server(create_repo(RepoConfig(state=str(tmp_path / "repo"), site_secrets=SECRETS,
+                                                       tracker=f"http://127.0.0.1:{free_port()}"), access=policy),
+                                host="127.0.0.1")
+    repo_url = str(repo.make_url("")).rstrip("/")
+    root = tmp_path / "root"
+    # 16 files: libtorrent asks a web seed file by file, so requests go on after the renewal (with the token
+    # read once at the start instead, this fetch stops with files that cannot be fetched).
+    generate(root, name=SECRET_DS, files=16, total_size=6_000_000, seed=7)
+    config = ServerConfig(site="site1", secret=SECRETS["site1"], listen="127.0.0.1:0", peer_listen="127.0.0.2:0",
+                          web_listen="127.0.0.2:0", state=str(tmp_path / "state"), roots=(str(root),), tracker="",
+                          repo=repo_url, web_rate_limit=1_000_000)  # a few seconds: time to renew mid-way
+    site = await aiohttp_client(create_app(config, deps=Deps(access=policy)))
+
+    async def published():
+        doc = await (await site.get("/api/status")).json()
+        return doc if doc["datasets"] and (doc["datasets"][0]["repository"] or {}).get("published") else None
+    await until(published, timeout=30, what="the site to publish")
+
+    token_file = tmp_path / "token"
+    token_file.write_text(issuer.mint("storage.read:/atlas", lifetime=3600))
+    out = tmp_path / "out"
+    for var in ("BEARER_TOKEN", "BEARER_TOKEN_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    fetch = asyncio.ensure_future(bt_get_async(SECRET_DS, "--repo", repo_url, "-o", str(out), "--token-file",
+                                               str(token_file), "--web-seeds-always", "--timeout", "90",
+                                               "--stall-timeout", "30", "--json", timeout=120))
+
+    async def sending():
+        doc = await (await site.get("/api/status")).json()
+        return (doc["web"] or {}).get("sent_total", 0) > 0 or fetch.done()
+    await until(sending, timeout=60, what="the web seed to send")
+    assert not fetch.done(), fetch.result()
+    issuer.rotate()  # the old token's key is withdrawn...
+    token_file.write_text(issuer.mint("storage.read:/atlas", lifetime=3600))  # ...and the agent renews the file
+    code, stdout, err = await fetch
+    assert code == 0, err
+    doc = json.loads(stdout)
+    for path in sorted((root / SECRET_DS).iterdir()):
+        assert same_bytes(path, Path(doc["directory"]) / path.name), path.name
