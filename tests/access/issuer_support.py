@@ -1,36 +1,18 @@
-"""Fixtures for the token tests: the federation's test CA, a real issuer over https, [access] for it.
+"""Helpers for the token tests: [access] for the test issuer, and tokens as an attacker would make them.
 
-Not a conftest (tests/conftest.py owns that module name); test modules import the fixtures from here.
+The fixtures (the test CA, the issuers) are in tests/access/conftest.py.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 
-import pytest
-
 from btswarm.testbed.issuer import AUDIENCE, Issuer
-from tests.deploy.deployment import Pki, make_pki
+from tests.deploy.deployment import Pki
 from torrents.access import AccessConfig
-
-
-@pytest.fixture
-def pki(tmp_path) -> Pki:
-    return make_pki(tmp_path / "pki", ["127.0.0.1"])
-
-
-@pytest.fixture
-async def issuer(pki):
-    async with Issuer("127.0.0.1", str(pki.cert), str(pki.key)) as running:
-        yield running
-
-
-@pytest.fixture
-async def stranger(pki):
-    """Another issuer, trusted by nobody."""
-    async with Issuer("127.0.0.1", str(pki.cert), str(pki.key)) as running:
-        yield running
 
 
 def access_for(issuer: Issuer, pki: Pki, *restricted: str, **more) -> AccessConfig:
@@ -59,8 +41,6 @@ def forged(token: str, **changes) -> str:
 
 def hmac_signed(token: str, secret: bytes) -> str:
     """The claims signed with HS256 (a secret an attacker knows, such as the issuer's public key)."""
-    import hashlib
-    import hmac
     claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
     head = f"{_b64({'alg': 'HS256', 'typ': 'JWT'})}.{_b64(claims)}"
     sig = base64.urlsafe_b64encode(hmac.new(secret, head.encode(), hashlib.sha256).digest()).rstrip(b"=").decode()

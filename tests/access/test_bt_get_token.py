@@ -11,7 +11,7 @@ import pytest
 
 from btrepo.app import create_app
 from btrepo.config import RepoConfig
-from tests.access.issuer_support import access_for, issuer, pki, stranger  # noqa: F401
+from tests.access.issuer_support import access_for
 from tests.btget.conftest import start_seed
 from tests.btget.getsupport import bt_get_async, same_bytes
 from tests.repo.repo_support import SECRETS, publish, publish_body

@@ -13,7 +13,7 @@ import pytest
 from btrepo.app import create_app
 from btrepo.config import RepoConfig
 from btswarm.testbed.issuer import AUDIENCE
-from tests.access.issuer_support import access_for, issuer, pki  # noqa: F401
+from tests.access.issuer_support import access_for
 from tests.btget.getsupport import bt_get_async, same_bytes
 from tests.btget.test_door_xrootd import xrootd_door  # noqa: F401
 from tests.repo.repo_support import SECRETS, publish, publish_body

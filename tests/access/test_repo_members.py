@@ -8,7 +8,7 @@ import pytest
 
 from btrepo.app import create_app
 from btrepo.config import RepoConfig
-from tests.access.issuer_support import access_for, issuer, pki, stranger  # noqa: F401
+from tests.access.issuer_support import access_for
 from tests.repo.repo_support import SECRETS, make_torrent, publish, publish_body
 from tests.support import free_port
 from torrents import access, metainfo

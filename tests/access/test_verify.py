@@ -7,8 +7,8 @@ import time
 import pytest
 
 from btswarm.testbed.issuer import AUDIENCE
-from tests.access.issuer_support import (access_for, forged, hmac_signed, issuer, pki, stranger,  # noqa: F401
-                                         unsigned)
+from tests.access.issuer_support import access_for, forged, hmac_signed, unsigned
+from tests.deploy.deployment import make_pki
 from torrents import tokens
 from torrents.errors import TokenRefused
 from torrents.servicekit.issuers import MIN_REFETCH, Issuers
@@ -101,7 +101,6 @@ async def test_an_issuer_that_does_not_answer_is_a_503_not_a_pass(issuer, pki):
 
 
 async def test_the_issuer_certificate_is_checked(issuer, pki, tmp_path):
-    from tests.deploy.deployment import make_pki
     other = make_pki(tmp_path / "other", ["127.0.0.1"], name="another CA")
     config = access_for(issuer, pki)
     verifier = Issuers(type(config)(restricted=config.restricted, issuers=config.issuers, ca_file=str(other.ca)))

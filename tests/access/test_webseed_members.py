@@ -12,7 +12,7 @@ import pytest
 
 from btserver.app import Deps, create_app
 from btserver.config import ServerConfig
-from tests.access.issuer_support import access_for, issuer, pki  # noqa: F401
+from tests.access.issuer_support import access_for
 from tests.support import until
 from torrents import urls
 from torrents.sample import generate
