@@ -56,6 +56,8 @@ def run(config_path: str | None, listen: str | None, state: str | None, tls_cert
                                                       "processes": processes})
     config.check_roles()
     members = access.use(access.load(config_path))
+    if members.unreadable():
+        log.warning("%s", members.unreadable())
     if members.restricted:
         log.info("members only: %s (issuers: %s)", ", ".join(members.restricted), ", ".join(members.issuers))
     service.check_secrets(log, "[repo] site_secrets", config.site_secrets,

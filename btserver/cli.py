@@ -124,6 +124,8 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     btlog.setup(verbose, PROG)
     cfg = load_server(config_path, **flags)
     members = access.use(access.load(config_path))
+    if members.unreadable() and cfg.web_listen:
+        log.warning("%s", members.unreadable())
     cfg.check_control_url()
     service.check_secrets(log, "[server] secret", {cfg.site: cfg.secret},
                           [("listen", cfg.listen), ("control_url", cfg.control_url),

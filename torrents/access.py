@@ -28,7 +28,7 @@ import functools
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, NamedTuple
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from torrents.config import Seconds, load_section
 from torrents.did import DID, parse_pattern
@@ -99,11 +99,13 @@ class AccessConfig:
         if self.keys_lifetime > 86400:
             raise ConfigError("keys_lifetime", "at most 1d: a withdrawn key must stop working")
 
-    def check(self) -> None:
-        """The rule across keys, checked once every key is read (the loader checks them one by one)."""
+    def unreadable(self) -> str | None:
+        """What a service warns of when restricted datasets have no issuer (the peer wire's certificates may
+        still serve them; the repository and the web seeds then refuse every token)."""
         if self.restricted and not self.issuers:
-            raise ConfigError("[access] issuers", "restricted datasets need at least one trusted issuer, or "
-                                                  "nobody could read them")
+            return ("[access] restricted names datasets but [access] issuers is empty: no token can read them "
+                    "from the repository or a web seed")
+        return None
 
     @functools.cached_property
     def restrictions(self) -> tuple[Restriction, ...]:
@@ -117,11 +119,10 @@ class AccessConfig:
 NONE = AccessConfig()  # the default: nothing restricted
 
 
-def load(explicit: str | os.PathLike | None = None, *, environ: Mapping[str, str] | None = None) -> AccessConfig:
-    """The [access] section of the configuration (file, then $BTSWARM_ACCESS_*), checked whole."""
-    config = load_section(SECTION, AccessConfig, explicit, environ=environ)
-    config.check()
-    return config
+def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,
+         environ: Mapping[str, str] | None = None) -> AccessConfig:
+    """The [access] section of the configuration (file, then $BTSWARM_ACCESS_*, then `overrides`)."""
+    return load_section(SECTION, AccessConfig, explicit, overrides=overrides, environ=environ)
 
 
 _in_use: list[AccessConfig] = []  # this process's policy, set by its command (use) or read once when first asked
