@@ -162,7 +162,8 @@ def _is_page(request: web.Request) -> bool:
     return not (path.startswith("/api/") or path in ("/metrics", "/healthz"))
 
 
-_TITLES = {400: "Bad request", 401: "Members only", 403: "Members only", 404: "Not found", 405: "Method not allowed", 413: "Too large", 414: "Address too long"}
+_TITLES = {400: "Bad request", 401: "Members only", 403: "Members only", 404: "Not found", 405: "Method not allowed",
+           413: "Too large", 414: "Address too long"}
 
 
 @web.middleware

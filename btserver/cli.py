@@ -16,6 +16,7 @@ torrents.cli.run_main, as for every btswarm command.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import tempfile
@@ -141,7 +142,8 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     for manifest in cfg.manifests:
         if not Path(manifest).is_file():
             raise ConfigError(manifest, "no such manifest file")
-    service.serve(lambda host, port, _index, _reuse: run_app(create_app(cfg, deps=Deps(access=members)), host, port, name=f"{PROG} {cfg.site}",
+    app = functools.partial(create_app, cfg, deps=Deps(access=members))
+    service.serve(lambda host, port, _index, _reuse: run_app(app(), host, port, name=f"{PROG} {cfg.site}",
                                                              ssl_context=ssl_context), cfg.listen, name=PROG)
 
 

@@ -15,7 +15,7 @@ from tests.access.issuer_support import access_for
 from tests.btget.conftest import start_seed
 from tests.btget.getsupport import bt_get_async, same_bytes
 from tests.repo.repo_support import SECRETS, publish, publish_body
-from tests.support import free_port
+from tests.support import free_port, until
 from torrents import sample
 from torrents.build import build_torrent
 
@@ -146,3 +146,33 @@ async def test_a_token_file_that_cannot_be_read_is_named(federation, runtime, tm
                                       env=env_for(runtime))
     assert code == 2 and err == (f"bt-get: error: --token-file {tmp_path / 'absent'}: cannot read "
                                  "(No such file or directory)\n")
+
+
+async def test_a_token_whose_key_the_issuer_withdrew_stops_new_fetches(aiohttp_server, tmp_path, issuer, pki,
+                                                                       runtime):
+    config = RepoConfig(state=str(tmp_path / "state"), tracker=f"http://127.0.0.1:{free_port()}",
+                        site_secrets=SECRETS)
+    server = await aiohttp_server(create_app(config, access=access_for(issuer, pki, "atlas", keys_lifetime=1)),
+                                  host="127.0.0.1")
+    url = str(server.make_url("")).rstrip("/")
+    _, data, meta = dataset_named(tmp_path / "sites", SECRET_DS)
+    files = [{"lfn": f.lfn, "size": f.length, "adler32": None} for f in meta.data_files]
+    async with aiohttp.ClientSession() as session:
+        status, answer = await publish(session, url, SECRET_DS, publish_body(
+            data, meta, files, did={"scope": "atlas", "name": SECRET_DS.split(":")[1]}))
+        assert status == 201, answer
+        leaked = issuer.mint("storage.read:/atlas", lifetime=3600)
+        env = env_for(runtime, BEARER_TOKEN=leaked)
+        code, out, err = await bt_get_async(SECRET_DS, "--repo", url, "--list-files", env=env)
+        assert code == 0, err
+        issuer.rotate()
+
+        async def refused():  # the repository fetches the keys again within keys_lifetime (1 s)
+            async with session.get(f"{url}/api/datasets/{SECRET_DS}",
+                                   headers={"Authorization": f"Bearer {leaked}"}) as r:
+                return r.status == 401
+        await until(refused, timeout=15, what="the withdrawn key to stop verifying", interval=0.2)
+    out_dir = tmp_path / "out"
+    code, out, err = await bt_get_async(SECRET_DS, "--repo", url, "-o", str(out_dir), env=env)
+    assert code == 1 and err.startswith("bt-get: error: token: signed with key ") and "does not publish" in err, err
+    assert err.endswith("(the token from $BEARER_TOKEN)\n") and nothing_written(out_dir)
