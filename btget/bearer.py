@@ -15,7 +15,8 @@ fetch whose token file a renewal agent rewrites sends the renewed token to
 the web seeds from then on. Without a token nothing is sent, and every public
 dataset is fetched as before. The token goes to the repository and, for a
 members-only dataset, to the web seeds of its .torrent; never to anything
-else.
+else, and never in clear across a network: only over https, or to a loopback
+address (`carries_token`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Mapping
+from urllib.parse import urlsplit
 
+from torrents.devsecret import is_loopback_host
 from torrents.errors import UsageError
 
 
@@ -48,6 +51,12 @@ class TokenSource:
     def header(self) -> dict[str, str]:
         token = self.current()
         return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def carries_token(url: str) -> bool:
+    """Whether a request to `url` may carry the token: https, or plain http to this host (loopback)."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or (parts.scheme == "http" and is_loopback_host(parts.hostname or ""))
 
 
 def places(environ: Mapping[str, str], uid: int) -> list[str]:
@@ -88,8 +97,12 @@ def _named(path: str, how: str) -> TokenSource:
 
 
 def refused_text(problem: str, source: TokenSource | None, environ: Mapping[str, str] | None = None,
-                 uid: int | None = None) -> str:
-    """The repository's refusal, with where bt-get looked for the token or which one it sent."""
+                 uid: int | None = None, *, withheld_from: str | None = None) -> str:
+    """The repository's refusal, with where bt-get looked for the token, which one it sent, or why it sent
+    none (`withheld_from`: a plain-http URL across a network)."""
+    if source is not None and withheld_from is not None:
+        return (f"{problem}; the token from {source.where} was not sent: bt-get sends it only over https "
+                f"(or to this host), and {withheld_from} is plain http")
     if source is None:
         env = os.environ if environ is None else environ
         looked = ", ".join(places(env, os.getuid() if uid is None else uid))

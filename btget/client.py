@@ -51,10 +51,11 @@ class Client:
         self.repo = repo.rstrip("/")
         self.session = session
         self.hint = hint  # said after a repository error: how to name another one
-        self.token = token  # the user's bearer token (btget/bearer.py), sent to the repository only
+        self.token = token  # the user's bearer token (btget/bearer.py), sent to the repository only (https/loopback)
 
     async def _get(self, url: str, limit: int, what: str) -> tuple[int, bytes]:
-        headers = self.token.header() if self.token and _base(url) == _base(self.repo) else {}
+        mine = self.token and _base(url) == _base(self.repo) and bearer.carries_token(url)
+        headers = self.token.header() if mine else {}  # type: ignore[union-attr]
         try:
             async with self.session.get(url, timeout=TIMEOUT, headers=headers) as resp:
                 # read(n) returns what is buffered (up to n), not the whole
@@ -94,7 +95,8 @@ class Client:
             described = re.search(r'error_description="([^"]*)"', challenge)
             said = f"token: {described.group(1)}" if described else f"{self.repo}: HTTP {status} (a token is needed)"
         subject, _, problem = said.partition(": ")
-        return TokenRefused(subject, bearer.refused_text(problem, self.token), status=status)
+        withheld = self.repo if self.token and not bearer.carries_token(self.repo) else None
+        return TokenRefused(subject, bearer.refused_text(problem, self.token, withheld_from=withheld), status=status)
 
     async def _api(self, path: str) -> tuple[int, Any]:
         """GET the repository's JSON API at `path`; an answer that is not JSON is no repository."""

@@ -19,6 +19,10 @@ For a members-only dataset the relay also puts the user's bearer token on
 every request (`Authorization: Bearer`, btget/bearer.py), read anew for each
 one: a token file renewed during a long fetch is used from the next request
 on, which a header fixed when libtorrent was given the web seed could not do.
+The token must not cross a network in clear: it goes only to https doors,
+which the relay then reaches over TLS itself (verified with `tls`, the T3's
+trust), and to doors on loopback; a plain-http door elsewhere is asked without
+it.
 
 The relay runs an asyncio loop in a thread of the worker process; `Relays`
 is its whole interface (`local(url)`, `door_of(endpoint)`, `close()`).
@@ -29,10 +33,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import threading
 from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import urlsplit
+
+from btget.bearer import carries_token
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +66,26 @@ class Door:
     netloc: str
     idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = field(default_factory=list)
     credentials: Callable[[], dict[str, str]] = dict  # headers each request carries (the current bearer token)
+    tls: ssl.SSLContext | None = None  # an https door: the relay speaks TLS to it
 
     @classmethod
-    def of(cls, base: str, credentials: Callable[[], dict[str, str]] = dict) -> Door:
+    def of(cls, base: str, credentials: Callable[[], dict[str, str]] = dict,
+           tls: ssl.SSLContext | None = None) -> Door:
         parts = urlsplit(base)
         path = parts.path if parts.path.endswith("/") else parts.path + "/"
-        return cls(parts.hostname or "", parts.port or 80, path, parts.netloc, credentials=credentials)
+        secure = parts.scheme == "https"
+        if not carries_token(base):
+            credentials = dict  # a bearer token is not sent in clear across a network
+        return cls(parts.hostname or "", parts.port or (443 if secure else 80), path, parts.netloc,
+                   credentials=credentials, tls=tls if secure else None)
 
 
 class Relays:
     """The relays of one worker, started on first use; `local` and `close` may be called from any thread."""
 
-    def __init__(self, credentials: Callable[[], dict[str, str]] = dict) -> None:
+    def __init__(self, credentials: Callable[[], dict[str, str]] = dict, tls: ssl.SSLContext | None = None) -> None:
         self.credentials = credentials  # called for each request: the headers it carries to the door
+        self.tls = tls  # given (a members-only dataset): https doors are relayed too, over TLS verified with it
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._local: dict[str, str] = {}  # door base URL → the relay's base URL
@@ -79,11 +93,13 @@ class Relays:
         self._servers: list[asyncio.base_events.Server] = []
 
     def local(self, url: str) -> str:
-        """The URL libtorrent is given for web seed `url` (itself, for an https door or if no relay could start)."""
-        if not url.startswith("http://") or not urlsplit(url).hostname:
+        """The URL libtorrent is given for web seed `url` (itself, for an https door without `tls`, or if no relay
+        could start)."""
+        schemes = ("http://", "https://") if self.tls else ("http://",)
+        if not url.startswith(schemes) or not urlsplit(url).hostname:
             return url
         if url not in self._local:
-            door = Door.of(url, self.credentials)
+            door = Door.of(url, self.credentials, self.tls)
             try:
                 port = self._call(self._listen(door))
             except OSError as exc:
@@ -312,7 +328,9 @@ async def _connection(door: Door) -> tuple[asyncio.StreamReader, asyncio.StreamW
         if not reader.at_eof() and not writer.is_closing():
             return reader, writer
         writer.close()
-    return await asyncio.wait_for(asyncio.open_connection(door.host, door.port, limit=HEAD_LIMIT), CONNECT_TIMEOUT)
+    return await asyncio.wait_for(asyncio.open_connection(door.host, door.port, limit=HEAD_LIMIT, ssl=door.tls,
+                                                          server_hostname=door.host if door.tls else None),
+                                  CONNECT_TIMEOUT)
 
 
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:

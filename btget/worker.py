@@ -168,8 +168,10 @@ class Worker:
         self.web_urls = set(spec.web_seeds)  # the web seeds in use now (as the parent names them)
         from btget import doorrelay
 
-        # libtorrent asks each http web seed through one (btget/doorrelay.py), which adds the current token
-        self.relays = doorrelay.Relays(spec.token.header if spec.token else dict)
+        # libtorrent asks each http web seed through one (btget/doorrelay.py); for a members-only dataset https
+        # ones too, the relay adding the current token (verified with the CAs the session trusts: tls.py)
+        self.relays = (doorrelay.Relays(spec.token.header, tls.client_context()) if spec.token
+                       else doorrelay.Relays())
         self.alerts = self._alert_table()
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0

@@ -32,10 +32,11 @@ from typing import Callable
 
 from aiohttp import web
 
-from torrents import metainfo, tokens
+from torrents import metainfo
 from torrents.errors import TokenRefused
 from torrents.metainfo import FileEntry
 from torrents.servicekit.issuers import Issuers
+from torrents.servicekit.web import challenge
 
 from btserver.inventory import Inventory, Prepared
 from btserver.metrics import Metrics
@@ -117,8 +118,7 @@ async def serve_file(request: web.Request) -> web.StreamResponse:
         try:
             await seed.issuers.check_read(request.headers.get("Authorization"), name)
         except TokenRefused as exc:
-            headers = {"WWW-Authenticate": tokens.www_authenticate(exc)} if exc.status in (401, 403) else {}
-            return _answer(seed, exc.status, str(exc), **headers)
+            return challenge(_answer(seed, exc.status, str(exc)), exc)
     # The first request for a version reads and parses its .torrent: not on the loop.
     found = await asyncio.get_running_loop().run_in_executor(None, seed.lookup, name, lfn)
     if found is None:

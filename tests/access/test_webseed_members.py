@@ -9,11 +9,18 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from aiohttp import web
 
-from btserver.app import Deps, create_app
+from btrepo.app import create_app as create_repo
+from btrepo.config import RepoConfig
+from btserver.app import DAEMON, Deps, create_app
 from btserver.config import ServerConfig
+from btserver.webseed import create_web_app
 from tests.access.issuer_support import access_for
-from tests.support import until
+from tests.btget.getsupport import bt_get_async, same_bytes
+from tests.repo.repo_support import SECRETS
+from tests.support import free_port, until
+from torrents.servicekit import tls
 from torrents import urls
 from torrents.sample import generate
 
@@ -23,7 +30,7 @@ SECRET_DS, OPEN_DS = "atlas:data18.AOD.r1", "ds.one"
 
 
 @pytest.fixture
-async def web(aiohttp_client, tmp_path, issuer, pki):
+async def site_web(aiohttp_client, tmp_path, issuer, pki):
     """A site holding SECRET_DS (restricted) and OPEN_DS, its web seed up → (web base URL, root)."""
     root = tmp_path / "root"
     for name in (SECRET_DS, OPEN_DS):
@@ -46,8 +53,8 @@ def first_file(root, name):
     return path.name, path.read_bytes()
 
 
-async def test_no_token_401_another_scope_403_the_right_one_the_bytes(web, issuer):
-    base, root = web
+async def test_no_token_401_another_scope_403_the_right_one_the_bytes(site_web, issuer):
+    base, root = site_web
     lfn, data = first_file(root, SECRET_DS)
     url = base + urls.web_seed_path(SECRET_DS, lfn)
     async with aiohttp.ClientSession() as http:
@@ -70,8 +77,8 @@ async def test_no_token_401_another_scope_403_the_right_one_the_bytes(web, issue
             assert (r.status, await r.read()) == (200, data)
 
 
-async def test_a_token_whose_key_was_withdrawn_stops_new_fetches(web, issuer):
-    base, root = web
+async def test_a_token_whose_key_was_withdrawn_stops_new_fetches(site_web, issuer):
+    base, root = site_web
     lfn, data = first_file(root, SECRET_DS)
     url = base + urls.web_seed_path(SECRET_DS, lfn)
     stolen = {"Authorization": f"Bearer {issuer.mint('storage.read:/atlas', lifetime=3600)}"}
@@ -91,43 +98,46 @@ async def test_a_token_whose_key_was_withdrawn_stops_new_fetches(web, issuer):
             assert (r.status, await r.read()) == (200, data)
 
 
-async def test_bt_get_sends_the_current_token_to_the_web_seeds(aiohttp_server, aiohttp_client, tmp_path, issuer,
-                                                              pki, monkeypatch):
-    """A member's fetch from a site's web seed alone, whose token file is renewed mid-fetch as the issuer
-    withdraws the old key: the relay reads the file for each request, so the fetch ends whole."""
-    from btrepo.app import create_app as create_repo
-    from btrepo.config import RepoConfig
-    from tests.btget.getsupport import bt_get_async, same_bytes
-    from tests.repo.repo_support import SECRETS
-    from tests.support import free_port
-
-    policy = access_for(issuer, pki, "atlas", keys_lifetime=1)
-    repo = await aiohttp_server(create_repo(RepoConfig(state=str(tmp_path / "repo"), site_secrets=SECRETS,
-                                                       tracker=f"http://127.0.0.1:{free_port()}"), access=policy),
-                                host="127.0.0.1")
-    repo_url = str(repo.make_url("")).rstrip("/")
-    root = tmp_path / "root"
-    # 16 files: libtorrent asks a web seed file by file, so requests go on after the renewal (with the token
-    # read once at the start instead, this fetch stops with files that cannot be fetched).
-    generate(root, name=SECRET_DS, files=16, total_size=6_000_000, seed=7)
-    config = ServerConfig(site="site1", secret=SECRETS["site1"], listen="127.0.0.1:0", peer_listen="127.0.0.2:0",
-                          web_listen="127.0.0.2:0", state=str(tmp_path / "state"), roots=(str(root),), tracker="",
-                          repo=repo_url, web_rate_limit=1_000_000)  # a few seconds: time to renew mid-way
-    site = await aiohttp_client(create_app(config, deps=Deps(access=policy)))
-
-    async def published():
-        doc = await (await site.get("/api/status")).json()
-        return doc if doc["datasets"] and (doc["datasets"][0]["repository"] or {}).get("published") else None
-    await until(published, timeout=30, what="the site to publish")
-
-    token_file = tmp_path / "token"
-    token_file.write_text(issuer.mint("storage.read:/atlas", lifetime=3600))
-    out = tmp_path / "out"
+@pytest.fixture
+def member_site(aiohttp_server, aiohttp_client, tmp_path, issuer, pki, monkeypatch):
+    """member_site(files, total_size, **server) → (repository URL, the site's control client, the dataset's
+    directory): a repository restricting scope atlas (keys kept 1 s) and a site holding SECRET_DS that has
+    published it with its web seed; no token in this process's environment."""
     for var in ("BEARER_TOKEN", "BEARER_TOKEN_FILE"):
         monkeypatch.delenv(var, raising=False)
-    fetch = asyncio.ensure_future(bt_get_async(SECRET_DS, "--repo", repo_url, "-o", str(out), "--token-file",
-                                               str(token_file), "--web-seeds-always", "--timeout", "90",
-                                               "--stall-timeout", "30", "--json", timeout=120))
+    policy = access_for(issuer, pki, "atlas", keys_lifetime=1)
+
+    async def make(files: int, total_size: int, **server):
+        repo = await aiohttp_server(create_repo(RepoConfig(state=str(tmp_path / "repo"), site_secrets=SECRETS,
+                                                           tracker=f"http://127.0.0.1:{free_port()}"),
+                                                access=policy), host="127.0.0.1")
+        repo_url = str(repo.make_url("")).rstrip("/")
+        root = tmp_path / "root"
+        generate(root, name=SECRET_DS, files=files, total_size=total_size, seed=7)
+        config = ServerConfig(site="site1", secret=SECRETS["site1"], listen="127.0.0.1:0", peer_listen="127.0.0.2:0",
+                              web_listen="127.0.0.2:0", state=str(tmp_path / "state"), roots=(str(root),),
+                              tracker="", repo=repo_url, **server)
+        site = await aiohttp_client(create_app(config, deps=Deps(access=policy)))
+
+        async def published():
+            doc = await (await site.get("/api/status")).json()
+            return doc if doc["datasets"] and (doc["datasets"][0]["repository"] or {}).get("published") else None
+        await until(published, timeout=30, what="the site to publish")
+        return repo_url, site, root / SECRET_DS
+    return make
+
+
+async def test_bt_get_sends_the_current_token_to_the_web_seeds(member_site, tmp_path, issuer):
+    """A member's fetch from a site's web seed alone, whose token file is renewed mid-fetch as the issuer
+    withdraws the old key: the relay reads the file for each request, so the fetch ends whole."""
+    # 16 files: libtorrent asks a web seed file by file, so requests go on after the renewal (with the token
+    # read once at the start instead, this fetch stops with files that cannot be fetched).
+    repo_url, site, data = await member_site(16, 6_000_000, web_rate_limit=1_000_000)  # a few seconds
+    token_file = tmp_path / "token"
+    token_file.write_text(issuer.mint("storage.read:/atlas", lifetime=3600))
+    fetch = asyncio.ensure_future(bt_get_async(SECRET_DS, "--repo", repo_url, "-o", str(tmp_path / "out"),
+                                               "--token-file", str(token_file), "--web-seeds-always", "--timeout",
+                                               "90", "--stall-timeout", "30", "--json", timeout=120))
 
     async def sending():
         doc = await (await site.get("/api/status")).json()
@@ -139,5 +149,32 @@ async def test_bt_get_sends_the_current_token_to_the_web_seeds(aiohttp_server, a
     code, stdout, err = await fetch
     assert code == 0, err
     doc = json.loads(stdout)
-    for path in sorted((root / SECRET_DS).iterdir()):
+    for path in sorted(data.iterdir()):
+        assert same_bytes(path, Path(doc["directory"]) / path.name), path.name
+
+
+async def test_an_https_web_seed_gets_the_token_over_tls(member_site, tmp_path, issuer, pki):
+    """The site's web seed behind TLS (its `web_url`, as a front would serve it): bt-get's relay reaches it over
+    TLS, verified with --ca-file, and puts the token on every request; the torrent lists only that web seed."""
+    port = free_port("127.0.0.1")
+    repo_url, site, data = await member_site(4, 1_000_000, web_url=f"https://127.0.0.1:{port}")
+    front = web.AppRunner(create_web_app(site.server.app[DAEMON].web), access_log=None)
+    await front.setup()
+    await web.TCPSite(front, "127.0.0.1", port, ssl_context=tls.server_context(str(pki.cert), str(pki.key),
+                                                                              "server")).start()
+    try:
+        code, stdout, err = await bt_get_async(SECRET_DS, "--repo", repo_url, "-o", str(tmp_path / "out"),
+                                               "--ca-file", str(pki.ca), "--web-seeds-always", "--timeout", "60",
+                                               "--json", env={"BEARER_TOKEN": issuer.mint("storage.read:/atlas")},
+                                               timeout=90)
+    finally:
+        await front.cleanup()
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["sources"] == {"web seed site1": sum(p.stat().st_size for p in data.iterdir())}
+    async with aiohttp.ClientSession() as http:  # ... and that web seed is the https one alone
+        record = await (await http.get(f"{repo_url}/api/datasets/{SECRET_DS}", headers={
+            "Authorization": f"Bearer {issuer.mint('storage.read:/atlas')}"})).json()
+    assert record["web_seeds"] == [{"site": "site1", "url": f"https://127.0.0.1:{port}/data/"}]
+    for path in sorted(data.iterdir()):
         assert same_bytes(path, Path(doc["directory"]) / path.name), path.name

@@ -53,3 +53,26 @@ def test_what_a_refusal_says():
         "$XDG_RUNTIME_DIR/bt_u7, /tmp/bt_u7)")
     assert bearer.refused_text("expired", bearer.TokenSource("$BEARER_TOKEN", value="x")) == (
         "expired (the token from $BEARER_TOKEN)")
+
+
+@pytest.mark.parametrize("url, carries", [
+    ("https://repo.example.org/api/datasets/x", True), ("http://127.0.0.1:8080/x", True), ("http://[::1]:80/", True),
+    ("http://localhost:8080/", True), ("http://repo.example.org/x", False), ("http://192.0.2.5:8701/data/", False),
+    ("ftp://127.0.0.1/", False),
+])
+def test_the_token_never_crosses_a_network_in_clear(url, carries):
+    assert bearer.carries_token(url) is carries
+
+
+def test_a_door_gets_the_token_only_over_https_or_on_loopback():
+    from btget.doorrelay import Door
+
+    token = {"Authorization": "Bearer t"}.copy
+    assert Door.of("http://127.0.0.2:8701/data/", token).credentials() == {"Authorization": "Bearer t"}
+    assert Door.of("http://door.example:1094/atlas/", token).credentials() == {}
+    door = Door.of("https://door.example/atlas/", token, tls=object())
+    assert (door.port, door.tls is not None, door.credentials()) == (443, True, {"Authorization": "Bearer t"})
+    assert bearer.refused_text("needed", bearer.TokenSource("$BEARER_TOKEN", value="x"),
+                               withheld_from="http://repo.example") == (
+        "needed; the token from $BEARER_TOKEN was not sent: bt-get sends it only over https (or to this host), "
+        "and http://repo.example is plain http")
