@@ -14,11 +14,11 @@ import json
 import sys
 from typing import Any, Sequence
 
-import aiohttp
 import click
 
 from torrents import metainfo
 from torrents.errors import NotFound
+from torrents.servicekit.httpclient import client_session
 
 from btget import listing, plan
 from btget.bearer import TokenSource
@@ -35,17 +35,17 @@ def _dump(doc: dict[str, Any]) -> None:
     click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
 
 
-async def _search(repo: str, query: str, hint: str, limit: int,
-                  token: TokenSource | None) -> tuple[int, list[dict[str, Any]]]:
-    async with aiohttp.ClientSession() as session:
+async def _search(repo: str, query: str, hint: str, limit: int, token: TokenSource | None,
+                  ca: str) -> tuple[int, list[dict[str, Any]]]:
+    async with client_session(ca) as session:
         return await Client(repo, session, hint=hint, token=token).search_all(query, limit)
 
 
 def search(repo: str, query: str, *, json_output: bool, hint: str = "", limit: int = MAX_LISTED,
-           token: TokenSource | None = None) -> int:
+           token: TokenSource | None = None, ca: str = "") -> int:
     """Print the datasets matching `query` (every word, any part of the name, any case); NoMatch if none.
     Members-only datasets are listed only when `token` may read them (the repository leaves them out)."""
-    total, docs = asyncio.run(_search(repo, query, hint, limit, token))
+    total, docs = asyncio.run(_search(repo, query, hint, limit, token, ca))
     rows = [listing.dataset_row(d) for d in docs]
     if json_output:
         _dump(listing.search_document(query, repo, total, rows))

@@ -273,7 +273,8 @@ def get(opts: Options) -> int:
     if opts.search is not None:
         from btget import browse
 
-        return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg), token=token)
+        return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg), token=token,
+                             ca=cfg.ca_file)
     tls.trust_in_libtorrent(cfg.ca_file)  # the workers' https announces (they inherit the environment)
     target = classify(opts.target, os.path.isfile)
     if opts.info_hash is not None and target.kind != "name":
