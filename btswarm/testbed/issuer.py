@@ -8,12 +8,21 @@ tests/deploy/deployment.py `make_pki`). `mint()` signs a token with the current
 key; `rotate()` makes a new key and withdraws the old one, so tokens signed
 with it stop verifying once a service's kept keys run out
 (`[access] keys_lifetime`). Never imported by the product.
+
+As a process (a test bed's, `python -m btswarm.testbed.issuer HOST:PORT CERT
+KEY`) it prints `READY https://HOST:PORT` once it listens, and answers two more
+calls that a real issuer does not have, for whoever is on this host:
+`POST /token` `{"scope": "storage.read:/atlas", "lifetime": 600, ...claims}`
+→ `{"access_token": JWT}`, and `POST /rotate`. It listens on loopback only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import ssl
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,7 +32,9 @@ import jwt
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from torrents.hostport import format_hostport
+from torrents.devsecret import is_loopback_host
+from torrents.errors import BtswarmError, ConfigError
+from torrents.hostport import format_hostport, parse_hostport
 
 AUDIENCE = "https://btswarm.test"
 
@@ -78,9 +89,16 @@ class Issuer:
         self.keys = [SigningKey.new(k.alg) for k in self.keys]
 
     async def __aenter__(self) -> "Issuer":
+        return await self.start()
+
+    async def start(self, *, minting: bool = False) -> "Issuer":
+        """Serve; `minting` adds POST /token and POST /rotate (the process's)."""
         app = web.Application()
         app.router.add_get("/.well-known/openid-configuration", self._discovery)
         app.router.add_get("/jwks", self._jwks)
+        if minting:
+            app.router.add_post("/token", self._token)
+            app.router.add_post("/rotate", self._rotate)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.ssl)
@@ -100,3 +118,53 @@ class Issuer:
     async def _jwks(self, request: web.Request) -> web.Response:
         self.fetches += 1
         return web.json_response({"keys": [k.jwk() for k in self.keys]})
+
+    async def _token(self, request: web.Request) -> web.Response:
+        try:
+            doc = await request.json()
+            if not isinstance(doc, dict):
+                raise ValueError("expected a JSON object")
+            scope = doc.pop("scope", "storage.read:/")
+            lifetime = float(doc.pop("lifetime", 600))
+            token = self.mint(str(scope), lifetime=lifetime, **doc)
+        except (ValueError, TypeError) as exc:
+            return web.json_response({"error": f"token: {exc}"}, status=400)
+        return web.json_response({"access_token": token, "token_type": "Bearer", "expires_in": int(lifetime)})
+
+    async def _rotate(self, request: web.Request) -> web.Response:
+        self.rotate()
+        return web.json_response({"kids": [k.kid for k in self.keys]})
+
+
+async def serve(listen: str, cert: str, key: str) -> None:
+    """Run the issuer as a test bed's process until SIGTERM or SIGINT."""
+    host, port = parse_hostport(listen, "HOST:PORT")
+    if not is_loopback_host(host):
+        raise ConfigError(listen, "the test issuer mints tokens for anyone who asks: loopback addresses only")
+    issuer = await Issuer(host, cert, key, port=port).start(minting=True)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    print(f"READY {issuer.url}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await issuer.__aexit__()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3 or args[0].startswith("-"):
+        print("usage: python -m btswarm.testbed.issuer HOST:PORT CERT KEY   (a WLCG token issuer on loopback)",
+              file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(*args))
+    except (BtswarmError, OSError, ssl.SSLError) as exc:
+        print(f"issuer: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
