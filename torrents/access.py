@@ -1,4 +1,6 @@
-"""Who may read a dataset: the operators' [access] section, the one place for that policy. Pure.
+"""Who may read a dataset: the operators' [access] section, the one place for that policy.
+
+Pure but for `load` and `in_use`, which read the configuration.
 
 Every dataset is public unless the operators' `[access] restricted` names it:
 an entry is a Rucio scope (`atlas`: every dataset named `atlas:NAME`) or a
