@@ -104,7 +104,9 @@ def inspect(token: str, config: AccessConfig) -> Unverified:
 
 def verify_signature(token: str, seen: Unverified, keys: Mapping[str | None, Any]) -> dict:
     """The claims, once the signature checks with the issuer's key (`keys`: kid → PyJWK)."""
-    key = keys.get(seen.kid) if seen.kid is not None else (next(iter(keys.values())) if len(keys) == 1 else None)
+    if seen.kid is None and len(keys) != 1:
+        raise invalid(f"no key id (kid) in its header, and issuer {seen.issuer} publishes {len(keys)} keys")
+    key = keys.get(seen.kid) if seen.kid is not None else next(iter(keys.values()))
     if key is None:
         raise invalid(f"signed with key {seen.kid!r}, which issuer {seen.issuer} does not publish "
                       "(withdrawn, or not its key)")

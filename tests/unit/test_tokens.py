@@ -70,6 +70,11 @@ def test_header_and_issuer_refused_before_any_key():
     unknown = jwt.encode(claims(), KEY, algorithm="ES256", headers={"kid": "k9"})
     assert "signed with key 'k9', which issuer" in str(refused(unknown))
     assert str(refused("abc")).startswith("token: not a JWT")
+    no_kid = jwt.encode(claims(), KEY, algorithm="ES256")
+    assert verified(no_kid).paths == ("/atlas",)  # one key published: it is that one
+    two = {**PUBLIC, "k2": PUBLIC["k1"]}
+    with pytest.raises(TokenRefused, match=r"^token: no key id \(kid\) in its header, and issuer .* publishes 2 keys$"):
+        tokens.verify_signature(no_kid, tokens.inspect(no_kid, CONFIG), two)
 
 
 def test_scope_refusal_is_403_naming_the_scope_needed():
