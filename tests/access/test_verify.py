@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from btswarm.testbed.issuer import AUDIENCE
+from btswarm.testbed.issuer import AUDIENCE, SigningKey
 from tests.access.issuer_support import access_for, forged, hmac_signed, unsigned
 from tests.deploy.deployment import make_pki
 from torrents import tokens
@@ -96,6 +96,25 @@ async def test_an_issuer_that_does_not_answer_is_a_503_not_a_pass(issuer, pki):
     try:
         err = await refusal(verifier, token)
         assert err.status == 503 and f"issuer {issuer.url}'s keys are unavailable" in str(err)
+    finally:
+        await verifier.close()
+
+
+async def test_an_issuer_away_keeps_its_kept_keys_until_their_lifetime_ends(issuer, pki):
+    now = [time.time()]
+    verifier = Issuers(access_for(issuer, pki, keys_lifetime=60), clock=lambda: now[0])
+    try:
+        good = issuer.mint(lifetime=3600)
+        await verifier.verify(good)
+        await issuer.__aexit__()  # the issuer goes away
+        now[0] += MIN_REFETCH
+        stranger_key = SigningKey.new("RS256")
+        err = await refusal(verifier, issuer.mint(key=stranger_key))  # an unknown key id: asked, no answer
+        assert err.status == 401 and "does not publish" in str(err)
+        await verifier.verify(good)  # the kept keys still serve
+        now[0] += 60  # their lifetime is over: refused, never verified with keys the issuer may have withdrawn
+        err = await refusal(verifier, good)
+        assert err.status == 503 and "keys are unavailable" in str(err)
     finally:
         await verifier.close()
 

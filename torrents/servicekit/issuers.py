@@ -7,7 +7,10 @@ kept for `[access] keys_lifetime`: a key the issuer withdrew (rotated after a
 leak) verifies nothing once that lifetime has run out. A token signed with a
 key id not in the kept set makes one fetch at once (a key the issuer has just
 added), at most one per issuer every MIN_REFETCH seconds, so that tokens with
-made-up key ids cannot make the service hammer the issuer.
+made-up key ids cannot make the service hammer the issuer. An issuer that did
+not answer is not asked again for MIN_REFETCH seconds either: meanwhile its
+kept keys serve until their lifetime ends, and after that its tokens are
+refused at once (503) rather than each waiting for a timeout.
 
 The checks themselves are torrents/tokens.py's (pure).
 """
@@ -49,6 +52,7 @@ class Issuers:
     def __init__(self, config: AccessConfig, *, clock: Callable[[], float] = time.time) -> None:
         self.config, self.clock = config, clock
         self._kept: dict[str, _Kept] = {}
+        self._failed: dict[str, tuple[float, tokens.TokenRefused]] = {}  # issuer → its last failed fetch
         self._locks: dict[str, asyncio.Lock] = {}
         self._session: aiohttp.ClientSession | None = None
 
@@ -87,13 +91,21 @@ class Issuers:
             kept, now = self._kept.get(issuer), self.clock()
             stale = kept is None or now - kept.fetched >= self.config.keys_lifetime
             unknown = kept is not None and want is not None and want not in kept.keys
-            if stale or (unknown and now - kept.fetched >= MIN_REFETCH):  # type: ignore[union-attr]
+            if not (stale or (unknown and now - kept.fetched >= MIN_REFETCH)):  # type: ignore[union-attr]
+                return kept.keys  # type: ignore[union-attr]
+            failed = self._failed.get(issuer)
+            if failed is None or now - failed[0] >= MIN_REFETCH:  # an issuer that is away is asked again later
                 try:
                     kept = _Kept(await self._fetch(issuer), now)
-                except tokens.TokenRefused:
-                    self._kept.pop(issuer, None)  # keys past their lifetime are not used while it is away
-                    raise
-                self._kept[issuer] = kept
+                except tokens.TokenRefused as exc:
+                    failed = self._failed[issuer] = (now, exc)
+                else:
+                    self._failed.pop(issuer, None)
+                    self._kept[issuer] = kept
+                    return kept.keys
+            if stale:  # keys past their lifetime are not used while the issuer is away
+                self._kept.pop(issuer, None)
+                raise failed[1]
             return kept.keys  # type: ignore[union-attr]
 
     async def _fetch(self, issuer: str) -> dict[str | None, Any]:
