@@ -285,7 +285,7 @@ def get(opts: Options) -> int:
         raise RepoError(opts.target, f"the repository's torrent has info-hash {meta.info_hash}, "
                         f"not the magnet's {target.info_hash}")
     if opts.serve is not None:
-        return serve(opts, cfg, resolved, meta, target)
+        return serve(opts, cfg, resolved, meta, target, token)
     selected = choose_files(meta, opts)
     if opts.list_files:
         from btget import browse
@@ -304,8 +304,7 @@ def get(opts: Options) -> int:
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, linger=cfg.linger, timeout=cfg.timeout,
         stall_timeout=cfg.stall_timeout, blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
         checksums=checksums(resolved.record), folder=folder,
-        # The token goes to a members-only dataset's web seeds only: a public one's never see it.
-        token=token if resolved.record and resolved.record.get("restricted") is True else None,
+        token=web_seed_token(token, resolved.record),
         site_peers=holding(sites, resolved.record) if cfg.site_share else ())
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
@@ -358,7 +357,13 @@ def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -
     return shared
 
 
-def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Metainfo, target: Target) -> int:
+def web_seed_token(token: bearer.TokenSource | None, record: dict[str, Any] | None) -> bearer.TokenSource | None:
+    """The token a run's web seeds get: a members-only dataset's only (the repository's record says so)."""
+    return token if record and record.get("restricted") is True else None
+
+
+def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Metainfo, target: Target,
+          token: bearer.TokenSource | None = None) -> int:
     """--serve: join the swarm and serve the files over HTTP until stopped (btget.serve)."""
     from btget import serve as serving
     from btget.worker import WorkerSpec
@@ -376,7 +381,7 @@ def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Meta
                       web_seeds=tuple(dict.fromkeys(opts.web_seeds + (meta.url_list if cfg.web_seeds == "always"
                                                                       else ()))),
                       own_names=metainfo.own_names(meta), recheck=opts.check,
-                      max_connections=cfg.max_connections)
+                      max_connections=cfg.max_connections, token=web_seed_token(token, resolved.record))
     host, port = opts.serve
     sopts = serving.ServeOptions(host=host, port=port, prefetch=opts.prefetch,
                                  piece_timeout=opts.piece_timeout if opts.piece_timeout is not None else 60.0,
