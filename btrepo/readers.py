@@ -9,16 +9,39 @@ leave out what the reader may not read; everything else is as without [access].
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
+from typing import Iterator
 
 from aiohttp import web
 
 from torrents import access
+from torrents.errors import TokenRefused
 from btrepo import catalog, keys
+
+log = logging.getLogger("btswarm.repo.readers")
+
+
+@contextlib.contextmanager
+def _counted(request: web.Request) -> Iterator[None]:
+    """A refusal counted (btswarm_repo_token_refusals_total) and logged with the request, then raised on."""
+    try:
+        yield
+    except TokenRefused as exc:
+        request.app[keys.METRICS].token_refusals.labels(code=str(exc.status)).inc()
+        log.info("%s %s: %s", request.method, request.path, exc)
+        raise
 
 
 async def check_read(request: web.Request, name: str) -> None:
-    await request.app[keys.ISSUERS].check_read(request.headers.get("Authorization"), name)
+    with _counted(request):
+        await request.app[keys.ISSUERS].check_read(request.headers.get("Authorization"), name)
+
+
+async def _read_paths(request: web.Request) -> tuple[str, ...]:
+    with _counted(request):
+        return await request.app[keys.ISSUERS].read_paths(request.headers.get("Authorization"))
 
 
 async def visible(request: web.Request, params: catalog.SearchParams) -> catalog.SearchParams:
@@ -26,7 +49,7 @@ async def visible(request: web.Request, params: catalog.SearchParams) -> catalog
     policy = request.app[keys.ACCESS]
     if not policy.restrictions:
         return params
-    paths = await request.app[keys.ISSUERS].read_paths(request.headers.get("Authorization"))
+    paths = await _read_paths(request)
     return dataclasses.replace(params, hidden=tuple(r.glob() for r in policy.restrictions),
                                granted=access.granted_globs(paths))
 
@@ -36,5 +59,5 @@ async def may_see(request: web.Request, names: dict[str, str]) -> dict[str, str]
     policy = request.app[keys.ACCESS]
     if not policy.restrictions:
         return names
-    paths = await request.app[keys.ISSUERS].read_paths(request.headers.get("Authorization"))
+    paths = await _read_paths(request)
     return {h: n for h, n in names.items() if access.visible(policy, paths, n)}

@@ -88,6 +88,8 @@ async def test_bad_tokens_are_refused_each_saying_why(repo, issuer, stranger):
         assert start in html.unescape(await resp.text())  # the error page says it too
         resp = await repo.get(f"/api/datasets/{SECRET_DS}", headers=bearer(token))
         assert resp.status == 401 and (await resp.json())["error"].startswith(start)
+    metrics = await (await repo.get("/metrics")).text()
+    assert 'btswarm_repo_token_refusals_total{code="401"} 6.0' in metrics  # each case, page and record
 
 
 async def test_listings_show_restricted_datasets_only_to_a_token_that_reads_them(repo, issuer):
