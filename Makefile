@@ -36,8 +36,8 @@ test: $(STAMP) deps
 # The fast loop: the pure cores and the unit tests, no root, no system package, no network namespace
 # (under a minute). `make test` runs these too, with everything else.
 CHECK_TESTS := tests/unit tests/test_layering.py \
-  $(addprefix tests/btget/test_,plan.py ratecap.py reach.py readout.py reannounce.py report.py runstate.py \
-    siteshare.py sitechoice.py sources.py stall.py steering.py streaming.py target.py targets.py \
+  $(addprefix tests/btget/test_,bearer.py plan.py ratecap.py reach.py readout.py reannounce.py report.py \
+    runstate.py siteshare.py sitechoice.py sources.py stall.py steering.py streaming.py target.py targets.py \
     webseeds.py) \
   $(addprefix tests/btserver/test_,layout.py policy.py uploadslots.py rucio_map.py) \
   $(addprefix tests/btswarm/test_,delayline.py hosts_plan.py topology.py ready.py) \

@@ -19,9 +19,11 @@ import click
 from torrents import metainfo
 from torrents.errors import NotFound
 from torrents.proxyenv import NONE, Proxies
+
 from torrents.servicekit.httpclient import client_session
 
 from btget import listing, plan
+from btget.bearer import TokenSource
 from btget.client import Client
 
 MAX_LISTED = 2000  # datasets shown by one search (10 pages of the repository's largest)
@@ -35,16 +37,18 @@ def _dump(doc: dict[str, Any]) -> None:
     click.echo(json.dumps(doc, indent=2 if sys.stdout.isatty() else None))
 
 
-async def _search(repo: str, query: str, hint: str, limit: int, ca: str, proxies: Proxies
-                  ) -> tuple[int, list[dict[str, Any]]]:
+async def _search(repo: str, query: str, hint: str, limit: int, token: TokenSource | None, ca: str,
+                  proxies: Proxies) -> tuple[int, list[dict[str, Any]]]:
     async with client_session(ca, proxies=proxies) as session:
-        return await Client(repo, session, hint=hint).search_all(query, limit)
+        return await Client(repo, session, hint=hint, token=token).search_all(query, limit)
 
 
-def search(repo: str, query: str, *, json_output: bool, hint: str = "", limit: int = MAX_LISTED, ca: str = "",
-           proxies: Proxies = NONE) -> int:
-    """Print the datasets matching `query` (every word, any part of the name, any case); NoMatch if none."""
-    total, docs = asyncio.run(_search(repo, query, hint, limit, ca, proxies))
+def search(repo: str, query: str, *, json_output: bool, hint: str = "", limit: int = MAX_LISTED,
+           token: TokenSource | None = None, ca: str = "", proxies: Proxies = NONE) -> int:
+    """Print the datasets matching `query` (every word, any part of the name, any case); NoMatch if none.
+    Members-only datasets are listed only when `token` may read them (the repository leaves them out)."""
+    total, docs = asyncio.run(_search(repo, query, hint, limit, token, ca, proxies))
+
     rows = [listing.dataset_row(d) for d in docs]
     if json_output:
         _dump(listing.search_document(query, repo, total, rows))

@@ -35,7 +35,8 @@ from torrents.servicekit.httpclient import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import download, plan, reach, readout, report, targets, timeline, webseeds
+from btget import bearer, download, plan, reach, readout, report, targets, timeline, webseeds
+
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
@@ -58,6 +59,8 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 @click.option("--config", "config_path", metavar="FILE", help="Configuration file (TOML).")
 @click.option("--ca-file", metavar="PEM", help="CAs trusted besides the system's for https repository and trackers "
               "(default: $BTSWARM_GET_CA_FILE, then config [get] ca_file).")
+@click.option("--token-file", metavar="FILE", help="The bearer token for members-only datasets (default: config "
+              "[get] token_file, then $BEARER_TOKEN, $BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID).")
 @click.option("--workers", metavar="N|auto", help="Local libtorrent sessions, each in its own process.")
 @click.option("--shard", metavar="K/N", help="Fetch only share K of N (batch arrays: one share per host).")
 @click.option("--files", "globs", multiple=True, metavar="GLOB", help="Only files whose LFN matches (repeatable).")
@@ -158,6 +161,8 @@ class Options:
     targets: tuple[str, ...] = ()  # every TARGET, the command line's then the lists' (btget/targets.py)
     proxy: str | None = None  # --no-proxy: off (else the config's)
     closed: bool | None = None  # --closed: True (else the config's)
+    token_file: str | None = None
+
 
     @classmethod
     def from_click(cls, o: dict[str, Any]) -> "Options":
@@ -211,7 +216,7 @@ class Options:
             scope_subdir=o.get("scope_subdir", False), web_mode=web_mode, ca_file=o.get("ca_file"),
             search=o.get("search"), list_files=bool(o.get("list_files")), share=bool(o.get("share")),
             targets=o["targets"], proxy="off" if o.get("no_proxy") else None,
-            closed=True if o.get("closed") else None)
+            closed=True if o.get("closed") else None, token_file=o.get("token_file"))
 
 
 def _read_list(path: str) -> tuple[str, str]:
@@ -222,6 +227,7 @@ def _read_list(path: str) -> tuple[str, str]:
         return path, Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(path, f"cannot read the target list ({getattr(exc, 'strerror', None) or exc})") from None
+
 
 
 def _check_modes(o: dict[str, Any]) -> None:
@@ -293,20 +299,23 @@ def configure(opts: Options) -> GetConfig:
     """Config file < environment ($BTSWARM_GET_*) < flags."""
     overrides = {"repo": opts.repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
                  "seed_ratio": opts.seed_ratio, "timeout": opts.timeout, "stall_timeout": opts.stall_timeout,
-                 "web_seeds": opts.web_mode, "ca_file": opts.ca_file,
+                 "web_seeds": opts.web_mode, "ca_file": opts.ca_file, "token_file": opts.token_file,
                  "max_rate": opts.max_rate, "max_upload_rate": opts.max_upload_rate, "proxy": opts.proxy,
                  "closed": opts.closed}
+
     return get_config.load(opts.config_path, overrides=overrides)
 
 
 def get(opts: Options) -> int:
     cfg = configure(opts)
     timeline.mark("configured")
+    token = token_of(cfg)  # a token file named but unreadable: said now, before anything is fetched
     if opts.search is not None:
         from btget import browse
 
-        return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg),
+        return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg), token=token,
                              ca=cfg.ca_file, proxies=proxies_of(cfg))
+
     tls.trust_in_libtorrent(cfg.ca_file)  # the workers' https announces (they inherit the environment)
     if opts.target is None:
         return get_many(opts, cfg, opts.targets)
@@ -325,6 +334,7 @@ def get(opts: Options) -> int:
             raise UsageError("--serve", f"{opts.target} is one file of {found.meta.name}: --serve serves a whole "
                                         f"dataset (bt-get {found.meta.name} --serve)")
         return serve(opts, cfg, target, found)
+
     if opts.list_files:
         from btget import browse
 
@@ -401,7 +411,7 @@ async def resolve_target(target: Target, cfg: GetConfig, opts: Options, *, site_
         if target.kind != "name" or dids.as_did(target.value) is None:
             raise
         async with client_session(cfg.ca_file, proxies=proxies_of(cfg)) as session:
-            doc = await Client(cfg.repo, session, hint=repo_hint(cfg)).did(target.value)
+            doc = await Client(cfg.repo, session, hint=repo_hint(cfg), token=token_of(cfg)).did(target.value)
         if doc is None or doc.get("type") not in ("container", "file") or not doc["datasets"]:
             raise
     kind = doc["type"]
@@ -448,6 +458,7 @@ def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: 
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, linger=cfg.linger, timeout=cfg.timeout,
         stall_timeout=cfg.stall_timeout, blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
         checksums=checksums(resolved.record), folder=folder,
+        token=web_seed_token(cfg, resolved.record),
         site_peers=holding(sites, resolved.record) if cfg.site_share else ())
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
@@ -574,7 +585,18 @@ def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -
     return shared
 
 
+def token_of(cfg: GetConfig) -> bearer.TokenSource | None:
+    """The user's bearer token (btget/bearer.py): where every request of this run finds it."""
+    return bearer.discover(cfg.token_file or None)
+
+
+def web_seed_token(cfg: GetConfig, record: dict[str, Any] | None) -> bearer.TokenSource | None:
+    """The token a run's web seeds get: a members-only dataset's only (the repository's record says so)."""
+    return token_of(cfg) if record and record.get("restricted") is True else None
+
+
 def serve(opts: Options, cfg: GetConfig, target: Target, found: Found) -> int:
+
     """--serve: join the swarm and serve the files over HTTP until stopped (btget.serve)."""
     from btget import serve as serving
     from btget.worker import WorkerSpec
@@ -596,7 +618,9 @@ def serve(opts: Options, cfg: GetConfig, target: Target, found: Found) -> int:
                           meta.url_list if cfg.web_seeds == "always" or (way.unreachable and cfg.web_seeds != "off")
                           else ()))),
                       own_names=metainfo.own_names(meta), recheck=opts.check,
-                      max_connections=cfg.max_connections, proxies=proxies, tracker_proxy=way.tracker_proxy)
+                      max_connections=cfg.max_connections, proxies=proxies, tracker_proxy=way.tracker_proxy,
+                      token=web_seed_token(cfg, resolved.record))
+
     host, port = opts.serve
     sopts = serving.ServeOptions(host=host, port=port, prefetch=opts.prefetch,
                                  piece_timeout=opts.piece_timeout if opts.piece_timeout is not None else 60.0,
@@ -686,7 +710,8 @@ async def resolve(target: Target, cfg: GetConfig, peers: Sequence[tuple[str, int
                   ) -> tuple[Resolved, metainfo.Metainfo, dict[str, str]]:
     """TARGET → the .torrent bytes (and the repository record), parsed, plus site names for the summary."""
     async with client_session(cfg.ca_file, proxies=proxies_of(cfg)) as session:
-        client = Client(cfg.repo, session, hint=repo_hint(cfg))
+        client = Client(cfg.repo, session, hint=repo_hint(cfg), token=token_of(cfg))
+
         if target.kind == "file":
             try:
                 resolved = Resolved(Path(target.value).read_bytes(), None)

@@ -20,9 +20,10 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import aiohttp
 
 from torrents import urls
-from torrents.errors import MetainfoError, NotFound
+from torrents.errors import MetainfoError, NotFound, TokenRefused
 from torrents.servicekit import tls
 
+from btget import bearer
 from btget.errors import RepoError, ReplicaConflict
 from btget.target import not_a_torrent, torrent_link
 
@@ -45,14 +46,18 @@ class Resolved:
 
 
 class Client:
-    def __init__(self, repo: str, session: aiohttp.ClientSession, *, hint: str = "") -> None:
+    def __init__(self, repo: str, session: aiohttp.ClientSession, *, hint: str = "",
+                 token: bearer.TokenSource | None = None) -> None:
         self.repo = repo.rstrip("/")
         self.session = session
         self.hint = hint  # said after a repository error: how to name another one
+        self.token = token  # the user's bearer token (btget/bearer.py), sent to the repository only (https/loopback)
 
     async def _get(self, url: str, limit: int, what: str) -> tuple[int, bytes]:
+        mine = self.token and _base(url) == _base(self.repo) and bearer.carries_token(url)
+        headers = self.token.header() if mine else {}  # type: ignore[union-attr]
         try:
-            async with self.session.get(url, timeout=TIMEOUT) as resp:
+            async with self.session.get(url, timeout=TIMEOUT, headers=headers) as resp:
                 # read(n) returns what is buffered (up to n), not the whole
                 # body: a large answer (a 10,000-file record) arrives in pieces.
                 # Gathered in a bytearray: `bytes +=` copied the whole body for every
@@ -65,6 +70,8 @@ class Client:
                     body += chunk
                 if len(body) > limit:
                     raise RepoError(url, f"{what} larger than {limit} bytes")
+                if resp.status in (401, 403) and "WWW-Authenticate" in resp.headers:
+                    raise self._refused(resp.status, bytes(body), resp.headers["WWW-Authenticate"])
                 return resp.status, bytes(body)
         except aiohttp.ClientConnectorCertificateError as exc:  # before its base class: not a closed port
             raise RepoError(_base(url), tls.certificate_problem(exc, tls.FLAG_HINT) or str(exc)) from None
@@ -76,6 +83,20 @@ class Client:
             raise RepoError(_base(url), f"cannot reach ({exc.__class__.__name__}: {exc}){self.hint}") from None
         except TimeoutError:
             raise RepoError(_base(url), f"no answer in time{self.hint}") from None
+
+    def _refused(self, status: int, body: bytes, challenge: str) -> TokenRefused:
+        """A members-only refusal (RFC 6750) as one line: the repository's reason, and the token's origin."""
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+        said = doc.get("error") if isinstance(doc, dict) and isinstance(doc.get("error"), str) else None
+        if said is None:
+            described = re.search(r'error_description="([^"]*)"', challenge)
+            said = f"token: {described.group(1)}" if described else f"{self.repo}: HTTP {status} (a token is needed)"
+        subject, _, problem = said.partition(": ")
+        withheld = self.repo if self.token and not bearer.carries_token(self.repo) else None
+        return TokenRefused(subject, bearer.refused_text(problem, self.token, withheld_from=withheld), status=status)
 
     async def _api(self, path: str) -> tuple[int, Any]:
         """GET the repository's JSON API at `path`; an answer that is not JSON is no repository."""

@@ -49,6 +49,10 @@ class GetConfig:
     # This host accepts no inbound connection (NAT, a closed firewall): the announces say so (inbound=0)
     # and the tracker never hands it out to other peers, who could not reach it (docs/bt-get.md).
     closed: bool = False
+    # The user's bearer token for members-only datasets (btget/bearer.py); "": WLCG Bearer Token Discovery
+    # ($BEARER_TOKEN, $BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID).
+    token_file: str = ""
+
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.repo)

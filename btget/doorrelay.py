@@ -20,6 +20,16 @@ the web seeds go through it: it connects to the proxy instead of the door and
 asks for the door's absolute URL, as a proxy is asked; libtorrent's own
 connections stay on loopback (torrents/servicekit/ltsession.proxy_settings).
 
+For a members-only dataset the relay also puts the user's bearer token on
+every request (`Authorization: Bearer`, btget/bearer.py), read anew for each
+one: a token file renewed during a long fetch is used from the next request
+on, which a header fixed when libtorrent was given the web seed could not do.
+The token must not cross a network in clear: it goes only to https doors,
+which the relay then reaches over TLS itself (verified with `tls`, the T3's
+trust; straight to the door, never through a proxy), and to doors on
+loopback; a plain-http door elsewhere is asked without it.
+
+
 The relay runs an asyncio loop in a thread of the worker process; `Relays`
 is its whole interface (`local(url)`, `door_of(endpoint)`, `close()`).
 """
@@ -30,11 +40,16 @@ import asyncio
 import base64
 import contextlib
 import logging
+import ssl
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 from urllib.parse import urlsplit
 
 from torrents.proxyenv import NONE, Proxies, Proxy
+
+from btget.bearer import carries_token
+
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +76,20 @@ class Door:
     netloc: str
     proxy: Proxy | None = None  # the HTTP proxy its requests go through (None: straight to the door)
     idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = field(default_factory=list)
+    credentials: Callable[[], dict[str, str]] = dict  # headers each request carries (the current bearer token)
+    tls: ssl.SSLContext | None = None  # an https door: the relay speaks TLS to it
 
     @classmethod
-    def of(cls, base: str, proxy: Proxy | None = None) -> Door:
+    def of(cls, base: str, proxy: Proxy | None = None, credentials: Callable[[], dict[str, str]] = dict,
+           tls: ssl.SSLContext | None = None) -> Door:
         parts = urlsplit(base)
         path = parts.path if parts.path.endswith("/") else parts.path + "/"
-        return cls(parts.hostname or "", parts.port or 80, path, parts.netloc, proxy)
+        secure = parts.scheme == "https"
+        if not carries_token(base):
+            credentials = dict  # a bearer token is not sent in clear across a network
+        # An https door is reached over TLS by the relay itself: a proxy would need CONNECT (not spoken here).
+        return cls(parts.hostname or "", parts.port or (443 if secure else 80), path, parts.netloc,
+                   None if secure else proxy, credentials=credentials, tls=tls if secure else None)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -74,11 +97,16 @@ class Door:
         return (self.proxy.host, self.proxy.port) if self.proxy else (self.host, self.port)
 
 
+
 class Relays:
     """The relays of one worker, started on first use; `local` and `close` may be called from any thread."""
 
-    def __init__(self, proxies: Proxies = NONE) -> None:
+    def __init__(self, proxies: Proxies = NONE, credentials: Callable[[], dict[str, str]] = dict,
+                 tls: ssl.SSLContext | None = None) -> None:
         self._proxies = proxies
+        self.credentials = credentials  # called for each request: the headers it carries to the door
+        self.tls = tls  # given (a members-only dataset): https doors are relayed too, over TLS verified with it
+
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._local: dict[str, str] = {}  # door base URL → the relay's base URL
@@ -86,11 +114,14 @@ class Relays:
         self._servers: list[asyncio.base_events.Server] = []
 
     def local(self, url: str) -> str:
-        """The URL libtorrent is given for web seed `url` (itself, for an https door or if no relay could start)."""
-        if not url.startswith("http://") or not urlsplit(url).hostname:
+        """The URL libtorrent is given for web seed `url` (itself, for an https door without `tls`, or if no relay
+        could start)."""
+        schemes = ("http://", "https://") if self.tls else ("http://",)
+        if not url.startswith(schemes) or not urlsplit(url).hostname:
             return url
         if url not in self._local:
-            door = Door.of(url, self._proxies.for_url(url))
+            door = Door.of(url, self._proxies.for_url(url), self.credentials, self.tls)
+
             try:
                 port = self._call(self._listen(door))
             except OSError as exc:
@@ -223,17 +254,19 @@ def _forwarded(head: bytes, door: Door) -> bytes | None:
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     if method not in ("GET", "HEAD") or not target.startswith("/") or not version.startswith("HTTP/1."):
         return None
-    headers = [line for line in lines[1:] if line and not line.lower().startswith(("host:", "connection:",
-                                                                                    "proxy-authorization:"))]
+    headers = [line for line in lines[1:] if line and not line.lower().startswith(
+        ("host:", "connection:", "proxy-authorization:", "authorization:"))]
+    own = [f"{name}: {value}" for name, value in door.credentials().items()]
     # The relay's base has the door's path: the target is the door's as it stands (a proxy is asked for the
     # absolute URL, RFC 9112 3.2.2).
     if door.proxy is not None:
         target = f"http://{door.netloc}{target}"
         if door.proxy.username:
             token = base64.b64encode(f"{door.proxy.username}:{door.proxy.password}".encode()).decode()
-            headers.append(f"Proxy-Authorization: Basic {token}")
+            own.append(f"Proxy-Authorization: Basic {token}")
+
     return "\r\n".join([f"{method} {target} HTTP/1.1", f"Host: {door.netloc}", "Connection: keep-alive",
-                        *headers, "", ""]).encode("latin-1")
+                        *headers, *own, "", ""]).encode("latin-1")
 
 
 async def _fetch(door: Door, request: bytes, items: asyncio.Queue) -> None:
@@ -332,7 +365,11 @@ async def _connection(door: Door) -> tuple[asyncio.StreamReader, asyncio.StreamW
         if not reader.at_eof() and not writer.is_closing():
             return reader, writer
         writer.close()
-    return await asyncio.wait_for(asyncio.open_connection(*door.address, limit=HEAD_LIMIT), CONNECT_TIMEOUT)
+    host, port = door.address
+    return await asyncio.wait_for(asyncio.open_connection(host, port, limit=HEAD_LIMIT, ssl=door.tls,
+                                                          server_hostname=door.host if door.tls else None),
+                                  CONNECT_TIMEOUT)
+
 
 
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:

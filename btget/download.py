@@ -28,6 +28,8 @@ from torrents.metainfo import Metainfo
 from torrents.proxyenv import NONE, Proxies, Proxy
 
 from btget import links, plan, ratecap, reach, timeline, verify, webseeds
+from btget.bearer import TokenSource
+
 from btget.report import WorkerReport
 from btget.errors import Blocked, Interrupted, TransferError, VerifyFailed
 from btget.sourcelog import SourceLog
@@ -71,6 +73,8 @@ class Job:
     proxies: Proxies = NONE  # the web seeds' (torrents/proxyenv.py)
     tracker_proxy: Proxy | None = None  # the proxy of the announces (btget/reach.py)
     closed: bool = False  # this host accepts no inbound connection (btget/reach.py)
+    token: TokenSource | None = None  # a members-only dataset: the user's token for its web seeds (btget/bearer.py)
+
 
     @property
     def root(self) -> Path:
@@ -205,7 +209,9 @@ def run(job: Job, display: Display) -> Outcome:
                               recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix,
                               part="" if whole else peerid.part_tag(f.index for f in share),
                               site_peers=job.site_peers, prefer_ips=job.prefer_ips, exclude_ips=job.exclude_ips,
-                              rates=(down[k], up), proxies=job.proxies, tracker_proxy=job.tracker_proxy)
+                              rates=(down[k], up), proxies=job.proxies, tracker_proxy=job.tracker_proxy,
+                              token=job.token)
+
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()

@@ -8,8 +8,10 @@ from typing import Any
 
 from torrents.hostport import url_endpoint
 from torrents.proxyenv import NONE, Proxies
+from torrents.servicekit import tls
 
 from btget import doorrelay, events, sources
+from btget.bearer import TokenSource
 
 PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
 # A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent
@@ -19,10 +21,14 @@ HASHFAILS = 2
 
 
 class WebSeedUse:
-    def __init__(self, index: int, ledger: sources.Ledger, urls: tuple[str, ...], proxies: Proxies = NONE) -> None:
+    def __init__(self, index: int, ledger: sources.Ledger, urls: tuple[str, ...], proxies: Proxies = NONE,
+                 token: TokenSource | None = None) -> None:
         self.index = index
         self.ledger = ledger
-        self.relays = doorrelay.Relays(proxies)  # libtorrent asks each http web seed through one
+        # libtorrent asks each http web seed through a relay; for a members-only dataset https ones too, the
+        # relay adding the current token (verified with the CAs the session trusts: tls.py)
+        self.relays = (doorrelay.Relays(proxies, token.header, tls.client_context()) if token
+                       else doorrelay.Relays(proxies))
         self.urls = set(urls)  # in use now, as the parent names them
         self.probe = False  # web seeds stand in for peers: keep asking the tracker for them
         self.next_probe = 0.0

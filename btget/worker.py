@@ -33,6 +33,8 @@ from torrents.hostport import ANY, format_hostport, own_addresses
 from torrents.proxyenv import NONE, Proxies, Proxy
 
 from btget import events, peersteer, resumesaves, sharestate, sources, steering, trackerwatch, webseeduse
+from btget.bearer import TokenSource
+
 from btget.reannounce import Reannounce
 
 log = logging.getLogger("btget.worker")
@@ -77,6 +79,8 @@ class WorkerSpec:
     rates: tuple[int, int] = (0, 0)  # its part of the run's caps, (download, upload) bytes/s; 0: none
     proxies: Proxies = NONE  # the web seeds' proxies, for the relay (torrents/proxyenv.py)
     tracker_proxy: Proxy | None = None  # the proxy libtorrent announces through (btget/reach.py)
+    token: TokenSource | None = None  # a members-only dataset: the user's token, sent to its web seeds
+
 
     @property
     def peer_fingerprint(self) -> str:
@@ -145,8 +149,9 @@ class Worker:
         self.connected_at: float | None = None  # time.time() of the first peer connection
         self.trackers = trackerwatch.TrackerWatch(spec.index, spec.listen_ip)
         self.reannounce = Reannounce()  # when losing every seed asks the tracker again
-        self.web = webseeduse.WebSeedUse(spec.index, self.ledger, spec.web_seeds, spec.proxies)
+        self.web = webseeduse.WebSeedUse(spec.index, self.ledger, spec.web_seeds, spec.proxies, spec.token)
         self.saves = resumesaves.ResumeSaves(lt, spec)
+
         self.alerts = self._alert_table()
         # Pieces fetched between the check's end (torrent_checked_alert; libtorrent also says piece_finished
         # for each piece of the resume state it reads) and the first report after it.

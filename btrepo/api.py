@@ -20,7 +20,7 @@ from torrents import did as dids
 from torrents import metainfo, urls
 from torrents.errors import BtswarmError, Conflict, NotFound
 from torrents.infohash import parse_info_hash
-from btrepo import catalog, keys
+from btrepo import catalog, keys, readers
 from btrepo.cache import CatalogCache
 from btrepo.db import Database, Detail
 
@@ -92,7 +92,7 @@ async def get_did(request: web.Request) -> web.Response:
 
 
 async def list_datasets(request: web.Request) -> web.Response:
-    params = catalog.parse_search(request.query)
+    params = await readers.visible(request, catalog.parse_search(request.query))
     total, rows = await request.app[keys.DB].search(params)
     docs = [r.to_json() for r in rows]
     if request.query.get("swarm") in ("1", "true", "yes"):
@@ -108,6 +108,7 @@ async def list_datasets(request: web.Request) -> web.Response:
 
 async def get_dataset(request: web.Request) -> web.Response:
     name = request.match_info["name"]
+    await readers.check_read(request, name)
     db, cache = request.app[keys.DB], request.app[keys.CACHE]
     gen = cache.fresh()
     kept = await _kept(cache, gen, ("record", name), lambda: _record(db, name), lambda v: len(v[1]))
@@ -117,7 +118,8 @@ async def get_dataset(request: web.Request) -> web.Response:
     swarm = await request.app[keys.TRACKER].swarm(info_hash)
     seeds = catalog.live_web_seeds(await _web_seeds(db, cache, gen, info_hash), swarm.holders if swarm else None)
     live = {"swarm": swarm.to_json() if swarm else None,
-            "web_seeds": [{"site": site, "url": url} for site, url in seeds]}
+            "web_seeds": [{"site": site, "url": url} for site, url in seeds],
+            "restricted": request.app[keys.ACCESS].is_restricted(name)}
     # The kept object with the live fields after the others: '{...}' + ', "swarm": ...}'.
     body = static[:-1] + b", " + json.dumps(live)[1:].encode()
     return web.Response(body=body, content_type="application/json")
@@ -153,6 +155,7 @@ async def _record(db: Database, name: str) -> tuple[str, bytes] | None:
 
 async def get_torrent(request: web.Request) -> web.Response:
     name = request.match_info["name"]
+    await readers.check_read(request, name)
     info_hash = request.query.get("info_hash") or None
     if info_hash is not None:
         info_hash = parse_info_hash(info_hash, f"info_hash={info_hash[:60]}")

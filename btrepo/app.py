@@ -8,7 +8,9 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from torrents import auth
+from torrents import access as access_policy, auth
+from torrents.access import AccessConfig
+from torrents.servicekit.issuers import Issuers
 from torrents.servicekit import tls
 from torrents.servicekit import web as tweb
 from btrepo.config import RepoConfig
@@ -31,15 +33,17 @@ def open_catalog(config: RepoConfig) -> Database:
     return Database(Path(config.state) / DB_FILE, kinds=kinds)
 
 
-def create_app(config: RepoConfig, *, db: Database | None = None,
-               tracker_client: SwarmSource | None = None) -> web.Application:
+def create_app(config: RepoConfig, *, db: Database | None = None, tracker_client: SwarmSource | None = None,
+               access: AccessConfig = access_policy.NONE) -> web.Application:
     """Build the repository app. A `db` or `tracker_client` passed in stays the caller's to close;
-    the ones built here (SQLite under config.state, the tracker at config.tracker) are closed on cleanup."""
+    the ones built here (SQLite under config.state, the tracker at config.tracker) are closed on cleanup.
+    `access`: the [access] section (members-only datasets, docs/deploy-site.md); none restricted by default."""
     # torrents.servicekit.web.error_middleware turns errors into JSON for /api; page_errors,
     # inside it, answers pages with HTML first.
     app = web.Application(middlewares=[tweb.error_middleware, page_errors, tweb.url_limit], client_max_size=MAX_PUBLISH_BODY)
     app[keys.CONFIG] = config
     app[keys.VERIFIER] = auth.Verifier(config.site_secrets)
+    app[keys.ACCESS] = access
     metrics = Metrics()
     app[keys.METRICS] = metrics
     tweb.add_metrics_route(app, metrics.registry)
@@ -65,5 +69,10 @@ def create_app(config: RepoConfig, *, db: Database | None = None,
         if tracker_client is None:
             await client.close()  # type: ignore[attr-defined]
 
-    app.cleanup_ctx.extend([database, tracker, sampler])
+    async def issuers(app: web.Application) -> AsyncIterator[None]:
+        app[keys.ISSUERS] = Issuers(access)
+        yield
+        await app[keys.ISSUERS].close()
+
+    app.cleanup_ctx.extend([database, tracker, issuers, sampler])
     return app

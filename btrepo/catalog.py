@@ -281,6 +281,10 @@ class SearchParams:
     q: str = ""
     site: str = ""
     scope: str = ""  # only datasets with a DID in this Rucio scope
+    # Members-only datasets (torrents/access.py), as GLOBs over the name: those matching `hidden` are left out
+    # unless they match `granted` too (what the reader's token reads).
+    hidden: tuple[str, ...] = ()
+    granted: tuple[str, ...] = ()
     page: int = 1
     per_page: int = DEFAULT_PER_PAGE
     sort: str = "date"

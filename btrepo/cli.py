@@ -49,11 +49,17 @@ def run(config_path: str | None, listen: str | None, state: str | None, tls_cert
     btlog.setup(verbose, name="bt-repo")
     # Imported here so `bt-repo --help` stays quick and the app's import errors surface as errors.
     from btrepo.app import create_app
+    from torrents import access
 
     config = repo_config.load(config_path, overrides={"listen": listen, "state": state, "tls_cert": tls_cert,
                                                       "tls_key": tls_key, "ca_file": ca_file,
                                                       "processes": processes})
     config.check_roles()
+    members = access.use(access.load(config_path))
+    if members.unreadable():
+        log.warning("%s", members.unreadable())
+    if members.restricted:
+        log.info("members only: %s (issuers: %s)", ", ".join(members.restricted), ", ".join(members.issuers))
     service.check_secrets(log, "[repo] site_secrets", config.site_secrets,
                           [("listen", config.listen), ("public_url", config.public_url), ("tracker", config.tracker)],
                           SECRETS_HOW)
@@ -71,7 +77,7 @@ def run(config_path: str | None, listen: str | None, state: str | None, tls_cert
     def start(host: str, port: int, index: int, reuse_port: bool) -> None:
         # One process samples the tracker's swarms for the pages; all read them.
         own = config if index == 0 else dataclasses.replace(config, swarm_sample_interval=0)
-        tweb.run(create_app(own), host, port, name=f"bt-repo[{index}]" if reuse_port else "bt-repo",
+        tweb.run(create_app(own, access=members), host, port, name=f"bt-repo[{index}]" if reuse_port else "bt-repo",
                  ssl_context=ssl_context, reuse_port=reuse_port)
 
     service.serve(start, config.listen, processes=config.processes, name="bt-repo")

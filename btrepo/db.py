@@ -835,6 +835,12 @@ def _search(conn: sqlite3.Connection, params: catalog.SearchParams) -> tuple[int
     if params.scope:
         where.append("d.did_scope = ?")
         args.append(params.scope)
+    if params.hidden:
+        shown = " OR ".join(["d.name GLOB ?"] * len(params.granted))
+        where.append(f"NOT ({' OR '.join(['d.name GLOB ?'] * len(params.hidden))})" +
+                     (f" OR ({shown})" if shown else ""))
+        where[-1] = f"({where[-1]})"
+        args += [*params.hidden, *params.granted]
     base = f"FROM datasets d JOIN versions v ON v.id = d.current_version_id {joins}"
     if where:
         base += " WHERE " + " AND ".join(where)

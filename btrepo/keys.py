@@ -5,6 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from torrents import auth
+from torrents.access import AccessConfig
+from torrents.servicekit.issuers import Issuers
 from btrepo.cache import CatalogCache
 from btrepo.config import RepoConfig
 from btrepo.db import Database
@@ -17,3 +19,5 @@ TRACKER = web.AppKey("repo_tracker", SwarmSource)
 VERIFIER = web.AppKey("repo_verifier", auth.Verifier)
 METRICS = web.AppKey("repo_metrics", Metrics)
 CACHE = web.AppKey("repo_cache", CatalogCache)
+ACCESS = web.AppKey("repo_access", AccessConfig)
+ISSUERS = web.AppKey("repo_issuers", Issuers)

@@ -20,3 +20,6 @@ class Metrics:
         self.datasets = Gauge("btswarm_repo_datasets", "Datasets in the catalog", registry=self.registry)
         self.torrent_downloads = Counter("btswarm_repo_torrent_downloads_total", ".torrent files served",
                                          registry=self.registry)
+        self.token_refusals = Counter("btswarm_repo_token_refusals_total", "Requests for members-only datasets "
+                                      "refused (401: no token or a bad one, 403: another scope, 503: issuer away)",
+                                      ["code"], registry=self.registry)

@@ -22,10 +22,10 @@ from aiohttp import web
 from markupsafe import Markup
 
 from torrents import units, urls
-from torrents.errors import BtswarmError
+from torrents.errors import BtswarmError, TokenRefused
 from torrents.servicekit import web as tweb
 
-from btrepo import api, catalog, identity, keys, swarmchart, swarmlog
+from btrepo import api, catalog, identity, keys, readers, swarmchart, swarmlog
 
 log = logging.getLogger("btswarm.repo.views")
 
@@ -79,12 +79,13 @@ def bt_get_command(name: str, repo_url: str) -> str:
 
 async def home(request: web.Request) -> web.Response:
     db = request.app[keys.DB]
-    total, recent = await db.search(catalog.SearchParams(per_page=RECENT, sort="date"))
+    total, recent = await db.search(await readers.visible(request, catalog.SearchParams(per_page=RECENT,
+                                                                                         sort="date")))
     return render("home.html", {"q": "", "recent": recent, "total": total, "nav": "home"})
 
 
 async def search(request: web.Request) -> web.Response:
-    params = catalog.parse_search(request.query, default_per_page=PAGE_SIZE)
+    params = await readers.visible(request, catalog.parse_search(request.query, default_per_page=PAGE_SIZE))
     total, rows = await request.app[keys.DB].search(params)
 
     def link(**changes: Any) -> str:
@@ -103,6 +104,7 @@ async def search(request: web.Request) -> web.Response:
 
 async def dataset(request: web.Request) -> web.Response:
     name = request.match_info["name"]
+    await readers.check_read(request, name)
     detail = await request.app[keys.DB].detail(name)
     if detail is None:
         raise web.HTTPNotFound(reason=f"{name}: no such dataset")
@@ -148,7 +150,7 @@ async def site(request: web.Request) -> web.Response:
     seeding = None  # unknown: the tracker did not answer
     if listed is not None:
         hashes = list(heard.seeding) if heard else []
-        names = await db.dataset_names(hashes)
+        names = await readers.may_see(request, await db.dataset_names(hashes))
         # (dataset name or None, info-hash): the catalog's datasets by name, then hashes it does not know
         seeding = sorted(((names.get(h), h) for h in hashes), key=lambda pair: (pair[0] is None, pair[0] or pair[1]))
     return render("site.html", {"q": "", "site": row, "egress_svg": Markup(egress) if egress else None,
@@ -160,7 +162,8 @@ def _is_page(request: web.Request) -> bool:
     return not (path.startswith("/api/") or path in ("/metrics", "/healthz"))
 
 
-_TITLES = {400: "Bad request", 404: "Not found", 405: "Method not allowed", 413: "Too large", 414: "Address too long"}
+_TITLES = {400: "Bad request", 401: "Members only", 403: "Members only", 404: "Not found", 405: "Method not allowed",
+           413: "Too large", 414: "Address too long"}
 
 
 @web.middleware
@@ -179,8 +182,9 @@ async def page_errors(request: web.Request,
                                      "message": message, "nav": ""}, status=exc.status)
     except BtswarmError as exc:
         status = tweb.status_for(exc)
-        return render("error.html", {"q": "", "status": status, "title": _TITLES.get(status, "Error"),
+        page = render("error.html", {"q": "", "status": status, "title": _TITLES.get(status, "Error"),
                                      "message": str(exc), "nav": ""}, status=status)
+        return tweb.challenge(page, exc) if isinstance(exc, TokenRefused) else page
     except Exception:
         log.exception("%s %s: internal error", request.method, request.path)
         return render("error.html", {"q": "", "status": 500, "title": "Internal error",

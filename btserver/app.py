@@ -18,9 +18,11 @@ from typing import AsyncIterator
 from aiohttp import web
 
 from torrents import auth
+from torrents.access import AccessConfig
 from torrents.errors import NotFound
 from torrents.hostport import parse_hostport
 from torrents.infohash import parse_info_hash
+from torrents.servicekit.issuers import Issuers
 from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 
 from btserver import heartbeat, publisher
@@ -45,6 +47,7 @@ class Deps:
     inventory: Inventory | None = None
     metrics: Metrics | None = None
     publish_retry: publisher.Retry | None = None
+    access: AccessConfig | None = None  # [access]: members-only datasets (none restricted when absent)
 
 
 DAEMON = web.AppKey("btserver_daemon", Daemon)
@@ -80,7 +83,8 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
             max_requests=config.web_max_requests, queue_timeout=config.web_queue_timeout,
             # A burst of a quarter second's worth: pacing smooth enough for TCP on a shaped link.
             bucket=TokenBucket(config.web_rate_limit, max(64 * 1024, config.web_rate_limit // 4))
-            if config.web_rate_limit else None)
+            if config.web_rate_limit else None,
+            issuers=Issuers(deps.access) if deps.access is not None and deps.access.restrictions else None)
     app = web.Application(middlewares=[error_middleware])
     app[DAEMON] = daemon
     app.router.add_post("/api/seeds", start_seed)

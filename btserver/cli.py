@@ -16,6 +16,7 @@ torrents.cli.run_main, as for every btswarm command.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import tempfile
@@ -118,10 +119,14 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     from torrents.servicekit import tls
     from torrents.servicekit.web import run as run_app
 
-    from btserver.app import create_app
+    from btserver.app import Deps, create_app
+    from torrents import access
 
     btlog.setup(verbose, PROG)
     cfg = load_server(config_path, **flags)
+    members = access.use(access.load(config_path))
+    if members.unreadable() and cfg.web_listen:
+        log.warning("%s", members.unreadable())
     cfg.check_control_url()
     service.check_secrets(log, "[server] secret", {cfg.site: cfg.secret},
                           [("listen", cfg.listen), ("control_url", cfg.control_url),
@@ -137,7 +142,8 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     for manifest in cfg.manifests:
         if not Path(manifest).is_file():
             raise ConfigError(manifest, "no such manifest file")
-    service.serve(lambda host, port, _index, _reuse: run_app(create_app(cfg), host, port, name=f"{PROG} {cfg.site}",
+    app = functools.partial(create_app, cfg, deps=Deps(access=members))
+    service.serve(lambda host, port, _index, _reuse: run_app(app(), host, port, name=f"{PROG} {cfg.site}",
                                                              ssl_context=ssl_context), cfg.listen, name=PROG)
 
 

@@ -33,7 +33,10 @@ from typing import Callable
 from aiohttp import web
 
 from torrents import metainfo
+from torrents.errors import TokenRefused
 from torrents.metainfo import FileEntry
+from torrents.servicekit.issuers import Issuers
+from torrents.servicekit.web import challenge
 
 from btserver.inventory import Inventory, Prepared
 from btserver.metrics import Metrics
@@ -56,6 +59,8 @@ class WebSeed:
     max_requests: int = 16
     queue_timeout: float = 5.0
     bucket: TokenBucket | None = None
+    # Members-only datasets ([access], torrents/access.py): served only to a bearer token that reads them.
+    issuers: Issuers | None = None
     _slots: asyncio.Semaphore | None = None
     _files: dict[str, dict[str, FileEntry]] = field(default_factory=dict)  # info-hash → LFN → entry
 
@@ -91,6 +96,12 @@ def create_web_app(seed: WebSeed) -> web.Application:
     app.router.add_route("GET", "/data/{name}/{lfn:.+}", serve_file)
     app.router.add_route("HEAD", "/data/{name}/{lfn:.+}", serve_file)
     app.router.add_get("/healthz", healthz)
+
+    async def close(app: web.Application) -> None:
+        if seed.issuers is not None:
+            await seed.issuers.close()
+
+    app.on_cleanup.append(close)
     return app
 
 
@@ -102,6 +113,12 @@ def _answer(seed: WebSeed, status: int, text: str, **headers: str) -> web.Respon
 async def serve_file(request: web.Request) -> web.StreamResponse:
     seed = request.app[WEBSEED]
     name, lfn = request.match_info["name"], request.match_info["lfn"]
+    if seed.issuers is not None:
+        # Before the lookup: whoever may not read a dataset does not learn whether this site holds it.
+        try:
+            await seed.issuers.check_read(request.headers.get("Authorization"), name)
+        except TokenRefused as exc:
+            return challenge(_answer(seed, exc.status, str(exc)), exc)
     # The first request for a version reads and parses its .torrent: not on the loop.
     found = await asyncio.get_running_loop().run_in_executor(None, seed.lookup, name, lfn)
     if found is None:

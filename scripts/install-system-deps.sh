@@ -12,7 +12,8 @@
 # and systemd for systemd-analyze, which checks deploy/systemd/ (it needs no systemd running: in a
 # container without it as PID 1 the package installs and `systemd-analyze verify` works); tmux, the
 # real terminal of bt-get's display test; faketime, the wrong clock of one site (tests/faults/test_clock.py);
-# xrootd-server, a real storage door with its HTTP plugin as a site's web seed (tests/btget/test_door_xrootd.py);
+# xrootd-server, a real storage door with its HTTP plugin as a site's web seed (tests/btget/test_door_xrootd.py),
+# and xrootd-scitokens-plugins, the door checking the federation's bearer tokens (tests/access/test_door_tokens.py);
 # stress-ng, the load the suite must pass beside (CONTRIBUTING.md); squid, a site's proxy as a worker
 # node's only way out (btswarm/testbed/squid.py: its own config and daemon, not the package's service).
 # Installs only what is missing.
@@ -31,6 +32,11 @@ declare -A need=(
 missing=()
 for cmd in "${!need[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/usr/bin/$cmd" ] || missing+=("${need[$cmd]}")
+done
+# Libraries, not commands: looked for as files.
+declare -A need_lib=([libXrdAccSciTokens-5.so]=xrootd-scitokens-plugins)
+for lib in "${!need_lib[@]}"; do
+  ls /usr/lib/*/"$lib" >/dev/null 2>&1 || missing+=("${need_lib[$lib]}")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 

@@ -52,6 +52,16 @@ class Forbidden(BtswarmError):
     new version, a site claiming another kind than the federation's configuration gives it."""
 
 
+class TokenRefused(BtswarmError):
+    """A restricted dataset asked for without a token that may read it (torrents/tokens.py): `status` 401 (none,
+    or not a good one) or 403 (a good token of another scope); `error` and `scope` are RFC 6750's."""
+
+    def __init__(self, subject: object, problem: str, *, status: int, error: str | None = None,
+                 scope: str | None = None) -> None:
+        super().__init__(subject, problem)
+        self.status, self.error, self.scope = status, error, scope
+
+
 class NotFound(BtswarmError):
     """A named thing (dataset, info-hash, site) that does not exist."""
 

@@ -28,15 +28,21 @@ XROOTD = shutil.which("xrootd")
 MiB = 2**20
 
 
+SYSTEM_CAS = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
 @pytest.fixture
 def xrootd_door(procs):
     """xrootd_door(root) → 'http://127.0.0.1:PORT/': a real xrootd serving a copy of `root` (URL + PATH is
-    root/PATH) over HTTP."""
+    root/PATH) over HTTP. `extra`: more configuration lines, `{home}` standing for its directory; `files`:
+    name → text written there; `ca`: a CA its https clients (libcurl, e.g. the scitokens plugin's key
+    fetches) trust besides the system's: the system bundle with it, bind-mounted over the system's path
+    in a mount namespace of the door's own (root only), since libcurl there reads no variable for it."""
     if XROOTD is None:
         pytest.skip("needs Debian's xrootd-server (scripts/install-system-deps.sh)")
     made, started = [], []
 
-    def start(root: Path) -> str:
+    def start(root: Path, *, extra: str = "", files: dict[str, str] | None = None, ca: Path | None = None) -> str:
         # xrootd will not run as root: as root it is started as nobody, which cannot read pytest's
         # 0700 temporary directories, so it serves a copy in a directory of its own.
         home = Path(tempfile.mkdtemp(prefix="btswarm-xrootd-"))
@@ -50,12 +56,23 @@ all.pidpath {home}/admin
 xrd.port {port}
 xrd.protocol XrdHttp:{http} libXrdHttp.so
 http.listingdeny true
-""")
-        argv = [XROOTD, "-c", str(home / "xrootd.cfg"), "-l", str(home / "xrootd.log"), "-n", "door"]
+""" + extra.replace("{home}", str(home)))
+        for name, text in (files or {}).items():
+            (home / name).write_text(text.replace("{home}", str(home)))
+        (home / "cache").mkdir()  # $XDG_CACHE_HOME: the plugin's key cache
+        argv = ["env", f"XDG_CACHE_HOME={home / 'cache'}", XROOTD, "-c", str(home / "xrootd.cfg"), "-l",
+                str(home / "xrootd.log"), "-n", "door"]
         if os.geteuid() == 0:
             subprocess.run(["chown", "-R", "nobody:nogroup", str(home)], check=True)
             os.chmod(home, 0o755)
             argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv]
+        if ca is not None:
+            if os.geteuid() != 0:
+                pytest.skip("a door trusting a test CA needs root (a mount namespace)")
+            bundle = home / "cas.pem"
+            bundle.write_bytes(SYSTEM_CAS.read_bytes() + ca.read_bytes())
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    f'mount --bind "$0" {SYSTEM_CAS} && exec "$@"', str(bundle), *argv]
         proc = procs.start(f"xrootd-{http}", argv, cwd=str(home))
         started.append(proc)
         wait_for(lambda: _answers(http) or proc.popen.poll() is not None, timeout=30, what="xrootd's HTTP door")

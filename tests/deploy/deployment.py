@@ -68,8 +68,9 @@ class Deployment:
 
     def __init__(self, root: Path, data: Path, *, sites: int = 2, pki: Pki | None = None,
                  extra: dict[str, dict] | None = None, host: str = "127.0.0.1",
-                 site_ips: list[str] | None = None) -> None:
-        """`host`: the tracker's and the repository's address; `site_ips`: each site's (default 127.0.0.2, ...)."""
+                 site_ips: list[str] | None = None, shared: dict[str, dict] | None = None) -> None:
+        """`host`: the tracker's and the repository's address; `site_ips`: each site's (default 127.0.0.2, ...);
+        `shared`: sections every part's file holds the same (e.g. {"access": {...}})."""
         self.root, self.data, self.pki = root, data, pki
         self.scheme = "https" if pki else "http"
         self.host = host
@@ -79,6 +80,7 @@ class Deployment:
         for s in self.sites:
             s.control_port, s.peer_port = free_port(s.ip), free_port(s.ip)
         self.extra = extra or {}
+        self.shared = shared or {}
         self.procs: dict[str, Proc] = {}
 
     @property
@@ -113,7 +115,7 @@ class Deployment:
                 "peer_listen": format_hostport(s.ip, s.peer_port), "control_url": self.control_url(s),
                 "state": str(self.root / "sites" / s.name), "roots": [str(self.data)], "tracker": self.tracker_url,
                 "repo": self.repo_url, "heartbeat_interval": 1, **self._tls(), **self.extra.get(s.name, {})}}
-        return out
+        return {label: {**sections, **self.shared} for label, sections in out.items()}
 
     def config_path(self, label: str) -> Path:
         return self.root / "config" / f"{label}.toml"

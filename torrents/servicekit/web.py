@@ -20,11 +20,11 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from yarl import URL
 
-from torrents import auth, clockskew
+from torrents import auth, clockskew, tokens
 from torrents.servicekit import sdnotify
 from torrents.servicekit.httpclient import client_error, client_session  # noqa: F401  (the services' import)
 from torrents.errors import (AuthError, BencodeError, BtswarmError, ConfigError, Conflict, DatasetError,
-                             Forbidden, MetainfoError, NotFound)
+                             Forbidden, MetainfoError, NotFound, TokenRefused)
 
 log = logging.getLogger("btswarm.web")
 
@@ -38,6 +38,8 @@ _STATUS = {NotFound: 404, AuthError: 401, Forbidden: 403, MetainfoError: 400, Da
 
 
 def status_for(exc: BtswarmError) -> int:
+    if isinstance(exc, TokenRefused):
+        return exc.status
     for cls, status in _STATUS.items():
         if isinstance(exc, cls):
             return status
@@ -46,6 +48,13 @@ def status_for(exc: BtswarmError) -> int:
 
 def json_error(status: int, message: str, **extra: Any) -> web.Response:
     return web.json_response({"error": message, **extra}, status=status)
+
+
+def challenge(response: web.Response, refused: TokenRefused) -> web.Response:
+    """RFC 6750: a 401 or 403 for a token says what a token must be."""
+    if refused.status in (401, 403):
+        response.headers["WWW-Authenticate"] = tokens.www_authenticate(refused)
+    return response
 
 
 @web.middleware
@@ -62,6 +71,8 @@ async def error_middleware(request: web.Request, handler: Callable[[web.Request]
         # (clock_offset_s, from its whole-second timestamp, is ±0.5 s).
         return json_error(401, str(exc), clock_offset_s=round(exc.offset, 1), limit_s=exc.limit,
                           server_time=time.time())
+    except TokenRefused as exc:
+        return challenge(json_error(exc.status, str(exc)), exc)
     except BtswarmError as exc:
         return json_error(status_for(exc), str(exc))
     except Exception:
