@@ -36,7 +36,7 @@ from torrents.errors import BtswarmError, ConfigError
 from torrents.units import parse_duration, parse_byte_rate, parse_size
 
 # The sections a config file may hold; each part reads its own.
-SECTION_NAMES = ("get", "server", "tracker", "repo")
+SECTION_NAMES = ("get", "server", "tracker", "repo", "access")
 
 Seconds = NewType("Seconds", float)  # a duration: 30, "30s", "10m", "2h"; never negative
 Bytes = NewType("Bytes", int)  # a size: 512, "256K", "16MiB"; never negative

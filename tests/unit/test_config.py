@@ -175,7 +175,7 @@ def test_config_is_frozen(home):
 
 def test_unknown_section(home, tmp_path):
     path = write(tmp_path / "c.toml", "[gett]\nworkers = 2\n")
-    assert error(path) == f"{path}: [gett]: unknown section (known: get, server, tracker, repo)"
+    assert error(path) == f"{path}: [gett]: unknown section (known: get, server, tracker, repo, access)"
 
 
 def test_unknown_key(home, tmp_path):

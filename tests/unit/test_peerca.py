@@ -94,3 +94,16 @@ def test_csr_signed_by_another_key_is_refused(ca):
     forged = x509.load_der_x509_csr(bytes(der)).public_bytes(serialization.Encoding.PEM)
     with pytest.raises(PeerCertError, match="^certificate request: its signature does not match its key$"):
         peerca.issue(*ca, forged, NOW)
+
+
+def test_access_restricted_scopes(tmp_path):
+    from torrents import access
+    from torrents.errors import ConfigError
+    path = tmp_path / "c.toml"
+    path.write_text('[access]\nrestricted = ["atlas", "cms"]\n')
+    cfg = access.load(path)
+    assert cfg.is_restricted("atlas:data18.x") and not cfg.is_restricted("user:data18.x")
+    assert not cfg.is_restricted("atlas")  # a directory dataset has no scope: public
+    path.write_text('[access]\nrestricted = ["atlas:x"]\n')
+    with pytest.raises(ConfigError, match=r"restricted: 'atlas:x' is not a Rucio scope"):
+        access.load(path)
