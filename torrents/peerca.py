@@ -148,6 +148,32 @@ def issue_for_key(ca_key_pem: bytes, ca_cert_pem: bytes, key_pem: bytes, names: 
     return issue(ca_key_pem, ca_cert_pem, new_csr(key_pem, names, holder), now, lifetime)
 
 
+def issue_service(ca_key_pem: bytes, ca_cert_pem: bytes, key_pem: bytes, hosts: Sequence[str], now: dt.datetime,
+                  lifetime: dt.timedelta = SITE_LIFETIME) -> bytes:
+    """A TLS server certificate (IP addresses or host names) from the peer CA, for the tracker's https
+    listener: libtorrent checks an SSL torrent's https tracker against the torrent's root, this CA."""
+    import ipaddress
+
+    sans: list[x509.GeneralName] = []
+    for h in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(h)))
+        except ValueError:
+            sans.append(x509.DNSName(h))
+    ca_key = _key(ca_key_pem, "peer CA key")
+    ca = load_cert(ca_cert_pem, "peer CA certificate")
+    key = _key(key_pem, "service key")
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - _BACKDATE).not_valid_after(min(now + lifetime, ca.not_valid_after_utc))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
 def load_cert(pem: bytes, subject: str = "peer certificate") -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(pem)

@@ -23,7 +23,7 @@ from torrents.servicekit import tls
 from torrents.sitekinds import claim_problem
 from torrents.servicekit.web import (add_metrics_route, client_error, client_session, error_middleware, json_error,
                                      parse_json_body, read_signed)
-from tracker import protocol
+from tracker import membership, protocol
 from tracker.announcer import Announcer
 from tracker.config import TrackerConfig
 from tracker.metrics import TrackerMetrics
@@ -98,7 +98,8 @@ def _query(request: web.Request) -> str:
 
 async def announce(request: web.Request) -> web.Response:
     try:
-        body = await request.app[ANNOUNCER].announce(_query(request), request.remote or "")
+        body = await request.app[ANNOUNCER].announce(_query(request), request.remote or "",
+                                                     membership.of_transport(request.transport))
     except Exception:
         # Clients get a bencoded failure, never a 5xx page they cannot parse.
         log.exception("announce %r: internal error", request.raw_path[:200])
