@@ -9,6 +9,7 @@ progress and logs go to stderr.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import ipaddress
 import json
 import logging
@@ -22,7 +23,7 @@ import click
 
 from torrents import log as btlog
 from torrents.cli import command_settings, run_main
-from torrents import metainfo
+from torrents import access, metainfo
 from torrents.errors import BtswarmError, ConfigError, MetainfoError, UsageError
 from torrents.exitstatus import ExitStatus, status_for
 from torrents.hostport import parse_hostport
@@ -32,7 +33,7 @@ from torrents.servicekit.httpclient import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import download, plan, readout, report, timeline, webseeds
+from btget import download, peercert, plan, readout, report, timeline, webseeds
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
@@ -53,6 +54,10 @@ SERVE_DEFAULT = "127.0.0.1:8765"
 @click.option("--config", "config_path", metavar="FILE", help="Configuration file (TOML).")
 @click.option("--ca-file", metavar="PEM", help="CAs trusted besides the system's for https repository and trackers "
               "(default: $BTSWARM_GET_CA_FILE, then config [get] ca_file).")
+@click.option("--peer-cert", metavar="PEM", help="Your peer certificate for restricted datasets (default: "
+              "config [get] peer_cert); with --peer-key and --peer-ca.")
+@click.option("--peer-key", metavar="PEM", help="The private key of --peer-cert (made on this host, never sent).")
+@click.option("--peer-ca", metavar="PEM", help="The federation's peer CA, root of restricted datasets' swarms.")
 @click.option("--workers", metavar="N|auto", help="Local libtorrent sessions, each in its own process.")
 @click.option("--shard", metavar="K/N", help="Fetch only share K of N (batch arrays: one share per host).")
 @click.option("--files", "globs", multiple=True, metavar="GLOB", help="Only files whose LFN matches (repeatable).")
@@ -145,6 +150,9 @@ class Options:
     share: bool = False
     web_mode: str | None = None  # --no-web-seeds: off, --web-seeds-always: always (else the config's)
     ca_file: str | None = None
+    peer_cert: str | None = None
+    peer_key: str | None = None
+    peer_ca: str | None = None
 
     @classmethod
     def from_click(cls, o: dict[str, Any]) -> "Options":
@@ -193,6 +201,7 @@ class Options:
             check=o["check"], web_seeds=tuple(o["web_seeds"]), peers=tuple(peers), listen=o["listen"],
             json_output=o["json_output"], quiet=o["quiet"], verbose=o["verbose"],
             scope_subdir=o.get("scope_subdir", False), web_mode=web_mode, ca_file=o.get("ca_file"),
+            peer_cert=o.get("peer_cert"), peer_key=o.get("peer_key"), peer_ca=o.get("peer_ca"),
             search=o.get("search"), list_files=bool(o.get("list_files")), share=bool(o.get("share")))
 
 
@@ -258,6 +267,7 @@ def configure(opts: Options) -> GetConfig:
     overrides = {"repo": opts.repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
                  "seed_ratio": opts.seed_ratio, "timeout": opts.timeout, "stall_timeout": opts.stall_timeout,
                  "web_seeds": opts.web_mode, "ca_file": opts.ca_file,
+                 "peer_cert": opts.peer_cert, "peer_key": opts.peer_key, "peer_ca": opts.peer_ca,
                  "max_rate": opts.max_rate, "max_upload_rate": opts.max_upload_rate}
     return get_config.load(opts.config_path, overrides=overrides)
 
@@ -285,6 +295,10 @@ def get(opts: Options) -> int:
         from btget import browse
 
         return browse.list_files(meta, resolved.record, selected, json_output=opts.json_output)
+    # Restricted: said now, in one line, before a worker starts (btget/peercert.py).
+    cert_files = peercert.peer_cert_for(meta.name, access.load(opts.config_path).is_restricted(meta.name),
+                                        cfg.peer_ca, cfg.peer_cert, cfg.peer_key,
+                                        dt.datetime.now(dt.timezone.utc))
     workers, capped = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
                                         os.cpu_count() or 1, len(selected))
     shares = tuple(tuple(s) for s in plan.split(selected, workers) if s)
@@ -298,7 +312,7 @@ def get(opts: Options) -> int:
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, linger=cfg.linger, timeout=cfg.timeout,
         stall_timeout=cfg.stall_timeout, blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
         checksums=checksums(resolved.record), folder=folder,
-        site_peers=holding(sites, resolved.record) if cfg.site_share else ())
+        site_peers=holding(sites, resolved.record) if cfg.site_share else (), peer_cert=cert_files)
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
     display = make_display(opts.quiet, opts.json_output)

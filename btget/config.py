@@ -43,6 +43,11 @@ class GetConfig:
     web_seeds: str = "auto"
     web_seed_after: Seconds = Seconds(5.0)
     ca_file: str = ""  # a PEM bundle trusted besides the system's CAs for https://
+    # Restricted datasets (members only; docs/bt-get.md): the federation's peer CA, this T3's peer certificate
+    # from it (naming the datasets it may fetch) and the key it made; read again when due for renewal.
+    peer_ca: str = ""
+    peer_cert: str = ""
+    peer_key: str = ""
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.repo)

@@ -48,6 +48,7 @@ SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of t
 # saves' lag behind the pieces (btget/recover.py), not a whole dataset on a file system without holes.
 RECOVER_BUDGET = 64 * 2**20
 PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
+RENEW_CHECK_EVERY = 30.0  # seconds between looks at whether the peer certificate is due for renewal
 # A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent
 # bans one at once only when it alone sent the piece, and a web seed that goes on sending bad
 # ranges costs a re-fetch each time.
@@ -90,6 +91,9 @@ class WorkerSpec:
     part: str = ""  # torrents.peerid.part_tag of its files when it wants part of the dataset, else ""
     site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (the tracker's /api/sites): btget/siteshare.py
     rates: tuple[int, int] = (0, 0)  # its part of the run's caps, (download, upload) bytes/s; 0: none
+    # A restricted dataset (torrents.access): (peer CA, certificate, key) files; the torrent is an SSL torrent
+    # of that CA on an SSL socket of its own, and the certificate is read again when it is due for renewal.
+    peer_cert: tuple[str, str, str] = ()
 
     @property
     def peer_fingerprint(self) -> str:
@@ -203,20 +207,29 @@ class Worker:
         extra = {"connections_limit": spec.max_connections,
                  "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
                  **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {})}
-        self.ses = ltsession.session(spec.listen_ip, 0, **extra)
+        self.peer_certs = None
+        if spec.peer_cert:
+            ca, cert, key = spec.peer_cert
+            self.peer_certs = ltsession.peer_certs(ca, cert, key, "get")
+        self.next_renewal = 0.0
+        self.ses = ltsession.session(spec.listen_ip, 0, ssl_port=0 if self.peer_certs else None, **extra)
         if any(spec.rates):
             self._set_rates(spec.rates)
         marks = {"session": time.time()}
         self.handle = self.ses.add_torrent(self._params())
         marks["torrent_added"] = time.time()
         # Sibling workers find each other on this host's loopback when listening everywhere.
-        self.send(events.Listening(spec.index, own_addresses(spec.listen_ip)[0], self.ses.listen_port(), marks))
+        # A restricted dataset's siblings meet on the SSL socket: the only one its SSL torrent takes peers on.
+        port = self.ses.ssl_listen_port() if self.peer_certs else self.ses.listen_port()
+        self.send(events.Listening(spec.index, own_addresses(spec.listen_ip)[0], port, marks))
         for peer in spec.peers:
             self.handle.connect_peer(peer)
 
     # --- set-up -------------------------------------------------------------------
     def _params(self) -> Any:
         atp = torrent_params(self.lt, self.spec)
+        if self.peer_certs is not None:
+            self.peer_certs.add(atp)  # the root certificate at add time: the info-hash is the public one
         atp.url_seeds = [self._relayed(u) for u in self.spec.web_seeds]
         wanted = set(self.spec.wanted)
         files = atp.ti.layout()
@@ -284,6 +297,13 @@ class Worker:
                 # tracker they are tried again, so one that became reachable is found.
                 self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
                 self.next_probe = now + PROBE_EVERY
+            if self.peer_certs is not None and now >= self.next_renewal:
+                # A long fetch or --seed-time outlives a T3's certificate: take the renewed one in time.
+                self.next_renewal = now + RENEW_CHECK_EVERY
+                try:
+                    self.peer_certs.renew_if_due()
+                except Exception as exc:  # noqa: BLE001 - the current certificate holds; tried again later
+                    log.warning("peer certificate: renewal failed: %s", exc)
             if now >= next_report:
                 if self.phase is WorkerPhase.SEEDING:
                     # Seeding: libtorrent posts no state update for uploads alone, so
@@ -318,7 +338,12 @@ class Worker:
             lt.file_error_alert: self._on_file_error, lt.torrent_checked_alert: self._on_checked,
             lt.listen_failed_alert: self._on_listen_failed, lt.listen_succeeded_alert: self._on_listen,
             lt.torrent_error_alert: lambda a: self._fail("torrent", _filename(a) or "torrent", a.error.message()),
+            lt.torrent_need_cert_alert: self._on_need_cert,
         })
+
+    def _on_need_cert(self, a: Any) -> None:
+        if self.peer_certs is not None:
+            self.peer_certs.on_need_cert(a)
 
     def _on_state_update(self, a: Any) -> None:
         for st in a.status:
@@ -408,7 +433,9 @@ class Worker:
             self._banned_web_seeds()
 
     def _on_listen(self, a: Any) -> None:
-        if a.socket_type == self.lt.socket_type_t.tcp:
+        # An SSL torrent announces from the SSL sockets only.
+        wanted = self.lt.socket_type_t.tcp_ssl if self.peer_certs is not None else self.lt.socket_type_t.tcp
+        if a.socket_type == wanted:
             self.listening.add(_endpoint_of(a))
 
     def _unreachable_from_some(self, a: Any) -> bool:

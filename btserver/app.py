@@ -17,10 +17,11 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from torrents import auth
+from torrents import access, auth
 from torrents.errors import NotFound
 from torrents.hostport import parse_hostport
 from torrents.infohash import parse_info_hash
+from torrents.servicekit import ltsession
 from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 
 from btserver import heartbeat, publisher
@@ -50,15 +51,19 @@ class Deps:
 DAEMON = web.AppKey("btserver_daemon", Daemon)
 
 
-def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Application:
+def create_app(config: ServerConfig, *, deps: Deps | None = None,
+               access_config: access.AccessConfig | None = None) -> web.Application:
     deps = deps or Deps()
     metrics = deps.metrics or Metrics()
     metrics.info.info({"site": config.site})
     peer_ip, peer_port = parse_hostport(config.peer_listen)
+    rules = access_config or access.AccessConfig()
     seeder = deps.seeder or Seeder(peer_ip, peer_port, idle_ttl=config.idle_ttl, max_seeds=config.max_seeds,
                                    upload_rate_limit=config.upload_rate_limit,
                                    upload_slots=config.upload_slots, stuck_after=config.stuck_after,
-                                   metrics=metrics)
+                                   metrics=metrics, restricted=rules.is_restricted, ssl_port=config.peer_ssl_port,
+                                   peer_certs=ltsession.peer_certs(config.peer_ca, config.peer_cert,
+                                                                   config.peer_key, "server"))
     if seeder.metrics is None:
         seeder.metrics = metrics
     daemon = Daemon(
@@ -114,7 +119,7 @@ async def start_seed(request: web.Request) -> web.Response:
     d.metrics.seed_requests.labels(result="200").inc()
     log.info("seed %s: answered in %.1f ms", info_hash, elapsed * 1000)
     # Stamped once the seed is in seeding(): every heartbeat built after this stamp lists it.
-    return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [d.seeder.endpoint],
+    return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [d.seeder.endpoint_of(info_hash)],
                               "started": heartbeat.stamp()})
 
 
@@ -161,6 +166,7 @@ async def status(request: web.Request) -> web.Response:
         "kind": d.config.kind,
         "scans": d.scans,
         "peers": [d.seeder.endpoint],
+        **({"ssl_peers": [d.seeder.ssl_endpoint]} if d.seeder.ssl_endpoint else {}),
         "ready": d.inventory.done.is_set(),
         "datasets": datasets,
         "seeds": seeds,

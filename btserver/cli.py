@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from torrents import access
 from torrents import log as btlog
 from torrents.cli import command_settings, run_main
 from torrents.dataset import Dataset, read_manifest, scan_directory
@@ -137,8 +138,10 @@ def run(config_path: str | None, verbose: int, **flags: Any) -> None:
     for manifest in cfg.manifests:
         if not Path(manifest).is_file():
             raise ConfigError(manifest, "no such manifest file")
-    service.serve(lambda host, port, _index, _reuse: run_app(create_app(cfg), host, port, name=f"{PROG} {cfg.site}",
-                                                             ssl_context=ssl_context), cfg.listen, name=PROG)
+    rules = access.load(config_path)
+    service.serve(lambda host, port, _index, _reuse: run_app(create_app(cfg, access_config=rules), host, port,
+                                                             name=f"{PROG} {cfg.site}", ssl_context=ssl_context),
+                  cfg.listen, name=PROG)
 
 
 @cli.command()

@@ -202,10 +202,11 @@ def renew_at(cert_pem: bytes) -> dt.datetime:
     return start + (end - start) * RENEW_AT
 
 
-def check_usable(cert_pem: bytes, key_pem: bytes, ca_cert_pem: bytes, name: str, now: dt.datetime,
+def check_usable(cert_pem: bytes, key_pem: bytes, ca_cert_pem: bytes, name: str | None, now: dt.datetime,
                  subject: str = "peer certificate") -> None:
-    """Say (PeerCertError) why this certificate and key cannot trade `name` under this CA at `now`, if they
-    cannot: libtorrent itself only fails the handshakes, with nothing a user can read."""
+    """Say (PeerCertError) why this certificate and key cannot trade `name` (None: any dataset it names)
+    under this CA at `now`, if they cannot: libtorrent itself only fails the handshakes, with nothing a user
+    can read."""
     cert = load_cert(cert_pem, subject)
     ca = load_cert(ca_cert_pem, "peer CA certificate")
     if cert.issuer != ca.subject:
@@ -220,7 +221,7 @@ def check_usable(cert_pem: bytes, key_pem: bytes, ca_cert_pem: bytes, name: str,
     if now < cert.not_valid_before_utc:
         raise PeerCertError(subject, f"not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M:%S} UTC")
     names = cert_names(cert_pem)
-    if EVERY_DATASET not in names and name not in names:
+    if name is not None and EVERY_DATASET not in names and name not in names:
         raise PeerCertError(subject, f"not for {name} (it names {', '.join(names[:5]) or 'no dataset'})")
     key = _key(key_pem, "peer key")
     if key.public_key().public_numbers() != cert.public_key().public_numbers():

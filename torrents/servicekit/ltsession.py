@@ -233,6 +233,23 @@ class PeerCerts:
         handle.set_ssl_certificate_buffer(self.cert.decode(), self.key.decode(), peerca.DH_PARAMS.decode())
 
 
+def peer_certs(ca_path: str, cert_path: str, key_path: str, section: str) -> PeerCerts | None:
+    """The PeerCerts of `[section] peer_ca, peer_cert, peer_key` (None when none is set), checked now: a
+    certificate of another CA, expired, or not matching its key is a ConfigError naming the key."""
+    if not (ca_path or cert_path or key_path):
+        return None
+    try:
+        ca = Path(ca_path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"[{section}] peer_ca", f"{ca_path}: cannot read ({exc.strerror})") from None
+    certs = PeerCerts(ca, read_peer_cert(cert_path, key_path, f"[{section}]"), f"[{section}] peer_cert")
+    try:
+        peerca.check_usable(certs.cert, certs.key, ca, None, dt.datetime.now(dt.timezone.utc), cert_path)
+    except peerca.PeerCertError as exc:
+        raise ConfigError(f"[{section}] peer_cert", str(exc)) from None
+    return certs
+
+
 def read_peer_cert(cert_path: str, key_path: str, subject: str) -> Callable[[], tuple[bytes, bytes]]:
     """A PeerCerts `load` reading a certificate and key file each time (the operator's renewal rewrites them)."""
     def load() -> tuple[bytes, bytes]:

@@ -1,0 +1,131 @@
+"""A restricted dataset end to end (issue 45, the peer wire): bt-tracker over https with the peer CA,
+bt-repo, bt-server seeding `atlas:*` as SSL torrents with its site certificate, bt-get with a T3's.
+
+Real processes on 127.0.0.x, real TLS. A member's fetch delivers identical bytes; without a certificate,
+or with one for another dataset, bt-get says why in one line before any transfer and writes nothing; a
+public dataset is fetched as before, with no certificate.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from btswarm.topology import toml
+from btswarm.trees import compare_trees
+from tests.support import command, free_port, wait_for
+from btswarm.federation import get_json
+from torrents import peerca
+
+RESTRICTED, PUBLIC = "atlas:secret.ds1", "user:open.ds1"
+TRACKER_IP, REPO_IP, SITE_IP = "127.0.0.51", "127.0.0.52", "127.0.0.53"
+
+
+def _https_json(url: str, ca: Path):
+    import json
+    import ssl
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=5, context=ssl.create_default_context(cafile=str(ca))) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture
+def restricted_fed(tmp_path, procs):
+    now = dt.datetime.now(dt.timezone.utc)
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    ca_key, ca = peerca.new_ca("e2e federation peer CA", now)
+    (pki / "ca.pem").write_bytes(ca)
+    for name, hosts in (("tracker", [TRACKER_IP]), ("repo", [REPO_IP]), ("site1-web", [SITE_IP])):
+        key = peerca.new_key()
+        (pki / f"{name}.key").write_bytes(key)
+        (pki / f"{name}.pem").write_bytes(peerca.issue_service(ca_key, ca, key, hosts, now))
+    site_key = peerca.new_key()
+    (pki / "site1.key").write_bytes(site_key)
+    (pki / "site1.pem").write_bytes(peerca.issue_for_key(ca_key, ca, site_key, ["*"], now).cert)
+
+    def t3(label: str, names: list[str]) -> list[str]:
+        key = peerca.new_key()  # the T3's own; the CA sees its CSR only
+        (pki / f"{label}.key").write_bytes(key)
+        (pki / f"{label}.pem").write_bytes(peerca.issue(ca_key, ca, peerca.new_csr(key, names), now).cert)
+        return ["--peer-cert", str(pki / f"{label}.pem"), "--peer-key", str(pki / f"{label}.key"),
+                "--peer-ca", str(pki / "ca.pem")]
+
+    data = tmp_path / "data"
+    for name in (RESTRICTED, PUBLIC):
+        (data / name / "sub").mkdir(parents=True)
+        (data / name / "a.root").write_bytes(os.urandom(3 * 1024 * 1024 + 11))
+        (data / name / "sub" / "b.root").write_bytes(os.urandom(700_000))
+    secrets = {"site1": "secret-site1"}
+    tport, rport, sport = free_port(TRACKER_IP), free_port(REPO_IP), free_port(SITE_IP)
+    tracker, repo = f"https://{TRACKER_IP}:{tport}", f"https://{REPO_IP}:{rport}"
+    access = {"access": {"restricted": ["atlas"]}}
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "tracker.toml").write_text(toml({"tracker": {
+        "listen": f"{TRACKER_IP}:{tport}", "site_secrets": secrets, "repo": repo, "tls_cert": str(pki / "tracker.pem"),
+        "tls_key": str(pki / "tracker.key"), "ca_file": str(pki / "ca.pem"), "peer_ca": str(pki / "ca.pem")}}))
+    (conf / "repo.toml").write_text(toml({"repo": {
+        "listen": f"{REPO_IP}:{rport}", "state": str(tmp_path / "repo"), "tracker": tracker, "site_secrets": secrets,
+        "tls_cert": str(pki / "repo.pem"), "tls_key": str(pki / "repo.key"), "ca_file": str(pki / "ca.pem")}}))
+    (conf / "site1.toml").write_text(toml({"server": {
+        "site": "site1", "secret": secrets["site1"], "listen": f"{SITE_IP}:{sport}",
+        "peer_listen": f"{SITE_IP}:{free_port(SITE_IP)}", "state": str(tmp_path / "site1"), "roots": [str(data)],
+        "tracker": tracker, "repo": repo, "heartbeat_interval": 1.0, "ca_file": str(pki / "ca.pem"),
+        "peer_ca": str(pki / "ca.pem"), "peer_cert": str(pki / "site1.pem"), "peer_key": str(pki / "site1.key")},
+        **access}))
+    (conf / "get.toml").write_text(toml({"get": {"ca_file": str(pki / "ca.pem"), "web_seeds": "off"}, **access}))
+    procs.start("tracker", [command("bt-tracker"), "run", "--config", str(conf / "tracker.toml")])
+    procs.start("repo", [command("bt-repo"), "run", "--config", str(conf / "repo.toml")])
+    site = procs.start("site1", [command("bt-server"), "run", "--config", str(conf / "site1.toml")])
+
+    def published(name: str) -> bool:
+        try:
+            return bool(_https_json(f"{repo}/api/datasets/{name}", pki / "ca.pem"))
+        except OSError:
+            return False
+    for name in (RESTRICTED, PUBLIC):
+        wait_for(lambda n=name: published(n), timeout=90, what=f"{name} published ({site.log()[-2000:]})")
+
+    def heard() -> bool:
+        try:
+            sites = _https_json(f"{tracker}/api/sites", pki / "ca.pem")["sites"]
+        except OSError:
+            return False
+        return any(s["name"] == "site1" and s["up"] and s["can_seed"] == 2 for s in sites)
+    wait_for(heard, timeout=30, what="site1's heartbeat at the tracker")
+
+    def bt_get(name: str, out: Path, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([command("bt-get"), name, "--repo", repo, "--config", str(conf / "get.toml"),
+                               "-o", str(out), "--timeout", "60", "--listen", "127.0.0.54", *args],
+                              capture_output=True, text=True, timeout=120)
+    return {"data": data, "bt_get": bt_get, "t3": t3, "tracker": tracker, "repo": repo, "site": site}
+
+
+def test_member_fetch_and_refusals(restricted_fed, tmp_path):
+    f = restricted_fed
+    # No certificate: one line, before any transfer; nothing written.
+    out = f["bt_get"](RESTRICTED, tmp_path / "none")
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"bt-get: error: {RESTRICTED}: a restricted dataset (members only): give your peer certificate with "
+        "--peer-cert, --peer-key and --peer-ca (or [get] peer_cert, peer_key, peer_ca)"), out.stderr
+    assert not (tmp_path / "none" / RESTRICTED).exists()
+    # A certificate for another dataset: said as plainly.
+    out = f["bt_get"](RESTRICTED, tmp_path / "other", *f["t3"]("other", ["atlas:another.ds"]))
+    assert out.returncode != 0
+    assert f"{RESTRICTED}: cannot fetch this restricted dataset:" in out.stderr
+    assert f"not for {RESTRICTED} (it names atlas:another.ds)" in out.stderr
+    assert not (tmp_path / "other" / RESTRICTED).exists()
+    # The member: the same bytes as the site's.
+    out = f["bt_get"](RESTRICTED, tmp_path / "member", *f["t3"]("member", [RESTRICTED]))
+    assert out.returncode == 0, out.stderr[-3000:] + f["site"].log()[-3000:]
+    assert compare_trees(f["data"] / RESTRICTED, tmp_path / "member" / RESTRICTED) == []
+    # A public dataset: as before, no certificate.
+    out = f["bt_get"](PUBLIC, tmp_path / "public")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert compare_trees(f["data"] / PUBLIC, tmp_path / "public" / PUBLIC) == []
