@@ -296,8 +296,12 @@ def get(opts: Options) -> int:
 
         return browse.list_files(meta, resolved.record, selected, json_output=opts.json_output)
     # Restricted: said now, in one line, before a worker starts (btget/peercert.py).
-    cert_files = peercert.peer_cert_for(meta.name, access.load(opts.config_path).is_restricted(meta.name),
-                                        cfg.peer_ca, cfg.peer_cert, cfg.peer_key,
+    restricted = access.load(opts.config_path).is_restricted(meta.name)
+    cert, key = cfg.peer_cert, cfg.peer_key
+    if restricted and cfg.peer_ca and not cert and not key:
+        # Only the CA given: a certificate for this dataset from the repository, for a key made here.
+        cert, key = peercert.request_from_repo(cfg.repo, cfg.ca_file, meta.name)
+    cert_files = peercert.peer_cert_for(meta.name, restricted, cfg.peer_ca, cert, key,
                                         dt.datetime.now(dt.timezone.utc))
     workers, capped = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
                                         os.cpu_count() or 1, len(selected))

@@ -8,11 +8,17 @@ certificate, a certificate expired, of another CA, for other datasets, or not ma
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import os
 from pathlib import Path
 
+import aiohttp
+
 from torrents import peerca
+from torrents.config import default_state_dir
 from torrents.errors import BtswarmError, ConfigError
+from torrents.servicekit.httpclient import client_session
 
 FLAGS = "--peer-cert, --peer-key and --peer-ca (or [get] peer_cert, peer_key, peer_ca)"
 
@@ -24,13 +30,12 @@ class RestrictedError(BtswarmError):
 def peer_cert_for(name: str, restricted: bool, ca: str, cert: str, key: str,
                   now: dt.datetime) -> tuple[str, str, str]:
     """(peer CA, certificate, key) files to fetch `name` with, or () to fetch it as a public dataset."""
-    given = [p for p in (ca, cert, key) if p]
-    if not given:
+    if not cert and not key:
         if restricted:
             raise RestrictedError(name, f"a restricted dataset (members only): give your peer certificate with "
                                         f"{FLAGS}")
         return ()
-    if len(given) < 3:
+    if not (ca and cert and key):
         raise ConfigError("--peer-cert", f"needs all three of {FLAGS}")
     pems = {}
     for flag, path in (("--peer-ca", ca), ("--peer-cert", cert), ("--peer-key", key)):
@@ -46,3 +51,41 @@ def peer_cert_for(name: str, restricted: bool, ca: str, cert: str, key: str,
     except peerca.PeerCertError as exc:
         raise RestrictedError(name, f"cannot fetch this restricted dataset: {exc}") from None
     return ca, cert, key
+
+
+def request_from_repo(repo: str, ca_file: str, name: str, state: str | None = None) -> tuple[str, str]:
+    """A certificate for `name` from the repository (POST /api/peer-certificate, btrepo/peercerts.py):
+    (certificate, key) files under bt-get's state directory. The key is made here once and never sent;
+    only a CSR naming `name` is."""
+    directory = Path(state or default_state_dir("get")) / "peer"
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key_path = directory / "peer.key"
+    if not key_path.exists():
+        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(peerca.new_key())
+    csr = peerca.new_csr(key_path.read_bytes(), [name], holder="bt-get")
+    cert = asyncio.run(_post_csr(repo, ca_file, csr, name))
+    cert_path = directory / (name.replace(":", "_").replace("/", "_") + ".pem")
+    tmp = cert_path.with_suffix(".tmp")
+    tmp.write_bytes(cert)
+    os.replace(tmp, cert_path)
+    return str(cert_path), str(key_path)
+
+
+async def _post_csr(repo: str, ca_file: str, csr: bytes, name: str) -> bytes:
+    url = repo.rstrip("/") + "/api/peer-certificate"
+    async with client_session(ca_file) as session:
+        try:
+            async with session.post(url, data=csr, headers={"Content-Type": "application/pkcs10"},
+                                    timeout=aiohttp.ClientTimeout(total=30)) as resp:
+                body = await resp.read()
+                if resp.status != 200:
+                    try:
+                        why = (await resp.json(content_type=None))["error"]
+                    except (ValueError, KeyError, TypeError):
+                        why = f"HTTP {resp.status}"
+                    raise RestrictedError(name, f"the repository gave no peer certificate: {why}")
+                return body
+        except aiohttp.ClientError as exc:
+            raise RestrictedError(name, f"cannot ask {url} for a peer certificate ({exc})") from None

@@ -12,7 +12,7 @@ from torrents import auth
 from torrents.servicekit import tls
 from torrents.servicekit import web as tweb
 from btrepo.config import RepoConfig
-from btrepo import keys
+from btrepo import keys, peercerts
 from btrepo.api import MAX_PUBLISH_BODY
 from btrepo.cache import CatalogCache
 from btrepo.db import Database
@@ -40,6 +40,9 @@ def create_app(config: RepoConfig, *, db: Database | None = None,
     app = web.Application(middlewares=[tweb.error_middleware, page_errors, tweb.url_limit], client_max_size=MAX_PUBLISH_BODY)
     app[keys.CONFIG] = config
     app[keys.VERIFIER] = auth.Verifier(config.site_secrets)
+    peer_ca = peercerts.load_peer_ca(config.peer_ca, config.peer_ca_key)
+    if peer_ca is not None:
+        app[peercerts.PEER_CA] = peer_ca
     metrics = Metrics()
     app[keys.METRICS] = metrics
     tweb.add_metrics_route(app, metrics.registry)

@@ -33,13 +33,15 @@ def _https_json(url: str, ca: Path):
         return json.loads(r.read())
 
 
-@pytest.fixture
-def restricted_fed(tmp_path, procs):
+@pytest.fixture(params=[False])
+def restricted_fed(request, tmp_path, procs):
+    """The federation; its repository signs CSRs for anyone when the param (peer_cert_anyone) is True."""
     now = dt.datetime.now(dt.timezone.utc)
     pki = tmp_path / "pki"
     pki.mkdir()
     ca_key, ca = peerca.new_ca("e2e federation peer CA", now)
     (pki / "ca.pem").write_bytes(ca)
+    (pki / "ca.key").write_bytes(ca_key)  # the repository's, to sign T3s' requests
     for name, hosts in (("tracker", [TRACKER_IP]), ("repo", [REPO_IP]), ("site1-web", [SITE_IP])):
         key = peerca.new_key()
         (pki / f"{name}.key").write_bytes(key)
@@ -71,7 +73,8 @@ def restricted_fed(tmp_path, procs):
         "tls_key": str(pki / "tracker.key"), "ca_file": str(pki / "ca.pem"), "peer_ca": str(pki / "ca.pem")}}))
     (conf / "repo.toml").write_text(toml({"repo": {
         "listen": f"{REPO_IP}:{rport}", "state": str(tmp_path / "repo"), "tracker": tracker, "site_secrets": secrets,
-        "tls_cert": str(pki / "repo.pem"), "tls_key": str(pki / "repo.key"), "ca_file": str(pki / "ca.pem")}}))
+        "tls_cert": str(pki / "repo.pem"), "tls_key": str(pki / "repo.key"), "ca_file": str(pki / "ca.pem"),
+        "peer_ca": str(pki / "ca.pem"), "peer_ca_key": str(pki / "ca.key"), "peer_cert_anyone": request.param}}))
     (conf / "site1.toml").write_text(toml({"server": {
         "site": "site1", "secret": secrets["site1"], "listen": f"{SITE_IP}:{sport}",
         "peer_listen": f"{SITE_IP}:{free_port(SITE_IP)}", "state": str(tmp_path / "site1"), "roots": [str(data)],
@@ -103,7 +106,8 @@ def restricted_fed(tmp_path, procs):
         return subprocess.run([command("bt-get"), name, "--repo", repo, "--config", str(conf / "get.toml"),
                                "-o", str(out), "--timeout", "60", "--listen", "127.0.0.54", *args],
                               capture_output=True, text=True, timeout=120)
-    return {"data": data, "bt_get": bt_get, "t3": t3, "tracker": tracker, "repo": repo, "site": site}
+    return {"data": data, "bt_get": bt_get, "t3": t3, "tracker": tracker, "repo": repo, "site": site,
+            "ca": pki / "ca.pem"}
 
 
 def test_member_fetch_and_refusals(restricted_fed, tmp_path):
@@ -129,3 +133,45 @@ def test_member_fetch_and_refusals(restricted_fed, tmp_path):
     out = f["bt_get"](PUBLIC, tmp_path / "public")
     assert out.returncode == 0, out.stderr[-3000:]
     assert compare_trees(f["data"] / PUBLIC, tmp_path / "public" / PUBLIC) == []
+
+
+def test_no_authorization_no_certificate_from_the_repository(restricted_fed, tmp_path):
+    """Only the CA given: bt-get asks the repository, whose authorization hook (the token check's place)
+    refuses while nothing decides who may read; bt-get says so in one line and writes nothing."""
+    f = restricted_fed
+    out = f["bt_get"](RESTRICTED, tmp_path / "asked", "--peer-ca", str(f["ca"]))
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines()[-1].startswith(
+        f"bt-get: error: {RESTRICTED}: the repository gave no peer certificate: peer certificate: this repository "
+        "cannot yet tell who may read restricted datasets"), out.stderr
+    assert not (tmp_path / "asked" / RESTRICTED).exists()
+
+
+@pytest.mark.parametrize("restricted_fed", [True], indirect=True)
+def test_a_certificate_from_the_repository_for_a_key_made_here(restricted_fed, tmp_path, monkeypatch):
+    """The repository signs a CSR (peer_cert_anyone: the test bed's stand-in for the token check): bt-get
+    makes its key, sends only the CSR, and fetches with the certificate for this one dataset."""
+    f = restricted_fed
+    state = tmp_path / "xdg-state"
+    out = subprocess.run([command("bt-get"), RESTRICTED, "--repo", f["repo"], "--config",
+                          str(f["ca"].parent.parent / "conf" / "get.toml"), "-o", str(tmp_path / "asked"),
+                          "--timeout", "60", "--listen", "127.0.0.54", "--peer-ca", str(f["ca"])],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "XDG_STATE_HOME": str(state)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert compare_trees(f["data"] / RESTRICTED, tmp_path / "asked" / RESTRICTED) == []
+    peer = state / "btswarm" / "get" / "peer"
+    cert = (peer / "atlas_secret.ds1.pem").read_bytes()
+    assert peerca.cert_names(cert) == (RESTRICTED,)
+    assert oct((peer / "peer.key").stat().st_mode & 0o777) == "0o600"
+    # A CSR for everything, or for a dataset the repository does not know: refused, with the reason.
+    import ssl
+    import urllib.error
+    import urllib.request
+    ctx = ssl.create_default_context(cafile=str(f["ca"]))
+    for names, status, reason in ((["*"], 401, "a T3's certificate names datasets, never every one"),
+                                  (["atlas:nothing.here"], 404, "atlas:nothing.here: no such dataset")):
+        req = urllib.request.Request(f["repo"] + "/api/peer-certificate", method="POST",
+                                     data=peerca.new_csr(peerca.new_key(), names))
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=10, context=ctx)
+        assert err.value.code == status and reason in err.value.read().decode()
