@@ -42,7 +42,7 @@ def test_a_bad_config_file_ends_every_command_alike(prog, tmp_path):
     path.write_text("[gett]\nworkers = 2\n")
     out = run(prog, *READS_CONFIG[prog], "--config", str(path))
     assert out.returncode == ExitStatus.USAGE, out.stderr
-    assert errors(out) == [f"{prog}: error: {path}: [gett]: unknown section (known: get, server, tracker, repo)"]
+    assert errors(out) == [f"{prog}: error: {path}: [gett]: unknown section (known: get, server, tracker, repo, access)"]
 
 
 @pytest.mark.parametrize("prog, section, key, value, problem", [
