@@ -173,7 +173,7 @@ async def list_sites(request: web.Request) -> web.Response:
     registry = announcer.sites
     return web.json_response({"sites": [
         {"name": s.name, "kind": announcer.config.kind_of(s.name), "control_url": s.control_url,
-         "peers": list(s.peers), "up": registry.is_up(s), "last_seen": int(s.last_seen), "load": s.load,
+         "peers": list(s.peers), **({"ssl_peers": list(s.ssl_peers)} if s.ssl_peers else {}), "up": registry.is_up(s), "last_seen": int(s.last_seen), "load": s.load,
          "capacity": s.capacity, "can_seed": len(s.can_seed),
          "seeding": sorted(h.hex() for h in s.seeding), "stuck": sorted(h.hex() for h in s.stuck),
          "uploaded": sum(s.uploaded.values())}
