@@ -171,3 +171,49 @@ def test_libtorrent_presents_its_certificate(tracker, pki, tmp_path):
     assert kind == "reply" and "n=1" in got, got
     kind, got = _lt_announce(url, pki[0], pki[1]["other_ds"], tmp_path / "o")
     assert (kind, got) == ("error", NOT_FOR.format(name=NAME))
+
+
+# --- the pure parts -------------------------------------------------------------------------------
+
+def test_refusal_rules():
+    from tracker import membership
+    assert membership.refusal(NAME, frozenset()) == NO_PROOF.format(name=NAME)
+    assert membership.refusal(NAME, frozenset({"atlas:other"})) == NOT_FOR.format(name=NAME)
+    assert membership.refusal(NAME, frozenset({"atlas:other", NAME})) is None
+    assert membership.refusal(NAME, frozenset({"*"})) is None
+    cert = {"subject": ((("commonName", "x"),),), "subjectAltName": (("DNS", NAME), ("IP Address", "127.0.0.1"))}
+    assert membership.cert_names(cert) == frozenset({NAME})
+    assert membership.cert_names(None) == membership.cert_names({}) == frozenset()
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("restricted", ["ab" * 20], "site1: restricted: expected an object of at most 200000 info-hashes and their "
+                                "dataset names"),
+    ("restricted", {"AB" * 20: NAME}, f"site1: restricted: {'AB' * 20!r} is not 40 lowercase hex characters"),
+    ("restricted", {"ab" * 20: ""}, f"site1: restricted: {'ab' * 20!r}: '' is not a dataset name"),
+    ("ssl_peers", ["nowhere"], "site1: ssl_peers: 'nowhere' is not ip:port"),
+    ("ssl_peers", "127.0.0.1:1", "site1: ssl_peers: expected a list of at most 64 ip:port"),
+])
+def test_heartbeat_fields_checked(field, value, message):
+    from tracker.sites import HeartbeatError, parse_heartbeat
+    body = {"site": "site1", "control_url": "http://127.0.0.42:8700", "peers": [SITE_PLAIN], field: value}
+    with pytest.raises(HeartbeatError) as err:
+        parse_heartbeat("site1", body, now=0.0, mono=0.0)
+    assert str(err.value) == message
+
+
+def test_server_peer_settings_all_or_none(tmp_path):
+    from btserver.config import ServerConfig
+    from torrents.errors import ConfigError
+    with pytest.raises(ConfigError, match=r"^peer_key: needed with peer_ca, peer_cert \(the peer CA, this site's "):
+        ServerConfig(peer_ca="ca.pem", peer_cert="c.pem")
+
+
+def test_server_refuses_a_certificate_it_cannot_use(pki):
+    """bt-server checks its peer certificate when it starts: one of another CA is named, with the key."""
+    from torrents.errors import ConfigError
+    d, paths = pki
+    cert, key = paths["other_ca"]
+    with pytest.raises(ConfigError, match=r"^\[server\] peer_cert: .*other_ca.pem: issued by OU=btswarm peer CA,CN=another CA, not by the peer CA "):
+        ltsession.peer_certs(str(d / "ca.pem"), str(cert), str(key), "server")
+    assert ltsession.peer_certs("", "", "", "server") is None
