@@ -217,3 +217,18 @@ def test_server_refuses_a_certificate_it_cannot_use(pki):
     with pytest.raises(ConfigError, match=r"^\[server\] peer_cert: .*other_ca.pem: issued by OU=btswarm peer CA,CN=another CA, not by the peer CA "):
         ltsession.peer_certs(str(d / "ca.pem"), str(cert), str(key), "server")
     assert ltsession.peer_certs("", "", "", "server") is None
+
+
+async def test_refused_on_either_store_and_public_swarm_unchanged(make_client):
+    """The restricted map travels with the site's heartbeat through the store (memory or Redis): a plain
+    announce in the restricted swarm is refused, one in the public swarm answered with the plain endpoint."""
+    from tests.tracker.helpers import SECRETS, announce, heartbeat
+    from tracker.config import TrackerConfig
+    client = await make_client(TrackerConfig(site_secrets=SECRETS, min_seeds=0))
+    body = {"site": "site1", "control_url": "http://127.0.0.42:8700", "peers": [SITE_PLAIN], "ssl_peers": [SITE_SSL],
+            "can_seed": [RESTRICTED.hex(), PUBLIC.hex()], "seeding": [RESTRICTED.hex(), PUBLIC.hex()],
+            "restricted": {RESTRICTED.hex(): NAME}, "load": 2, "capacity": 10}
+    assert await heartbeat(client, "site1", body) == 200
+    assert await announce(client, query(RESTRICTED, compact=0)) == {b"failure reason": NO_PROOF.format(name=NAME).encode()}
+    answer = await announce(client, query(PUBLIC, compact=0))
+    assert _peers(answer) == {SITE_PLAIN}
