@@ -19,6 +19,7 @@ EC P-256 (what TLS 1.3 handshakes cheapest). Pure: PEM bytes in, PEM bytes out, 
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from cryptography import x509
@@ -152,8 +153,6 @@ def issue_service(ca_key_pem: bytes, ca_cert_pem: bytes, key_pem: bytes, hosts: 
                   lifetime: dt.timedelta = SITE_LIFETIME) -> bytes:
     """A TLS server certificate (IP addresses or host names) from the peer CA, for the tracker's https
     listener: libtorrent checks an SSL torrent's https tracker against the torrent's root, this CA."""
-    import ipaddress
-
     sans: list[x509.GeneralName] = []
     for h in hosts:
         try:

@@ -20,7 +20,6 @@ import random
 import time
 from typing import Any, Awaitable, Coroutine, Iterable
 
-from torrents.hostport import parse_hostport
 from tracker import membership, protocol, siteseeds
 from tracker.churn import ChurnGuard
 from tracker.config import TrackerConfig

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-EVERY_DATASET = "*"
+from torrents.peerca import EVERY_DATASET
 NO_PROOF = "restricted dataset {name}: announce over https with a peer certificate of the federation for it"
 NOT_FOR = "restricted dataset {name}: the peer certificate presented is not for it"
 

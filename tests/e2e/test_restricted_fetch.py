@@ -18,7 +18,6 @@ import pytest
 from btswarm.topology import toml
 from btswarm.trees import compare_trees
 from tests.support import command, free_port, wait_for
-from btswarm.federation import get_json
 from torrents import peerca
 
 RESTRICTED, PUBLIC = "atlas:secret.ds1", "user:open.ds1"
