@@ -174,3 +174,25 @@ def test_a_certificate_from_the_repository_for_a_key_made_here(restricted_fed, t
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(req, timeout=10, context=ctx)
         assert err.value.code == status and reason in err.value.read().decode()
+
+
+def test_bt_server_will_not_start_with_a_peer_certificate_it_cannot_use(tmp_path):
+    now = dt.datetime.now(dt.timezone.utc)
+    _, ca = peerca.new_ca("the federation's", now)
+    other = peerca.new_ca("another", now)
+    key = peerca.new_key()
+    for name, body in (("ca.pem", ca), ("site.key", key),
+                       ("site.pem", peerca.issue_for_key(*other, key, ["*"], now).cert)):
+        (tmp_path / name).write_bytes(body)
+    (tmp_path / "root").mkdir()
+    conf = tmp_path / "site.toml"
+    conf.write_text(toml({"server": {
+        "listen": f"{SITE_IP}:{free_port(SITE_IP)}", "peer_listen": f"{SITE_IP}:0", "roots": [str(tmp_path / "root")],
+        "state": str(tmp_path / "state"), "peer_ca": str(tmp_path / "ca.pem"), "peer_cert": str(tmp_path / "site.pem"),
+        "peer_key": str(tmp_path / "site.key")}}))
+    out = subprocess.run([command("bt-server"), "run", "--config", str(conf)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        f"bt-server: error: [server] peer_cert: {tmp_path / 'site.pem'}: issued by OU=btswarm peer CA,CN=another, "
+        "not by the peer CA OU=btswarm peer CA,CN=the federation's"]
