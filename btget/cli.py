@@ -298,9 +298,12 @@ def get(opts: Options) -> int:
     # Restricted: said now, in one line, before a worker starts (btget/peercert.py).
     restricted = access.load(opts.config_path).is_restricted(meta.name)
     cert, key = cfg.peer_cert, cfg.peer_key
+    from_repo: tuple[str, str] = ()
     if restricted and cfg.peer_ca and not cert and not key:
-        # Only the CA given: a certificate for this dataset from the repository, for a key made here.
+        # Only the CA given: a certificate for this dataset from the repository, for a key made here
+        # (and again, by the workers, when it is due for renewal).
         cert, key = peercert.request_from_repo(cfg.repo, cfg.ca_file, meta.name)
+        from_repo = (cfg.repo, cfg.ca_file)
     cert_files = peercert.peer_cert_for(meta.name, restricted, cfg.peer_ca, cert, key,
                                         dt.datetime.now(dt.timezone.utc))
     workers, capped = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
@@ -316,7 +319,8 @@ def get(opts: Options) -> int:
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, linger=cfg.linger, timeout=cfg.timeout,
         stall_timeout=cfg.stall_timeout, blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
         checksums=checksums(resolved.record), folder=folder,
-        site_peers=holding(sites, resolved.record) if cfg.site_share else (), peer_cert=cert_files)
+        site_peers=holding(sites, resolved.record) if cfg.site_share else (), peer_cert=cert_files,
+        peer_cert_repo=from_repo)
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
     display = make_display(opts.quiet, opts.json_output)

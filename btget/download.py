@@ -65,6 +65,7 @@ class Job:
     max_rate: int = 0  # bytes/s, the whole run (--max-rate; 0: none)
     max_upload_rate: int = 0
     peer_cert: tuple[str, str, str] = ()  # a restricted dataset: (peer CA, certificate, key) files (btget/worker.py)
+    peer_cert_repo: tuple[str, str] = ()  # (repository, CA file) when the certificate is the repository's
 
     @property
     def root(self) -> Path:
@@ -197,7 +198,8 @@ def run(job: Job, display: Display) -> Outcome:
                               url_list=tuple(s.url for s in job.web.sources), own_names=file_names(job.meta, job.folder),
                               recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix,
                               part="" if whole else peerid.part_tag(f.index for f in share),
-                              site_peers=job.site_peers, rates=(down[k], up), peer_cert=job.peer_cert)
+                              site_peers=job.site_peers, rates=(down[k], up), peer_cert=job.peer_cert,
+                              peer_cert_repo=job.peer_cert_repo)
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
             proc.start()

@@ -67,10 +67,18 @@ def request_from_repo(repo: str, ca_file: str, name: str, state: str | None = No
     csr = peerca.new_csr(key_path.read_bytes(), [name], holder="bt-get")
     cert = asyncio.run(_post_csr(repo, ca_file, csr, name))
     cert_path = directory / (name.replace(":", "_").replace("/", "_") + ".pem")
-    tmp = cert_path.with_suffix(".tmp")
+    tmp = cert_path.with_name(f"{cert_path.name}.{os.getpid()}.tmp")  # workers renewing at once
     tmp.write_bytes(cert)
     os.replace(tmp, cert_path)
     return str(cert_path), str(key_path)
+
+
+def renewer(repo: str, ca_file: str, name: str):
+    """A PeerCerts `load` that asks the repository again (the same key, a fresh CSR): a T3's renewal."""
+    def load() -> tuple[bytes, bytes]:
+        cert, key = request_from_repo(repo, ca_file, name)
+        return Path(cert).read_bytes(), Path(key).read_bytes()
+    return load
 
 
 async def _post_csr(repo: str, ca_file: str, csr: bytes, name: str) -> bytes:

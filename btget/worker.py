@@ -48,7 +48,7 @@ SAVE_FRACTION = 100  # resume state is also saved each time 1/SAVE_FRACTION of t
 # saves' lag behind the pieces (btget/recover.py), not a whole dataset on a file system without holes.
 RECOVER_BUDGET = 64 * 2**20
 PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
-RENEW_CHECK_EVERY = 30.0  # seconds between looks at whether the peer certificate is due for renewal
+RENEW_CHECK_EVERY = 5.0  # seconds between looks at whether the peer certificate is due for renewal
 # A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent
 # bans one at once only when it alone sent the piece, and a web seed that goes on sending bad
 # ranges costs a re-fetch each time.
@@ -94,6 +94,8 @@ class WorkerSpec:
     # A restricted dataset (torrents.access): (peer CA, certificate, key) files; the torrent is an SSL torrent
     # of that CA on an SSL socket of its own, and the certificate is read again when it is due for renewal.
     peer_cert: tuple[str, str, str] = ()
+    # (repository URL, CA file) when the certificate came from the repository: renewed by asking it again.
+    peer_cert_repo: tuple[str, str] = ()
 
     @property
     def peer_fingerprint(self) -> str:
@@ -211,6 +213,10 @@ class Worker:
         if spec.peer_cert:
             ca, cert, key = spec.peer_cert
             self.peer_certs = ltsession.peer_certs(ca, cert, key, "get")
+            if spec.peer_cert_repo:
+                from btget import peercert
+
+                self.peer_certs.load = peercert.renewer(*spec.peer_cert_repo, ltsession.torrent_info(spec.torrent).name())
         self.next_renewal = 0.0
         self.ses = ltsession.session(spec.listen_ip, 0, ssl_port=0 if self.peer_certs else None, **extra)
         if any(spec.rates):

@@ -131,16 +131,18 @@ def issue(ca_key_pem: bytes, ca_cert_pem: bytes, csr_pem: bytes, now: dt.datetim
         raise PeerCertError("peer CA key", "does not belong to the peer CA certificate")
     csr = x509.load_pem_x509_csr(csr_pem)
     not_after = min(now + lifetime, ca.not_valid_after_utc)
+    # Backdated for skewed clocks, but by no more than a quarter of its life: renew_at stays ahead of now.
+    not_before = now - min(_BACKDATE, lifetime / 4)
     cert = (x509.CertificateBuilder().subject_name(csr.subject).issuer_name(ca.subject)
             .public_key(csr.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - _BACKDATE).not_valid_after(not_after)
+            .not_valid_before(not_before).not_valid_after(not_after)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
                            critical=False)
             .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256()))
-    return Issued(cert.public_bytes(serialization.Encoding.PEM), now - _BACKDATE, not_after, names)
+    return Issued(cert.public_bytes(serialization.Encoding.PEM), not_before, not_after, names)
 
 
 def issue_for_key(ca_key_pem: bytes, ca_cert_pem: bytes, key_pem: bytes, names: Iterable[str], now: dt.datetime,

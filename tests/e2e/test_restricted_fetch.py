@@ -32,9 +32,10 @@ def _https_json(url: str, ca: Path):
         return json.loads(r.read())
 
 
-@pytest.fixture(params=[False])
+@pytest.fixture(params=[{}])
 def restricted_fed(request, tmp_path, procs):
-    """The federation; its repository signs CSRs for anyone when the param (peer_cert_anyone) is True."""
+    """The federation; its repository's [repo] settings beside the peer CA from the param (peer_cert_anyone:
+    it signs CSRs for anyone)."""
     now = dt.datetime.now(dt.timezone.utc)
     pki = tmp_path / "pki"
     pki.mkdir()
@@ -73,7 +74,7 @@ def restricted_fed(request, tmp_path, procs):
     (conf / "repo.toml").write_text(toml({"repo": {
         "listen": f"{REPO_IP}:{rport}", "state": str(tmp_path / "repo"), "tracker": tracker, "site_secrets": secrets,
         "tls_cert": str(pki / "repo.pem"), "tls_key": str(pki / "repo.key"), "ca_file": str(pki / "ca.pem"),
-        "peer_ca": str(pki / "ca.pem"), "peer_ca_key": str(pki / "ca.key"), "peer_cert_anyone": request.param}}))
+        "peer_ca": str(pki / "ca.pem"), "peer_ca_key": str(pki / "ca.key"), **request.param}}))
     (conf / "site1.toml").write_text(toml({"server": {
         "site": "site1", "secret": secrets["site1"], "listen": f"{SITE_IP}:{sport}",
         "peer_listen": f"{SITE_IP}:{free_port(SITE_IP)}", "state": str(tmp_path / "site1"), "roots": [str(data)],
@@ -146,7 +147,7 @@ def test_no_authorization_no_certificate_from_the_repository(restricted_fed, tmp
     assert not (tmp_path / "asked" / RESTRICTED).exists()
 
 
-@pytest.mark.parametrize("restricted_fed", [True], indirect=True)
+@pytest.mark.parametrize("restricted_fed", [{"peer_cert_anyone": True}], indirect=True)
 def test_a_certificate_from_the_repository_for_a_key_made_here(restricted_fed, tmp_path, monkeypatch):
     """The repository signs a CSR (peer_cert_anyone: the test bed's stand-in for the token check): bt-get
     makes its key, sends only the CSR, and fetches with the certificate for this one dataset."""
@@ -196,3 +197,26 @@ def test_bt_server_will_not_start_with_a_peer_certificate_it_cannot_use(tmp_path
     assert out.stderr.strip().splitlines() == [
         f"bt-server: error: [server] peer_cert: {tmp_path / 'site.pem'}: issued by OU=btswarm peer CA,CN=another, "
         "not by the peer CA OU=btswarm peer CA,CN=the federation's"]
+
+
+@pytest.mark.parametrize("restricted_fed", [{"peer_cert_anyone": True, "peer_cert_lifetime": "12s"}], indirect=True)
+def test_renewed_from_the_repository_mid_fetch(restricted_fed, tmp_path):
+    """A fetch that outlives its certificate (12 s here, capped at 150 kB/s over 3.8 MB): the worker asks the
+    repository again once two thirds of its life are gone, and the fetch completes with identical bytes."""
+    f = restricted_fed
+    state = tmp_path / "xdg-state"
+    started = dt.datetime.now(dt.timezone.utc)
+    out = subprocess.run([command("bt-get"), RESTRICTED, "--repo", f["repo"], "--config",
+                          str(f["ca"].parent.parent / "conf" / "get.toml"), "-o", str(tmp_path / "slow"),
+                          "--timeout", "90", "--listen", "127.0.0.54", "--peer-ca", str(f["ca"]), "--workers", "1",
+                          "--max-rate", "150kB/s"],
+                         capture_output=True, text=True, timeout=150, env={**os.environ, "XDG_STATE_HOME": str(state)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    took = dt.datetime.now(dt.timezone.utc) - started
+    assert took > dt.timedelta(seconds=12), took  # it did outlive the first certificate
+    assert compare_trees(f["data"] / RESTRICTED, tmp_path / "slow" / RESTRICTED) == []
+    cert = (state / "btswarm" / "get" / "peer" / "atlas_secret.ds1.pem").read_bytes()
+    # The certificate on disk now is a renewed one. The first, asked for before any transfer, is valid from
+    # 3 s (a quarter of its life) before it was issued, within a second or two of `started`; a renewal is
+    # issued 8 s after it (two thirds of its 15 s) or later.
+    assert peerca.load_cert(cert).not_valid_before_utc > started + dt.timedelta(seconds=2)

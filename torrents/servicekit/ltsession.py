@@ -182,7 +182,7 @@ class PeerCerts:
                  clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)) -> None:
         self.ca = ca_pem
         self.subject = subject
-        self._load = load
+        self.load = load  # where a renewed certificate comes from (a caller may give another)
         self._clock = clock
         self._lock = threading.Lock()
         self.cert, self.key = load()
@@ -213,7 +213,7 @@ class PeerCerts:
         now = now or self._clock()
         if now < peerca.renew_at(self.cert):
             return False
-        cert, key = self._load()
+        cert, key = self.load()
         if peerca.expires(cert) <= peerca.expires(self.cert):
             log.warning("%s: due for renewal (expires %s) but no newer one is given", self.subject,
                         f"{peerca.expires(self.cert):%Y-%m-%d %H:%M:%S} UTC")
