@@ -35,7 +35,9 @@ def _https_json(url: str, ca: Path):
 @pytest.fixture(params=[{}])
 def restricted_fed(request, tmp_path, procs):
     """The federation; its repository's [repo] settings beside the peer CA from the param (peer_cert_anyone:
-    it signs CSRs for anyone)."""
+    it signs CSRs for anyone), the site's extra [server] settings from its "server" key."""
+    param = dict(request.param)
+    server_extra = param.pop("server", {})
     now = dt.datetime.now(dt.timezone.utc)
     pki = tmp_path / "pki"
     pki.mkdir()
@@ -74,12 +76,13 @@ def restricted_fed(request, tmp_path, procs):
     (conf / "repo.toml").write_text(toml({"repo": {
         "listen": f"{REPO_IP}:{rport}", "state": str(tmp_path / "repo"), "tracker": tracker, "site_secrets": secrets,
         "tls_cert": str(pki / "repo.pem"), "tls_key": str(pki / "repo.key"), "ca_file": str(pki / "ca.pem"),
-        "peer_ca": str(pki / "ca.pem"), "peer_ca_key": str(pki / "ca.key"), **request.param}}))
+        "peer_ca": str(pki / "ca.pem"), "peer_ca_key": str(pki / "ca.key"), **param}}))
     (conf / "site1.toml").write_text(toml({"server": {
         "site": "site1", "secret": secrets["site1"], "listen": f"{SITE_IP}:{sport}",
         "peer_listen": f"{SITE_IP}:{free_port(SITE_IP)}", "state": str(tmp_path / "site1"), "roots": [str(data)],
         "tracker": tracker, "repo": repo, "heartbeat_interval": 1.0, "ca_file": str(pki / "ca.pem"),
-        "peer_ca": str(pki / "ca.pem"), "peer_cert": str(pki / "site1.pem"), "peer_key": str(pki / "site1.key")},
+        "peer_ca": str(pki / "ca.pem"), "peer_cert": str(pki / "site1.pem"), "peer_key": str(pki / "site1.key"),
+        **server_extra},
         **access}))
     (conf / "get.toml").write_text(toml({"get": {"ca_file": str(pki / "ca.pem"), "web_seeds": "off"}, **access}))
     procs.start("tracker", [command("bt-tracker"), "run", "--config", str(conf / "tracker.toml")])
@@ -102,11 +105,14 @@ def restricted_fed(request, tmp_path, procs):
         return any(s["name"] == "site1" and s["up"] and s["can_seed"] == 2 for s in sites)
     wait_for(heard, timeout=30, what="site1's heartbeat at the tracker")
 
+    def bt_get_args(name: str, out: Path, *args: str, ip: str = "127.0.0.54") -> list[str]:
+        return [command("bt-get"), name, "--repo", repo, "--config", str(conf / "get.toml"), "-o", str(out),
+                "--timeout", "60", "--listen", ip, *args]
+
     def bt_get(name: str, out: Path, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([command("bt-get"), name, "--repo", repo, "--config", str(conf / "get.toml"),
-                               "-o", str(out), "--timeout", "60", "--listen", "127.0.0.54", *args],
-                              capture_output=True, text=True, timeout=120)
-    return {"data": data, "bt_get": bt_get, "t3": t3, "tracker": tracker, "repo": repo, "site": site,
+        return subprocess.run(bt_get_args(name, out, *args), capture_output=True, text=True, timeout=120)
+    return {"data": data, "bt_get": bt_get, "bt_get_args": bt_get_args, "t3": t3, "tracker": tracker, "repo": repo,
+            "site": site, "procs": procs,
             "ca": pki / "ca.pem"}
 
 
@@ -220,3 +226,22 @@ def test_renewed_from_the_repository_mid_fetch(restricted_fed, tmp_path):
     # 3 s (a quarter of its life) before it was issued, within a second or two of `started`; a renewal is
     # issued 8 s after it (two thirds of its 15 s) or later.
     assert peerca.load_cert(cert).not_valid_before_utc > started + dt.timedelta(seconds=2)
+
+
+@pytest.mark.parametrize("restricted_fed", [{"server": {"upload_rate_limit": "200kB/s"}}], indirect=True)
+def test_t3_to_t3_between_members(restricted_fed, tmp_path):
+    """A member seeding on (--seed-time) serves another member over the SSL wire: the second's report
+    names the first T3 among its sources; both hold the site's bytes."""
+    import json
+    f = restricted_fed
+    first = f["procs"].start("t3-first", f["bt_get_args"](RESTRICTED, tmp_path / "first", "--seed-time", "90",
+                                                          *f["t3"]("first", [RESTRICTED]), ip="127.0.0.55"))
+    wait_for(lambda: compare_trees(f["data"] / RESTRICTED, tmp_path / "first" / RESTRICTED) == []
+             or first.popen.poll() is not None, timeout=90, what="the first member's fetch", interval=0.5)
+    assert first.popen.poll() is None, first.log()[-3000:]
+    out = f["bt_get"](RESTRICTED, tmp_path / "second", "--json", *f["t3"]("second", [RESTRICTED]))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert compare_trees(f["data"] / RESTRICTED, tmp_path / "second" / RESTRICTED) == []
+    sources = json.loads(out.stdout)["sources"]
+    from_first = sum(n for name, n in sources.items() if name.startswith("127.0.0.55:"))
+    assert from_first > 0, sources
