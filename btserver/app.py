@@ -167,6 +167,7 @@ async def status(request: web.Request) -> web.Response:
         "scans": d.scans,
         "peers": [d.seeder.endpoint],
         **({"ssl_peers": [d.seeder.ssl_endpoint]} if d.seeder.ssl_endpoint else {}),
+        "peer_certificate": d.seeder.peer_certs.to_json() if d.seeder.peer_certs else None,
         "ready": d.inventory.done.is_set(),
         "datasets": datasets,
         "seeds": seeds,
@@ -183,7 +184,8 @@ async def status(request: web.Request) -> web.Response:
         "problems": ([str(p) for p in d.inventory.problems] + d.seeder.problems() + disagree
                      + [f"{c.problem()} at {c.url}: it refuses our signed requests" for c in d.clocks.values()
                         if c.refused]
-                     + ([d.rucio.state.problem()] if d.rucio and d.rucio.state.problem() else [])),
+                     + ([d.rucio.state.problem()] if d.rucio and d.rucio.state.problem() else [])
+                     + ([p] if d.seeder.peer_certs and (p := d.seeder.peer_certs.problem()) else [])),
         "rucio": d.rucio.state.to_json() if d.rucio else None,
         # This host's clock minus each service's (seconds, ±1 from HTTP Date; null before an answer).
         "clock_offset_s": {key: None if c.offset is None else round(c.offset) for key, c in d.clocks.items()},

@@ -18,6 +18,7 @@ import pytest
 from btswarm.topology import toml
 from btswarm.trees import compare_trees
 from tests.support import command, free_port, wait_for
+from btswarm.federation import get_json
 from torrents import peerca
 
 RESTRICTED, PUBLIC = "atlas:secret.ds1", "user:open.ds1"
@@ -112,7 +113,7 @@ def restricted_fed(request, tmp_path, procs):
     def bt_get(name: str, out: Path, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(bt_get_args(name, out, *args), capture_output=True, text=True, timeout=120)
     return {"data": data, "bt_get": bt_get, "bt_get_args": bt_get_args, "t3": t3, "tracker": tracker, "repo": repo,
-            "site": site, "procs": procs,
+            "site": site, "procs": procs, "control": f"http://{SITE_IP}:{sport}",
             "ca": pki / "ca.pem"}
 
 
@@ -135,6 +136,10 @@ def test_member_fetch_and_refusals(restricted_fed, tmp_path):
     out = f["bt_get"](RESTRICTED, tmp_path / "member", *f["t3"]("member", [RESTRICTED]))
     assert out.returncode == 0, out.stderr[-3000:] + f["site"].log()[-3000:]
     assert compare_trees(f["data"] / RESTRICTED, tmp_path / "member" / RESTRICTED) == []
+    # The site's status: its SSL endpoint beside the plain one, its certificate, no problem with it.
+    status = get_json(f["control"] + "/api/status")
+    assert status["ssl_peers"] and status["ssl_peers"] != status["peers"]
+    assert status["peer_certificate"]["names"] == ["*"] and not any("peer_cert" in p for p in status["problems"])
     # A public dataset: as before, no certificate.
     out = f["bt_get"](PUBLIC, tmp_path / "public")
     assert out.returncode == 0, out.stderr[-3000:]

@@ -107,3 +107,19 @@ def test_access_restricted_scopes(tmp_path):
     path.write_text('[access]\nrestricted = ["atlas:x"]\n')
     with pytest.raises(ConfigError, match=r"restricted: 'atlas:x' is not a Rucio scope"):
         access.load(path)
+
+
+def test_peer_certs_status_and_problems(ca):
+    """What bt-server's /api/status says of its certificate: fine, due and not renewed, expired."""
+    from torrents.servicekit.ltsession import PeerCerts
+    key = peerca.new_key()
+    cert = peerca.issue_for_key(*ca, key, ["*"], NOW, dt.timedelta(days=30)).cert
+    certs = PeerCerts(ca[1], lambda: (cert, key), "[server] peer_cert")
+    assert certs.to_json() == {"names": ["*"], "renewals": 0, "expires": "2027-01-06T12:00:00Z",
+                               "renew_at": f"{peerca.renew_at(cert):%Y-%m-%dT%H:%M:%SZ}"}
+    assert certs.problem(NOW) is None
+    assert not certs.renew_if_due(peerca.renew_at(cert))  # the same file: nothing newer to set
+    assert certs.problem(peerca.renew_at(cert)) == ("[server] peer_cert: due for renewal, no newer one given; it "
+                                                    "expires at 2027-01-06 12:00:00 UTC")
+    assert certs.problem(NOW + dt.timedelta(days=31)) == ("[server] peer_cert: expired at 2027-01-06 12:00:00 UTC: "
+                                                          "restricted datasets' new peers are refused")

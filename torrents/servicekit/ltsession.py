@@ -229,6 +229,23 @@ class PeerCerts:
         log.info("%s: renewed, valid until %s", self.subject, f"{peerca.expires(cert):%Y-%m-%d %H:%M:%S} UTC")
         return True
 
+    def to_json(self) -> dict[str, Any]:
+        """What an operator's status shows: the names, when it expires, when it is due for renewal."""
+        return {"names": list(peerca.cert_names(self.cert)), "renewals": self.renewals,
+                "expires": f"{peerca.expires(self.cert):%Y-%m-%dT%H:%M:%SZ}",
+                "renew_at": f"{peerca.renew_at(self.cert):%Y-%m-%dT%H:%M:%SZ}"}
+
+    def problem(self, now: dt.datetime | None = None) -> str | None:
+        """Expired, or due and not renewed: a sentence for the status's problems; else None."""
+        now = now or self._clock()
+        end = peerca.expires(self.cert)
+        if now >= end:
+            return f"{self.subject}: expired at {end:%Y-%m-%d %H:%M:%S} UTC: restricted datasets' new peers are refused"
+        if now >= peerca.renew_at(self.cert):
+            return (f"{self.subject}: due for renewal, no newer one given; it expires at "
+                    f"{end:%Y-%m-%d %H:%M:%S} UTC")
+        return None
+
     def _set(self, handle: Any) -> None:
         handle.set_ssl_certificate_buffer(self.cert.decode(), self.key.decode(), peerca.DH_PARAMS.decode())
 
