@@ -288,24 +288,14 @@ def get(opts: Options) -> int:
     if target.info_hash and meta.info_hash != target.info_hash:
         raise RepoError(opts.target, f"the repository's torrent has info-hash {meta.info_hash}, "
                         f"not the magnet's {target.info_hash}")
-    if opts.serve is not None:
-        return serve(opts, cfg, resolved, meta, target)
-    selected = choose_files(meta, opts)
+    selected = choose_files(meta, opts) if opts.serve is None else []
     if opts.list_files:
         from btget import browse
 
         return browse.list_files(meta, resolved.record, selected, json_output=opts.json_output)
-    # Restricted: said now, in one line, before a worker starts (btget/peercert.py).
-    restricted = access.load(opts.config_path).is_restricted(meta.name)
-    cert, key = cfg.peer_cert, cfg.peer_key
-    from_repo: tuple[str, str] = ()
-    if restricted and cfg.peer_ca and not cert and not key:
-        # Only the CA given: a certificate for this dataset from the repository, for a key made here
-        # (and again, by the workers, when it is due for renewal).
-        cert, key = peercert.request_from_repo(cfg.repo, cfg.ca_file, meta.name)
-        from_repo = (cfg.repo, cfg.ca_file)
-    cert_files = peercert.peer_cert_for(meta.name, restricted, cfg.peer_ca, cert, key,
-                                        dt.datetime.now(dt.timezone.utc))
+    cert_files, from_repo = peer_wire(opts, cfg, meta)
+    if opts.serve is not None:
+        return serve(opts, cfg, resolved, meta, target, cert_files, from_repo)
     workers, capped = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
                                         os.cpu_count() or 1, len(selected))
     shares = tuple(tuple(s) for s in plan.split(selected, workers) if s)
@@ -372,7 +362,23 @@ def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -
     return shared
 
 
-def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Metainfo, target: Target) -> int:
+def peer_wire(opts: Options, cfg: GetConfig, meta: metainfo.Metainfo) -> tuple[tuple[str, str, str], tuple[str, str]]:
+    """Restricted or not, and with which certificate: said now, in one line, before a worker starts
+    (btget/peercert.py) → (peer CA, certificate, key) or (), and (repository, CA file) when the repository
+    gave the certificate (the workers ask it again when it is due for renewal)."""
+    restricted = access.load(opts.config_path).is_restricted(meta.name)
+    cert, key = cfg.peer_cert, cfg.peer_key
+    from_repo: tuple[str, str] = ()
+    if restricted and cfg.peer_ca and not cert and not key:
+        # Only the CA given: a certificate for this dataset from the repository, for a key made here.
+        cert, key = peercert.request_from_repo(cfg.repo, cfg.ca_file, meta.name)
+        from_repo = (cfg.repo, cfg.ca_file)
+    files = peercert.peer_cert_for(meta.name, restricted, cfg.peer_ca, cert, key, dt.datetime.now(dt.timezone.utc))
+    return files, from_repo if files else ()
+
+
+def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Metainfo, target: Target,
+          cert_files: tuple[str, str, str] = (), from_repo: tuple[str, str] = ()) -> int:
     """--serve: join the swarm and serve the files over HTTP until stopped (btget.serve)."""
     from btget import serve as serving
     from btget.worker import WorkerSpec
@@ -390,7 +396,7 @@ def serve(opts: Options, cfg: GetConfig, resolved: Resolved, meta: metainfo.Meta
                       web_seeds=tuple(dict.fromkeys(opts.web_seeds + (meta.url_list if cfg.web_seeds == "always"
                                                                       else ()))),
                       own_names=metainfo.own_names(meta), recheck=opts.check,
-                      max_connections=cfg.max_connections)
+                      max_connections=cfg.max_connections, peer_cert=cert_files, peer_cert_repo=from_repo)
     host, port = opts.serve
     sopts = serving.ServeOptions(host=host, port=port, prefetch=opts.prefetch,
                                  piece_timeout=opts.piece_timeout if opts.piece_timeout is not None else 60.0,

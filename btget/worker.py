@@ -209,14 +209,7 @@ class Worker:
         extra = {"connections_limit": spec.max_connections,
                  "alert_mask": int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification),
                  **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {})}
-        self.peer_certs = None
-        if spec.peer_cert:
-            ca, cert, key = spec.peer_cert
-            self.peer_certs = ltsession.peer_certs(ca, cert, key, "get")
-            if spec.peer_cert_repo:
-                from btget import peercert
-
-                self.peer_certs.load = peercert.renewer(*spec.peer_cert_repo, ltsession.torrent_info(spec.torrent).name())
+        self.peer_certs = peer_certs_of(spec)
         self.next_renewal = 0.0
         self.ses = ltsession.session(spec.listen_ip, 0, ssl_port=0 if self.peer_certs else None, **extra)
         if any(spec.rates):
@@ -860,6 +853,21 @@ class Worker:
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self.parent_gone = True
             self.stop["signal"] = "orphaned"
+
+
+def peer_certs_of(spec: WorkerSpec) -> Any:
+    """The share's PeerCerts (a restricted dataset), renewed from the repository when it gave the
+    certificate, else from the files again; None for a public dataset. Shared with `bt-get --serve`."""
+    if not spec.peer_cert:
+        return None
+    from torrents.servicekit import ltsession
+
+    certs = ltsession.peer_certs(*spec.peer_cert, "get")
+    if spec.peer_cert_repo:
+        from btget import peercert
+
+        certs.load = peercert.renewer(*spec.peer_cert_repo, ltsession.torrent_info(spec.torrent).name())
+    return certs
 
 
 def torrent_params(lt: Any, spec: WorkerSpec) -> Any:

@@ -250,3 +250,22 @@ def test_t3_to_t3_between_members(restricted_fed, tmp_path):
     sources = json.loads(out.stdout)["sources"]
     from_first = sum(n for name, n in sources.items() if name.startswith("127.0.0.55:"))
     assert from_first > 0, sources
+
+
+def test_serve_a_restricted_dataset_to_a_member(restricted_fed, tmp_path):
+    """bt-get --serve reads a restricted dataset from the SSL swarm with the member's certificate: the file
+    read over HTTP is the site's, byte for byte."""
+    import urllib.parse
+    import urllib.request
+    from tests.stream.conftest import Served
+    f = restricted_fed
+    args = f["bt_get_args"](RESTRICTED, tmp_path / "served", *f["t3"]("reader", [RESTRICTED]))[1:]
+    args.remove("--timeout")
+    args.remove("60")
+    served = Served(args, tmp_path / "serve.log")
+    try:
+        url = served.url + urllib.parse.quote("sub/b.root")
+        with urllib.request.urlopen(url, timeout=60) as resp:
+            assert resp.read() == (f["data"] / RESTRICTED / "sub" / "b.root").read_bytes()
+    finally:
+        assert served.stop() == 0, served.log()[-2000:]
