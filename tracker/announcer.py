@@ -56,6 +56,7 @@ class Announcer:
         self._sampled = 0  # announces since the last one timed
         self.churn = ChurnGuard()
         self.fallback = Fallback(protocol.peer_ttl(config.interval), sites)
+        self._warned_no_peer_ca = False
 
     def set_published(self, hashes: Iterable[bytes]) -> None:
         self.published = frozenset(hashes)
@@ -272,6 +273,10 @@ class Announcer:
         is a seed of the swarm again at once.
         """
         before = self.sites.get(site.name)
+        if site.restricted and not self.config.peer_ca and not self._warned_no_peer_ca:
+            self._warned_no_peer_ca = True
+            log.warning("%s holds restricted datasets, and this tracker has no [tracker] peer_ca (with tls_cert): "
+                        "no peer can prove membership, every announce in their swarms is refused", site.name)
         await resolve(self.sites.beat(site))
         # A heartbeat may arrive after a seed start it was built before (it went out just before the
         # site answered the start): it says nothing about that seed, so the store keeps a seed whose

@@ -219,7 +219,7 @@ def test_server_refuses_a_certificate_it_cannot_use(pki):
     assert ltsession.peer_certs("", "", "", "server") is None
 
 
-async def test_refused_on_either_store_and_public_swarm_unchanged(make_client):
+async def test_refused_on_either_store_and_public_swarm_unchanged(make_client, caplog):
     """The restricted map travels with the site's heartbeat through the store (memory or Redis): a plain
     announce in the restricted swarm is refused, one in the public swarm answered with the plain endpoint."""
     from tests.tracker.helpers import SECRETS, announce, heartbeat
@@ -229,6 +229,9 @@ async def test_refused_on_either_store_and_public_swarm_unchanged(make_client):
             "can_seed": [RESTRICTED.hex(), PUBLIC.hex()], "seeding": [RESTRICTED.hex(), PUBLIC.hex()],
             "restricted": {RESTRICTED.hex(): NAME}, "load": 2, "capacity": 10}
     assert await heartbeat(client, "site1", body) == 200
+    # This tracker has no peer_ca: nobody can prove membership, and the operator is told so.
+    assert ("site1 holds restricted datasets, and this tracker has no [tracker] peer_ca (with tls_cert): no peer "
+            "can prove membership, every announce in their swarms is refused") in caplog.text
     assert await announce(client, query(RESTRICTED, compact=0)) == {b"failure reason": NO_PROOF.format(name=NAME).encode()}
     answer = await announce(client, query(PUBLIC, compact=0))
     assert _peers(answer) == {SITE_PLAIN}
