@@ -9,6 +9,7 @@ progress and logs go to stderr.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import ipaddress
 import json
 import logging
@@ -25,7 +26,7 @@ import click
 from torrents import did as dids
 from torrents import log as btlog
 from torrents.cli import command_settings, fail, run_main
-from torrents import metainfo, proxyenv
+from torrents import access, metainfo, proxyenv
 from torrents.errors import BtswarmError, ConfigError, MetainfoError, NotFound, UsageError
 from torrents.exitstatus import ExitStatus, status_for
 from torrents.hostport import parse_hostport
@@ -35,8 +36,7 @@ from torrents.servicekit.httpclient import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import bearer, download, plan, reach, readout, report, targets, timeline, webseeds
-
+from btget import bearer, download, peercert, plan, reach, readout, report, targets, timeline, webseeds
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
@@ -61,6 +61,10 @@ SERVE_DEFAULT = "127.0.0.1:8765"
               "(default: $BTSWARM_GET_CA_FILE, then config [get] ca_file).")
 @click.option("--token-file", metavar="FILE", help="The bearer token for members-only datasets (default: config "
               "[get] token_file, then $BEARER_TOKEN, $BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID).")
+@click.option("--peer-cert", metavar="PEM", help="Your peer certificate for restricted datasets (default: "
+              "config [get] peer_cert); with --peer-key and --peer-ca.")
+@click.option("--peer-key", metavar="PEM", help="The private key of --peer-cert (made on this host, never sent).")
+@click.option("--peer-ca", metavar="PEM", help="The federation's peer CA, root of restricted datasets' swarms.")
 @click.option("--workers", metavar="N|auto", help="Local libtorrent sessions, each in its own process.")
 @click.option("--shard", metavar="K/N", help="Fetch only share K of N (batch arrays: one share per host).")
 @click.option("--files", "globs", multiple=True, metavar="GLOB", help="Only files whose LFN matches (repeatable).")
@@ -162,6 +166,9 @@ class Options:
     proxy: str | None = None  # --no-proxy: off (else the config's)
     closed: bool | None = None  # --closed: True (else the config's)
     token_file: str | None = None
+    peer_cert: str | None = None
+    peer_key: str | None = None
+    peer_ca: str | None = None
 
 
     @classmethod
@@ -216,7 +223,8 @@ class Options:
             scope_subdir=o.get("scope_subdir", False), web_mode=web_mode, ca_file=o.get("ca_file"),
             search=o.get("search"), list_files=bool(o.get("list_files")), share=bool(o.get("share")),
             targets=o["targets"], proxy="off" if o.get("no_proxy") else None,
-            closed=True if o.get("closed") else None, token_file=o.get("token_file"))
+            closed=True if o.get("closed") else None, token_file=o.get("token_file"),
+            peer_cert=o.get("peer_cert"), peer_key=o.get("peer_key"), peer_ca=o.get("peer_ca"))
 
 
 def _read_list(path: str) -> tuple[str, str]:
@@ -300,6 +308,7 @@ def configure(opts: Options) -> GetConfig:
     overrides = {"repo": opts.repo, "output": opts.output, "listen": opts.listen, "seed_time": opts.seed_time,
                  "seed_ratio": opts.seed_ratio, "timeout": opts.timeout, "stall_timeout": opts.stall_timeout,
                  "web_seeds": opts.web_mode, "ca_file": opts.ca_file, "token_file": opts.token_file,
+                 "peer_cert": opts.peer_cert, "peer_key": opts.peer_key, "peer_ca": opts.peer_ca,
                  "max_rate": opts.max_rate, "max_upload_rate": opts.max_upload_rate, "proxy": opts.proxy,
                  "closed": opts.closed}
 
@@ -444,6 +453,7 @@ def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: 
     selected = choose_files(meta, opts, found.only, empty_ok=opts.target is None)
     if not selected:
         return Fetched(None)
+    cert_files, from_repo = peer_wire(opts, cfg, found)
     workers, capped = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
                                         os.cpu_count() or 1, len(selected))
     shares = tuple(tuple(s) for s in plan.split(selected, workers) if s)
@@ -458,7 +468,7 @@ def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: 
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, linger=cfg.linger, timeout=cfg.timeout,
         stall_timeout=cfg.stall_timeout, blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
         checksums=checksums(resolved.record), folder=folder,
-        token=web_seed_token(cfg, resolved.record),
+        token=web_seed_token(cfg, resolved.record), peer_cert=cert_files, peer_cert_repo=from_repo,
         site_peers=holding(sites, resolved.record) if cfg.site_share else ())
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
@@ -595,6 +605,27 @@ def web_seed_token(cfg: GetConfig, record: dict[str, Any] | None) -> bearer.Toke
     return token_of(cfg) if record and record.get("restricted") is True else None
 
 
+def peer_wire(opts: Options, cfg: GetConfig, found: Found) -> tuple[tuple[str, str, str], tuple[str, str]]:
+    """Restricted or not (the repository's record, or this host's [access]), and with which certificate:
+    said now, in one line, before a worker starts (btget/peercert.py) → (peer CA, certificate, key) or (),
+    and (repository, CA file) when the repository gave the certificate (the workers ask it again when it is
+    due for renewal)."""
+    name, record = found.meta.name, found.resolved.record
+    # The repository's word alone makes a peer certificate needed only when one is to be had (the peer CA is
+    # given): without, a member's token still reads the sites' web seeds.
+    restricted = access.load(opts.config_path).is_restricted(name) or \
+        bool(cfg.peer_ca and record and record.get("restricted") is True)
+    cert, key = cfg.peer_cert, cfg.peer_key
+    from_repo: tuple[str, str] = ()
+    if restricted and cfg.peer_ca and not cert and not key:
+        # Only the CA given: a certificate for this dataset from the repository, for a key made here, with
+        # the user's token (the repository signs for the datasets it reads).
+        cert, key = peercert.request_from_repo(cfg.repo, cfg.ca_file, name, token=token_of(cfg))
+        from_repo = (cfg.repo, cfg.ca_file)
+    files = peercert.peer_cert_for(name, restricted, cfg.peer_ca, cert, key, dt.datetime.now(dt.timezone.utc))
+    return files, from_repo if files else ()
+
+
 def serve(opts: Options, cfg: GetConfig, target: Target, found: Found) -> int:
 
     """--serve: join the swarm and serve the files over HTTP until stopped (btget.serve)."""
@@ -603,6 +634,7 @@ def serve(opts: Options, cfg: GetConfig, target: Target, found: Found) -> int:
 
     found, way, proxies = reached(cfg, found)
     resolved, meta = found.resolved, found.meta
+    cert_files, from_repo = peer_wire(opts, cfg, found)
 
     files = plan_files(meta)
     directory = Path(cfg.output).resolve()
@@ -619,7 +651,7 @@ def serve(opts: Options, cfg: GetConfig, target: Target, found: Found) -> int:
                           else ()))),
                       own_names=metainfo.own_names(meta), recheck=opts.check,
                       max_connections=cfg.max_connections, proxies=proxies, tracker_proxy=way.tracker_proxy,
-                      token=web_seed_token(cfg, resolved.record))
+                      token=web_seed_token(cfg, resolved.record), peer_cert=cert_files, peer_cert_repo=from_repo)
 
     host, port = opts.serve
     sopts = serving.ServeOptions(host=host, port=port, prefetch=opts.prefetch,

@@ -267,7 +267,8 @@ def _names(doc: dict) -> dict[str, str]:
     names: dict[str, str] = {}
     for site in doc.get("sites", []):
         if isinstance(site, dict) and isinstance(site.get("name"), str):
-            for peer in site.get("peers", []) or []:
+            # A restricted dataset's seeds are at the site's SSL sockets: named the same.
+            for peer in [*(site.get("peers", []) or []), *(site.get("ssl_peers", []) or [])]:
                 if isinstance(peer, str):
                     names[peer] = site["name"]
     return names

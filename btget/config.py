@@ -52,6 +52,11 @@ class GetConfig:
     # The user's bearer token for members-only datasets (btget/bearer.py); "": WLCG Bearer Token Discovery
     # ($BEARER_TOKEN, $BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID).
     token_file: str = ""
+    # Restricted datasets (members only; docs/bt-get.md): the federation's peer CA, this T3's peer certificate
+    # from it (naming the datasets it may fetch) and the key it made; read again when due for renewal.
+    peer_ca: str = ""
+    peer_cert: str = ""
+    peer_key: str = ""
 
 
     def __post_init__(self) -> None:

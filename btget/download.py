@@ -74,6 +74,8 @@ class Job:
     tracker_proxy: Proxy | None = None  # the proxy of the announces (btget/reach.py)
     closed: bool = False  # this host accepts no inbound connection (btget/reach.py)
     token: TokenSource | None = None  # a members-only dataset: the user's token for its web seeds (btget/bearer.py)
+    peer_cert: tuple[str, str, str] = ()  # a restricted dataset: (peer CA, certificate, key) files (btget/worker.py)
+    peer_cert_repo: tuple[str, str] = ()  # (repository, CA file) when the certificate is the repository's
 
 
     @property
@@ -210,7 +212,7 @@ def run(job: Job, display: Display) -> Outcome:
                               part="" if whole else peerid.part_tag(f.index for f in share),
                               site_peers=job.site_peers, prefer_ips=job.prefer_ips, exclude_ips=job.exclude_ips,
                               rates=(down[k], up), proxies=job.proxies, tracker_proxy=job.tracker_proxy,
-                              token=job.token)
+                              token=job.token, peer_cert=job.peer_cert, peer_cert_repo=job.peer_cert_repo)
 
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")

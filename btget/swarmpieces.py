@@ -86,10 +86,16 @@ class SwarmPieces:
         # keeps share mode from fetching pieces of its own to trade (at most
         # one, while nothing has been read). With prefetch the session is
         # downloading until it has everything, when reads are local anyway.
+        self.peer_certs = worker.peer_certs_of(spec)  # a restricted dataset: its SSL torrent
+        self._next_renewal = 0.0
         self.ses = ltsession.session(spec.listen_ip, 0, close_redundant_connections=False,
+                                     ssl_port=0 if self.peer_certs else None,
                                      share_mode_target=1 << 30, connections_limit=spec.max_connections,
                                      alert_mask=int(ltsession.ALERTS | lt.alert.category_t.piece_progress_notification))
         atp = sharestate.torrent_params(lt, spec)
+        if self.peer_certs is not None:
+            self.peer_certs.add(atp)
+
         atp.piece_priorities = [self.base_priority] * self.map.num_pieces
         if prefetch:
             # In file order: the order a reader streaming the files meets them
@@ -115,6 +121,12 @@ class SwarmPieces:
                 self.alerts.drain(self.ses)
             if time.monotonic() >= self._next_save:
                 self.save_resume()
+            if self.peer_certs is not None and time.monotonic() >= self._next_renewal:
+                self._next_renewal = time.monotonic() + worker.RENEW_CHECK_EVERY
+                try:  # a repository's renewal is an HTTP request: off the loop
+                    await asyncio.to_thread(self.peer_certs.renew_if_due)
+                except Exception as exc:  # noqa: BLE001 - the current certificate holds; tried again later
+                    log.warning("peer certificate: renewal failed: %s", exc)
 
     def _alert_table(self) -> Any:
         from torrents.servicekit import ltsession
@@ -127,6 +139,7 @@ class SwarmPieces:
             lt.listen_failed_alert: lambda a: (log.info("%s", a.message()) if self.spec.listen_ip == ANY
                                                else self._on_error(a)),  # one address of many: the others listen
             lt.peer_connect_alert: lambda a: log.debug("%s", a.message()),
+            lt.torrent_need_cert_alert: lambda a: self.peer_certs and self.peer_certs.on_need_cert(a),
             lt.peer_disconnected_alert: lambda a: log.debug("%s", a.message()),
             lt.tracker_reply_alert: lambda a: log.info("tracker %s: %d peers", a.tracker_url(), a.num_peers),
             lt.tracker_error_alert: lambda a: log.warning("tracker %s: %s", a.tracker_url(),

@@ -41,6 +41,7 @@ log = logging.getLogger("btget.worker")
 
 RESUME_SUFFIX = ".resume"
 STALL_CHECK = 0.5  # seconds between looks for web seeds libtorrent banned (it may remove one late)
+RENEW_CHECK_EVERY = 5.0  # seconds between looks at whether the peer certificate is due for renewal
 # A worker told to stop is done within STOP_WITHIN s (the parent waits that and a margin, then ends it
 # by PID); the last SAVE_WITHIN of them are for the resume state, after any recheck of a full disk.
 # One budget: a recheck and a save bounded apart (12 + 10 s) outlasted the parent's wait under load
@@ -80,6 +81,11 @@ class WorkerSpec:
     proxies: Proxies = NONE  # the web seeds' proxies, for the relay (torrents/proxyenv.py)
     tracker_proxy: Proxy | None = None  # the proxy libtorrent announces through (btget/reach.py)
     token: TokenSource | None = None  # a members-only dataset: the user's token, sent to its web seeds
+    # A restricted dataset (torrents.access): (peer CA, certificate, key) files; the torrent is an SSL torrent
+    # of that CA on an SSL socket of its own, and the certificate is read again when it is due for renewal.
+    peer_cert: tuple[str, str, str] = ()
+    # (repository URL, CA file) when the certificate came from the repository: renewed by asking it again.
+    peer_cert_repo: tuple[str, str] = ()
 
 
     @property
@@ -158,6 +164,8 @@ class Worker:
         self.check_done = False
         self.fetched: set[int] = set()
         self._web_seed_types = (lt.peer_info.web_seed, lt.peer_info.http_seed)
+        self.peer_certs = peer_certs_of(spec)
+        self.next_renewal = 0.0
         self.ses = self._session()
         marks = {"session": time.time()}
         atp = self._params()
@@ -166,8 +174,10 @@ class Worker:
         # It fetches every file of the torrent unless the parent gave it a part (download.run decides, once).
         self.steer = peersteer.PeerSteer(lt, self.ses, self.handle, spec, self.ledger, pieces=atp.ti.num_pieces(),
                                          piece_bytes=self.piece_length)
-        # Sibling workers find each other on this host's loopback when listening everywhere.
-        self.send(events.Listening(spec.index, own_addresses(spec.listen_ip)[0], self.ses.listen_port(), marks))
+        # Sibling workers find each other on this host's loopback when listening everywhere; a restricted
+        # dataset's on the SSL socket, the only one its SSL torrent takes peers on.
+        port = self.ses.ssl_listen_port() if self.peer_certs else self.ses.listen_port()
+        self.send(events.Listening(spec.index, own_addresses(spec.listen_ip)[0], port, marks))
         for peer in spec.peers:
             self.handle.connect_peer(peer)
 
@@ -181,13 +191,15 @@ class Worker:
                  "alert_mask": int(ltsession.ALERTS | self.lt.alert.category_t.piece_progress_notification),
                  **({"peer_fingerprint": spec.peer_fingerprint} if spec.peer_fingerprint else {}),
                  **ltsession.proxy_settings(spec.tracker_proxy)}
-        ses = ltsession.session(spec.listen_ip, 0, **extra)
+        ses = ltsession.session(spec.listen_ip, 0, ssl_port=0 if self.peer_certs else None, **extra)
         if any(spec.rates):
             self._set_rates(spec.rates, ses)
         return ses
 
     def _params(self) -> Any:
         atp = sharestate.torrent_params(self.lt, self.spec)
+        if self.peer_certs is not None:
+            self.peer_certs.add(atp)  # the root certificate at add time: the info-hash is the public one
         atp.url_seeds = [self.web.relayed(u) for u in self.spec.web_seeds]
         files = atp.ti.layout()
         self.piece_length = atp.ti.piece_length()
@@ -228,6 +240,9 @@ class Worker:
                 next_stall = now + STALL_CHECK
             if fetching and self.web.probe_due(now):
                 self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
+            if self.peer_certs is not None and now >= self.next_renewal:
+                self.next_renewal = now + RENEW_CHECK_EVERY
+                self._renew()
             if now >= next_report:
                 self._report()
                 next_report = now + self.spec.report_interval
@@ -238,6 +253,13 @@ class Worker:
                 self.parent_gone = True  # orphaned (the parent was killed): save and leave
                 break
         self.shutdown()
+
+    def _renew(self) -> None:
+        """A long fetch or --seed-time outlives a T3's certificate: take the renewed one in time."""
+        try:
+            self.peer_certs.renew_if_due()
+        except Exception as exc:  # noqa: BLE001 - the current certificate holds; tried again later
+            log.warning("peer certificate: renewal failed: %s", exc)
 
     def _commands(self) -> None:
         """Carry out what the parent sent (btget/events.py)."""
@@ -287,7 +309,12 @@ class Worker:
             lt.file_error_alert: self._on_file_error, lt.torrent_checked_alert: self._on_checked,
             lt.listen_failed_alert: self._on_listen_failed, lt.listen_succeeded_alert: self._on_listen,
             lt.torrent_error_alert: lambda a: self._fail("torrent", _filename(a) or "torrent", a.error.message()),
+            lt.torrent_need_cert_alert: self._on_need_cert,
         })
+
+    def _on_need_cert(self, a: Any) -> None:
+        if self.peer_certs is not None:
+            self.peer_certs.on_need_cert(a)
 
     def _on_state_update(self, a: Any) -> None:
         for st in a.status:
@@ -363,7 +390,9 @@ class Worker:
         self._say(self.web.peer_banned())
 
     def _on_listen(self, a: Any) -> None:
-        if a.socket_type == self.lt.socket_type_t.tcp:
+        # An SSL torrent announces from the SSL sockets only.
+        wanted = self.lt.socket_type_t.tcp_ssl if self.peer_certs is not None else self.lt.socket_type_t.tcp
+        if a.socket_type == wanted:
             self.trackers.listening.add(_endpoint_of(a))
 
     def _on_tracker_error(self, a: Any) -> None:
@@ -569,6 +598,22 @@ class Worker:
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             self.parent_gone = True
             self.stop["signal"] = "orphaned"
+
+
+def peer_certs_of(spec: WorkerSpec) -> Any:
+    """The share's PeerCerts (a restricted dataset), renewed from the repository when it gave the
+    certificate, else from the files again; None for a public dataset. Shared with `bt-get --serve`."""
+    if not spec.peer_cert:
+        return None
+    from torrents.servicekit import ltsession
+
+    certs = ltsession.peer_certs(*spec.peer_cert, "get")
+    if spec.peer_cert_repo:
+        from btget import peercert
+
+        certs.load = peercert.renewer(*spec.peer_cert_repo, ltsession.torrent_info(spec.torrent).name(),
+                                      token=spec.token)
+    return certs
 
 
 def _endpoint_of(alert: Any) -> str:

@@ -14,7 +14,7 @@ from torrents.servicekit.issuers import Issuers
 from torrents.servicekit import tls
 from torrents.servicekit import web as tweb
 from btrepo.config import RepoConfig
-from btrepo import keys
+from btrepo import keys, peercerts
 from btrepo.api import MAX_PUBLISH_BODY
 from btrepo.cache import CatalogCache
 from btrepo.db import Database
@@ -44,6 +44,9 @@ def create_app(config: RepoConfig, *, db: Database | None = None, tracker_client
     app[keys.CONFIG] = config
     app[keys.VERIFIER] = auth.Verifier(config.site_secrets)
     app[keys.ACCESS] = access
+    peer_ca = peercerts.load_peer_ca(config.peer_ca, config.peer_ca_key)
+    if peer_ca is not None:
+        app[peercerts.PEER_CA] = peer_ca
     metrics = Metrics()
     app[keys.METRICS] = metrics
     tweb.add_metrics_route(app, metrics.registry)

@@ -36,6 +36,13 @@ class RepoConfig:
     tls_cert: str = ""
     tls_key: str = ""
     ca_file: str = ""
+    # Restricted datasets' peer wire (btrepo/peercerts.py, docs/deploy-site.md): the federation's peer CA and
+    # its key sign T3s' certificate requests (POST /api/peer-certificate) for this long. peer_cert_anyone
+    # signs for anyone who asks (a test bed's setting, until the token check decides who may read what).
+    peer_ca: str = ""
+    peer_ca_key: str = ""
+    peer_cert_lifetime: Seconds = Seconds(12 * 3600.0)
+    peer_cert_anyone: bool = False
 
     def __post_init__(self) -> None:
         check_hostport(self, "listen")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from btrepo import api, views
+from btrepo import api, peercerts, views
 
 STATIC = Path(__file__).parent / "static"
 # Dataset names may hold any character but '/', braces included.
@@ -31,4 +31,5 @@ def setup_routes(app: web.Application) -> None:
     r.add_get(f"/api/dids/{NAME}", api.get_did)
     r.add_get("/api/info-hashes", api.info_hashes)
     r.add_get("/api/sites", api.sites)
+    r.add_post("/api/peer-certificate", peercerts.issue)
     r.add_get("/healthz", api.healthz)

@@ -17,11 +17,11 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
-from torrents import auth
-from torrents.access import AccessConfig
+from torrents import access, auth
 from torrents.errors import NotFound
 from torrents.hostport import parse_hostport
 from torrents.infohash import parse_info_hash
+from torrents.servicekit import ltsession
 from torrents.servicekit.issuers import Issuers
 from torrents.servicekit.web import add_metrics_route, error_middleware, json_error, parse_json_body, read_signed
 
@@ -47,7 +47,7 @@ class Deps:
     inventory: Inventory | None = None
     metrics: Metrics | None = None
     publish_retry: publisher.Retry | None = None
-    access: AccessConfig | None = None  # [access]: members-only datasets (none restricted when absent)
+    access: access.AccessConfig | None = None  # [access]: members-only datasets (none restricted when absent)
 
 
 DAEMON = web.AppKey("btserver_daemon", Daemon)
@@ -58,10 +58,13 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
     metrics = deps.metrics or Metrics()
     metrics.info.info({"site": config.site})
     peer_ip, peer_port = parse_hostport(config.peer_listen)
+    rules = deps.access or access.NONE
     seeder = deps.seeder or Seeder(peer_ip, peer_port, idle_ttl=config.idle_ttl, max_seeds=config.max_seeds,
                                    upload_rate_limit=config.upload_rate_limit,
                                    upload_slots=config.upload_slots, stuck_after=config.stuck_after,
-                                   metrics=metrics)
+                                   metrics=metrics, restricted=rules.is_restricted, ssl_port=config.peer_ssl_port,
+                                   peer_certs=ltsession.peer_certs(config.peer_ca, config.peer_cert,
+                                                                   config.peer_key, "server"))
     if seeder.metrics is None:
         seeder.metrics = metrics
     daemon = Daemon(
@@ -118,7 +121,7 @@ async def start_seed(request: web.Request) -> web.Response:
     d.metrics.seed_requests.labels(result="200").inc()
     log.info("seed %s: answered in %.1f ms", info_hash, elapsed * 1000)
     # Stamped once the seed is in seeding(): every heartbeat built after this stamp lists it.
-    return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [d.seeder.endpoint],
+    return web.json_response({"state": "seeding", "info_hash": info_hash, "peers": [d.seeder.endpoint_of(info_hash)],
                               "started": heartbeat.stamp()})
 
 
@@ -165,6 +168,8 @@ async def status(request: web.Request) -> web.Response:
         "kind": d.config.kind,
         "scans": d.scans,
         "peers": [d.seeder.endpoint],
+        **({"ssl_peers": [d.seeder.ssl_endpoint]} if d.seeder.ssl_endpoint else {}),
+        "peer_certificate": d.seeder.peer_certs.to_json() if d.seeder.peer_certs else None,
         "ready": d.inventory.done.is_set(),
         "datasets": datasets,
         "seeds": seeds,
@@ -181,7 +186,8 @@ async def status(request: web.Request) -> web.Response:
         "problems": ([str(p) for p in d.inventory.problems] + d.seeder.problems() + disagree
                      + [f"{c.problem()} at {c.url}: it refuses our signed requests" for c in d.clocks.values()
                         if c.refused]
-                     + ([d.rucio.state.problem()] if d.rucio and d.rucio.state.problem() else [])),
+                     + ([d.rucio.state.problem()] if d.rucio and d.rucio.state.problem() else [])
+                     + ([p] if d.seeder.peer_certs and (p := d.seeder.peer_certs.problem()) else [])),
         "rucio": d.rucio.state.to_json() if d.rucio else None,
         # This host's clock minus each service's (seconds, ±1 from HTTP Date; null before an answer).
         "clock_offset_s": {key: None if c.offset is None else round(c.offset) for key, c in d.clocks.items()},

@@ -146,6 +146,14 @@ class ServerConfig:
     tls_cert: str = ""
     tls_key: str = ""
     ca_file: str = ""
+    # The peer wire of restricted datasets ([access] restricted; docs/deploy-site.md): the federation's peer CA
+    # (PEM), this site's certificate from it (naming `*`) and its key; restricted datasets are seeded as SSL
+    # torrents on peer_ssl_port (0: a free port; a fixed one for the firewall). None set: restricted datasets
+    # are not seeded here (public ones are, as always).
+    peer_ca: str = ""
+    peer_cert: str = ""
+    peer_key: str = ""
+    peer_ssl_port: int = 0
 
     def tracker_urls(self) -> tuple[str, ...]:
         """The trackers' base URLs: `trackers`, else `tracker` (none when both are empty)."""
@@ -192,6 +200,13 @@ class ServerConfig:
             raise ConfigError("stuck_after", f"must not be negative (0 turns detection off), got {self.stuck_after!r}")
         if self.heartbeat_interval <= 0:
             raise ConfigError("heartbeat_interval", f"must be more than 0, got {self.heartbeat_interval!r}")
+        given = [k for k in ("peer_ca", "peer_cert", "peer_key") if getattr(self, k)]
+        if given and len(given) < 3:
+            missing = [k for k in ("peer_ca", "peer_cert", "peer_key") if k not in given]
+            raise ConfigError(missing[0], f"needed with {', '.join(given)} (the peer CA, this site's certificate "
+                                          "from it and its key, all PEM files)")
+        if not 0 <= self.peer_ssl_port <= 65535:
+            raise ConfigError("peer_ssl_port", f"must be 0-65535, got {self.peer_ssl_port!r}")
 
 
 def load(explicit: str | os.PathLike | None = None, *, overrides: Mapping[str, Any] | None = None,

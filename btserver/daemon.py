@@ -86,7 +86,9 @@ class Daemon:
         return heartbeat.heartbeat_body(self.config.site, self.control_url, [self.seeder.endpoint],
                                         self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds,
                                         kind=self.config.kind, web_busy=self.web.load.busy() if self.web else (),
-                                        stuck=self.seeder.stuck_hashes(), built=built, uploaded=self.uploaded())
+                                        stuck=self.seeder.stuck_hashes(), built=built, uploaded=self.uploaded(),
+                                        ssl_peers=[self.seeder.ssl_endpoint] if self.seeder.ssl_endpoint else [],
+                                        restricted=self.seeder.restricted_names())
 
     def peer_address(self) -> str:
         """The address peers are told when the peer wire listens on a wildcard ("" when it listens on one):

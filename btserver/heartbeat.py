@@ -37,15 +37,19 @@ def stamp() -> int:
 
 def heartbeat_body(site: str, control_url: str, peers: list[str], can_seed: list[str], seeding: list[str],
                    capacity: int, kind: str = "T2", web_busy: Sequence[str] = (), stuck: Sequence[str] = (),
-                   built: int | None = None, uploaded: Mapping[str, int] | None = None) -> dict:
+                   built: int | None = None, uploaded: Mapping[str, int] | None = None,
+                   ssl_peers: Sequence[str] = (), restricted: Mapping[str, str] | None = None) -> dict:
     """`web_busy`: datasets the web seed served lately; they count in the load as seeds do. `stuck`: seeds
     whose storage hangs (btserver/stuck.py), which the tracker neither hands out nor counts. `built`: the
     stamp() taken before `seeding` was read. `uploaded`: payload bytes sent per info-hash since the daemon
-    started (peer wire and web seed), of which the non-zero ones are sent."""
+    started (peer wire and web seed), of which the non-zero ones are sent. `ssl_peers`: the SSL peer sockets,
+    `restricted`: info-hash → name of each restricted dataset (both only from a site that has them)."""
     return {"site": site, "kind": kind, "control_url": control_url, "peers": peers, "can_seed": sorted(can_seed),
             "seeding": sorted(seeding), "stuck": sorted(stuck), "load": len(set(seeding) | set(web_busy)),
             "capacity": capacity, "uploaded": {h: n for h, n in sorted((uploaded or {}).items()) if n > 0},
-            **({"built": built} if built is not None else {})}
+            **({"built": built} if built is not None else {}),
+            **({"ssl_peers": list(ssl_peers)} if ssl_peers else {}),
+            **({"restricted": dict(sorted(restricted.items()))} if restricted else {})}
 
 
 async def beat_all(http: aiohttp.ClientSession, trackers: Sequence[str], site: str, secret: str,

@@ -45,6 +45,7 @@ LISTEN_TIMEOUT = 10.0
 READY_TIMEOUT = 5.0
 UPDATE_EVERY = 0.5
 SLOTS_EVERY = 0.25  # s between looks at what a seed's peers want (btserver/uploadslots.py)
+RENEW_CHECK_EVERY = 60.0  # s between looks at whether the site's peer certificate is due for renewal
 
 
 class AtCapacity(BtswarmError):
@@ -115,7 +116,8 @@ class Seeder:
                  upload_rate_limit: int = 0, upload_slots: int = 1, start_grace: float = 5.0,
                  stuck_after: float = 10.0, metrics: Metrics | None = None,
                  on_change: Callable[[], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, peer_certs: ltsession.PeerCerts | None = None,
+                 ssl_port: int = 0, restricted: Callable[[str], bool] = lambda name: False) -> None:
         self.listen_ip = listen_ip
         self.port = port
         self.idle_ttl = idle_ttl
@@ -137,17 +139,26 @@ class Seeder:
         self._pump: threading.Thread | None = None
         self._listen_port = 0
         self.advertised = ""  # the address peers are told when listening on a wildcard (btserver/config.py)
+        # Restricted datasets (torrents.access) are seeded as SSL torrents of the federation's peer CA, with the
+        # site's certificate, on an SSL socket beside the plain one (`ssl_port`, 0: a free one).
+        self.peer_certs = peer_certs
+        self.ssl_port = ssl_port
+        self.restricted = restricted
+        self._ssl_listen_port = 0
+        self._next_renewal = 0.0
 
     # -- life cycle ---------------------------------------------------------
     def open(self) -> None:
         """Create the session and wait (bounded) until it listens."""
         pack = ltsession.settings(self.listen_ip, self.port, seeding=True,
-                                  upload_rate_limit=self.upload_rate_limit, stop_tracker_timeout=1)
+                                  upload_rate_limit=self.upload_rate_limit, stop_tracker_timeout=1,
+                                  ssl_port=self.ssl_port if self.peer_certs else None)
         self._ses = lt.session(pack)
         if self.upload_rate_limit or self.upload_slots:
             ltsession.limit_everyone(self._ses)  # the site's limits hold for every peer
         deadline = time.monotonic() + LISTEN_TIMEOUT
-        while not self._ses.is_listening() or not self._ses.listen_port():
+        while (not self._ses.is_listening() or not self._ses.listen_port()
+               or (self.peer_certs is not None and not self._ses.ssl_listen_port())):
             if time.monotonic() > deadline:
                 raise SessionError(f"{self.listen_ip}:{self.port}", "libtorrent session did not start listening")
             self._ses.wait_for_alert(50)
@@ -155,6 +166,11 @@ class Seeder:
                 if isinstance(a, lt.listen_failed_alert):
                     raise SessionError(f"{self.listen_ip}:{self.port}", f"cannot listen ({a.message()})")
         self._listen_port = self._ses.listen_port()
+        self._ssl_listen_port = self._ses.ssl_listen_port() if self.peer_certs else 0
+        if self.ssl_port and self.peer_certs and self._ssl_listen_port != self.ssl_port:
+            self._ses = None
+            raise SessionError(f"{self.listen_ip}:{self.ssl_port}", f"SSL port is taken (libtorrent fell back to "
+                                                                    f"{self._ssl_listen_port})")
         if self.port and self._listen_port != self.port:
             # libtorrent quietly falls back to another port when the one asked
             # for is taken; a configured port is what the firewall opens.
@@ -164,7 +180,8 @@ class Seeder:
         self._alerts = self._alert_table()
         self._pump = threading.Thread(target=self._run_pump, name="btserver-alerts", daemon=True)
         self._pump.start()
-        log.info("peer wire listening on %s", self.endpoint)
+        log.info("peer wire listening on %s%s", self.endpoint,
+                 f", SSL (restricted datasets) on {self.ssl_endpoint}" if self.ssl_endpoint else "")
 
     def close(self) -> None:
         self._stop.set()
@@ -179,6 +196,24 @@ class Seeder:
     def endpoint(self) -> str:
         """Where peers reach the seeds: the listen address, or for a wildcard the one `advertised`."""
         return format_hostport(self.advertised or self.listen_ip, self._listen_port)
+
+    @property
+    def ssl_endpoint(self) -> str:
+        """Where members reach the restricted datasets' seeds; "" without a peer certificate."""
+        if not self._ssl_listen_port:
+            return ""
+        return format_hostport(self.advertised or self.listen_ip, self._ssl_listen_port)
+
+    def endpoint_of(self, info_hash: str) -> str:
+        """Where peers reach this dataset's seed: the SSL socket for a restricted one."""
+        with self._lock:
+            entry = self._entries.get(info_hash)
+        return self.ssl_endpoint if entry is not None and self.restricted(entry.name) else self.endpoint
+
+    def restricted_names(self) -> dict[str, str]:
+        """info-hash → name of each restricted dataset this site can seed (said in heartbeats)."""
+        with self._lock:
+            return {ih: e.name for ih, e in self._entries.items() if self.restricted(e.name)}
 
     # -- datasets -----------------------------------------------------------
     def register(self, seedable: Seedable) -> None:
@@ -229,6 +264,12 @@ class Seeder:
                     raise AtCapacity(self.max_seeds)
                 self._remove(victim, "evicted for a new seed (least recently active)")
             atp = ltsession.torrent_params(info, entry.save_path, entry.own_names)
+            if self.restricted(entry.name):
+                if self.peer_certs is None:
+                    raise NotFound(info_hash, f"{entry.name}: a restricted dataset, and this site has no peer "
+                                              "certificate ([server] peer_cert, peer_key, peer_ca)")
+                # The same torrent, its root certificate given now: the info-hash stays the public one.
+                self.peer_certs.add(atp)
             # Not auto-managed and not paused: the queue must never hold a seed back.
             # Upload mode: a site never downloads, so a replica that fails its
             # check is never "repaired" by writing peers' bytes into storage.
@@ -321,6 +362,8 @@ class Seeder:
             except RuntimeError:  # its handle is gone already
                 pass
             self._ses.remove_torrent(seed.handle)
+        if self.peer_certs is not None:
+            self.peer_certs.forget(info_hash)
         self._gauge()
         log.info("seed %s (%s): %s", info_hash, seed.name, why)
 
@@ -345,6 +388,12 @@ class Seeder:
                     self._fit_slots()
                 except Exception:
                     log.exception("upload slots")
+            if self.peer_certs is not None and now >= self._next_renewal:
+                self._next_renewal = now + RENEW_CHECK_EVERY
+                try:
+                    self.peer_certs.renew_if_due()
+                except Exception as exc:  # a renewal that failed is tried again; the current one still holds
+                    log.warning("peer certificate: renewal failed: %s", exc)
             ses.wait_for_alert(int(min(UPDATE_EVERY, SLOTS_EVERY) * 1000))
             try:
                 self._alerts.drain(ses)
@@ -360,7 +409,12 @@ class Seeder:
             lt.file_error_alert: self._on_file_error,
             lt.listen_failed_alert: lambda a: log.warning("libtorrent: %s", a.message()),
             lt.torrent_error_alert: lambda a: log.warning("libtorrent: %s", a.message()),
+            lt.torrent_need_cert_alert: self._on_need_cert,
         })
+
+    def _on_need_cert(self, alert) -> None:
+        if self.peer_certs is not None:
+            self.peer_certs.on_need_cert(alert)
 
     def _on_state_update(self, alert) -> None:
         with self._lock:

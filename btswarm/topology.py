@@ -93,6 +93,8 @@ class Layout:
     t3: Site | None = None
     web_seed_urls: dict[str, tuple[str, ...]] = field(default_factory=dict)  # site → its doors (--web-seed-url)
     netns_of: dict[str, str] = field(default_factory=dict)  # service label → its host's namespace (--hosts)
+    # site → (peer CA, certificate, key) files (btswarm/peerpki.py): restricted datasets' peer wire
+    peer_files: dict[str, tuple[Path, Path, Path]] = field(default_factory=dict)
 
     def data_of(self, index: int) -> Path:
         return self.site_data[index] if self.site_data else self.data
@@ -251,6 +253,8 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
             **({"web_listen": f"{s.ip}:{s.web_port}"} if s.web_port else {}),
             **({"web_seed_urls": list(fed.web_seed_urls[s.name])} if fed.web_seed_urls.get(s.name) else {}),
             **trackers,
+            **({"peer_ca": str(fed.peer_files[s.name][0]), "peer_cert": str(fed.peer_files[s.name][1]),
+                "peer_key": str(fed.peer_files[s.name][2])} if s.name in fed.peer_files else {}),
         }}
         if fed.rucio is not None:
             rse, prefix = fed.rucio.rse_of(s.name)

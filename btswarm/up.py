@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime as dt
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ from urllib.parse import quote
 import aiohttp
 
 from btswarm import hosts as hostplan
-from btswarm import netns, redisserver, ruciofed, shaping, statelock, topology, tundelay
+from btswarm import netns, peerpki, redisserver, ruciofed, shaping, statelock, topology, tundelay
 from btswarm.supervisor import StartError, Supervisor
 from torrents import sample
 from torrents import urls
@@ -193,6 +194,9 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
             path = fed.sentinel_config(k)
             path.parent.mkdir(exist_ok=True)
             path.write_text(redisserver.sentinel_config(fed.host, port, (fed.host, fed.redis_port)))
+    # The federation's peer CA, and each site's certificate from it (restricted datasets: docs/deploy-site.md).
+    pki = peerpki.ensure(opts.state / "pki", [s.name for s in fed.sites], dt.datetime.now(dt.timezone.utc))
+    fed = dataclasses.replace(fed, peer_files={name: tuple(files) for name, files in pki.items()})
     conf_dir = opts.state / "config"
     conf_dir.mkdir(parents=True, exist_ok=True)
     for label, sections in topology.configs(fed).items():

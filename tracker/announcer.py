@@ -20,8 +20,7 @@ import random
 import time
 from typing import Any, Awaitable, Coroutine, Iterable
 
-from torrents.hostport import parse_hostport
-from tracker import protocol, siteseeds
+from tracker import membership, protocol, siteseeds
 from tracker.churn import ChurnGuard
 from tracker.config import TrackerConfig
 from tracker.fallback import Fallback
@@ -57,6 +56,7 @@ class Announcer:
         self._sampled = 0  # announces since the last one timed
         self.churn = ChurnGuard()
         self.fallback = Fallback(protocol.peer_ttl(config.interval), sites)
+        self._warned_no_peer_ca = False
 
     def set_published(self, hashes: Iterable[bytes]) -> None:
         self.published = frozenset(hashes)
@@ -65,18 +65,21 @@ class Announcer:
     def known(self, info_hash: bytes) -> bool:
         return self.config.open or info_hash in self.sites.held or info_hash in self.published
 
-    async def announce(self, raw_query: str | bytes, remote_ip: str) -> bytes:
-        answer = self.announce_nowait(raw_query, remote_ip)
+    async def announce(self, raw_query: str | bytes, remote_ip: str, member: frozenset[str] = frozenset()
+                       ) -> bytes:
+        answer = self.announce_nowait(raw_query, remote_ip, member)
         return answer if isinstance(answer, bytes) else await answer
 
-    def announce_nowait(self, raw_query: str | bytes, remote_ip: str) -> bytes | Awaitable[bytes]:
-        """The answer, or an awaitable of it when the store or a seed start must be waited for."""
+    def announce_nowait(self, raw_query: str | bytes, remote_ip: str, member: frozenset[str] = frozenset()
+                        ) -> bytes | Awaitable[bytes]:
+        """The answer, or an awaitable of it when the store or a seed start must be waited for. `member`: the
+        datasets the announcing peer proved it may trade (tracker/membership.py)."""
         self._sampled += 1
         if self._sampled < SAMPLE_EVERY:
-            return self._announce(raw_query, remote_ip)
+            return self._announce(raw_query, remote_ip, member)
         self._sampled = 0
         t0 = time.perf_counter()
-        answer = self._announce(raw_query, remote_ip)
+        answer = self._announce(raw_query, remote_ip, member)
         observe = self.metrics.announce_latency.observe
         if isinstance(answer, bytes):
             observe(time.perf_counter() - t0)
@@ -86,7 +89,7 @@ class Announcer:
         answer.add_done_callback(lambda _: observe(time.perf_counter() - t0))
         return answer
 
-    def _announce(self, raw_query: str | bytes, remote_ip: str) -> bytes | Awaitable[bytes]:
+    def _announce(self, raw_query: str | bytes, remote_ip: str, member: frozenset[str]) -> bytes | Awaitable[bytes]:
         config = self.config
         try:
             ann = protocol.parse_announce(raw_query, remote_ip, trust_ip=config.trust_ip,
@@ -98,6 +101,11 @@ class Announcer:
         if not self.known(h):
             self.metrics.announce_unknown.inc()
             return self._failure_unknown
+        restricted = self.sites.restricted.get(h) if self.sites.restricted else None
+        if restricted is not None and (why := membership.refusal(restricted, member)):
+            # Neither stored nor answered with peers: a non-member learns nobody's address.
+            self.metrics.announce_refused.inc()
+            return protocol.failure_answer(why)
         if self.sites.stuck and (ann.ip, ann.port) in self.sites.stuck.get(h, ()):
             # A site's own seed whose storage hangs, announcing: out of the swarm, whatever it says,
             # until its site says it recovered (site_beat puts it back).
@@ -177,7 +185,8 @@ class Announcer:
         other seeds may be liars or unreachable, however many they are."""
         if not seeding or ann.numwant <= 0:
             return view
-        ep = siteseeds.site_seed(self.sites, seeding, (ann.ip, ann.port), self.rng)
+        ep = siteseeds.site_seed(self.sites, seeding, (ann.ip, ann.port), self.rng,
+                                 ssl=ann.info_hash in self.sites.restricted)
         if ep is None:
             return view
         numwant = min(ann.numwant, protocol.MAX_NUMWANT)
@@ -266,24 +275,27 @@ class Announcer:
         is a seed of the swarm again at once.
         """
         before = self.sites.get(site.name)
+        if site.restricted and not self.config.peer_ca and not self._warned_no_peer_ca:
+            self._warned_no_peer_ca = True
+            log.warning("%s holds restricted datasets, and this tracker has no [tracker] peer_ca (with tls_cert): "
+                        "no peer can prove membership, every announce in their swarms is refused", site.name)
         await resolve(self.sites.beat(site))
-        endpoints = [parse_hostport(e) for e in site.peers]
         # A heartbeat may arrive after a seed start it was built before (it went out just before the
         # site answered the start): it says nothing about that seed, so the store keeps a seed whose
         # start the site stamped after site.built (2 runs in 10 of two trackers' 200 first announces
         # lost the new seed that way, and asked the site again).
         for info_hash in site.stuck:
-            for host, port in endpoints:
+            for host, port in site.seed_endpoints(info_hash):
                 await resolve(self.store.remove(info_hash, host, port, site.name, built=site.built))
         for info_hash in (before.seeding - site.seeding) if before is not None else ():
-            for host, port in endpoints:
+            for host, port in before.seed_endpoints(info_hash):
                 await resolve(self.store.remove(info_hash, host, port, site.name, built=site.built))
         # Every seed the site lists (and not stuck) is in the swarm again from this beat: one whose site said it
         # recovered, and one whose entry expired while its announces could not reach the store (a Redis
         # failover: a seed that lost one announce expires 0.5 intervals later, and each new leecher then
         # asked its site for a seed it runs). A start is then never asked of a site for a seed it runs.
         for info_hash in site.seeding - site.stuck:
-            for ep in endpoints:
+            for ep in site.seed_endpoints(info_hash):
                 await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep), site.name,
                                                   started=site.built))
 

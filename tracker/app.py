@@ -23,7 +23,7 @@ from torrents.servicekit import tls
 from torrents.sitekinds import claim_problem
 from torrents.servicekit.web import (add_metrics_route, client_error, client_session, error_middleware, json_error,
                                      parse_json_body, read_signed)
-from tracker import protocol
+from tracker import membership, protocol
 from tracker.announcer import Announcer
 from tracker.config import TrackerConfig
 from tracker.metrics import TrackerMetrics
@@ -98,7 +98,8 @@ def _query(request: web.Request) -> str:
 
 async def announce(request: web.Request) -> web.Response:
     try:
-        body = await request.app[ANNOUNCER].announce(_query(request), request.remote or "")
+        body = await request.app[ANNOUNCER].announce(_query(request), request.remote or "",
+                                                     membership.of_transport(request.transport))
     except Exception:
         # Clients get a bencoded failure, never a 5xx page they cannot parse.
         log.exception("announce %r: internal error", request.raw_path[:200])
@@ -172,7 +173,7 @@ async def list_sites(request: web.Request) -> web.Response:
     registry = announcer.sites
     return web.json_response({"sites": [
         {"name": s.name, "kind": announcer.config.kind_of(s.name), "control_url": s.control_url,
-         "peers": list(s.peers), "up": registry.is_up(s), "last_seen": int(s.last_seen), "load": s.load,
+         "peers": list(s.peers), **({"ssl_peers": list(s.ssl_peers)} if s.ssl_peers else {}), "up": registry.is_up(s), "last_seen": int(s.last_seen), "load": s.load,
          "capacity": s.capacity, "can_seed": len(s.can_seed),
          "seeding": sorted(h.hex() for h in s.seeding), "stuck": sorted(h.hex() for h in s.stuck),
          "uploaded": sum(s.uploaded.values())}

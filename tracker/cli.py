@@ -56,7 +56,7 @@ def run(config_path: str | None, listen: str | None, open_: bool | None, interva
     config.check_roles()
     service.check_secrets(log, "[tracker] site_secrets", config.site_secrets,
                           [("listen", config.listen), ("repo", config.repo)], SECRETS_HOW)
-    ssl_context = tls.server_context(config.tls_cert, config.tls_key, "tracker")
+    ssl_context = tls.server_context(config.tls_cert, config.tls_key, "tracker", client_ca=config.peer_ca)
     log.info("open: %s, interval %d s, %d site secrets, store %s%s", config.open, config.interval,
              len(config.site_secrets), config.store, f" ({_store_label(config)})" if config.store == "redis" else "")
     app = create_app(config)  # a bad configuration fails here, once, not in every child

@@ -60,6 +60,11 @@ class TrackerConfig:
     tls_cert: str = ""
     tls_key: str = ""
     ca_file: str = ""
+    # The federation's peer CA (PEM; docs/deploy-site.md): with it the https listener asks each client for a
+    # peer certificate, and an announce in a restricted dataset's swarm is answered only for one that names
+    # it (tracker/membership.py). The tracker's own tls_cert must then be issued by this CA too: libtorrent
+    # checks an SSL torrent's https tracker against the torrent's root certificate.
+    peer_ca: str = ""
 
     def __post_init__(self) -> None:
         check_hostport(self, "listen")

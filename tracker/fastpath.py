@@ -37,7 +37,7 @@ from typing import Callable
 from aiohttp import web
 
 from torrents.servicekit.web import serve_until_stopped
-from tracker import protocol
+from tracker import membership, protocol
 from tracker.announcer import Announcer
 from tracker.app import ANNOUNCER, BENCODED
 
@@ -150,7 +150,7 @@ class FastPathProtocol(asyncio.Protocol):
             path, query = m.group(1), m.group(2) or b""
             try:
                 if path == b"/announce":
-                    answer = self._announcer.announce_nowait(query, self._ip)
+                    answer = self._announcer.announce_nowait(query, self._ip, membership.of_transport(self._transport))
                 else:
                     answer = self._announcer.scrape(query)
             except Exception:

@@ -35,6 +35,8 @@ class TrackerMetrics:
         self.announce_ok = self.announces.labels("ok")
         self.announce_unknown = self.announces.labels("unknown")
         self.announce_invalid = self.announces.labels("invalid")
+        # A restricted dataset's swarm, and no proof of membership (tracker/membership.py).
+        self.announce_refused = self.announces.labels("not_member")
         # Answered with a failure reason because the shared store (Redis) was unreachable or slow.
         self.announce_store_down = self.announces.labels("store_down")
 

@@ -313,6 +313,7 @@ class RedisSiteRegistry(SiteRegistry):
                "seeding": sorted(h.hex() for h in site.seeding), "stuck": sorted(h.hex() for h in site.stuck),
                "load": site.load, "capacity": site.capacity,
                "uploaded": {h.hex(): n for h, n in site.uploaded.items()},
+               "ssl_peers": list(site.ssl_peers), "restricted": {h.hex(): n for h, n in site.restricted.items()},
                "last_seen": site.last_seen, "seen": site.seen_mono, "can": digest}
         # The can_seed blob is written before the document that names its digest.
         writes.append(self.client.call(b"HSET", self.key, site.name, json.dumps(doc)))
@@ -348,7 +349,9 @@ class RedisSiteRegistry(SiteRegistry):
                             load=int(d.get("load", 0)), capacity=int(d.get("capacity", 0)),
                             last_seen=float(d.get("last_seen", 0)), seen_mono=float(d.get("seen", 0)),
                             stuck=frozenset(bytes.fromhex(h) for h in d.get("stuck", [])),
-                            uploaded={bytes.fromhex(h): int(n) for h, n in d.get("uploaded", {}).items()})
+                            uploaded={bytes.fromhex(h): int(n) for h, n in d.get("uploaded", {}).items()},
+                            ssl_peers=tuple(d.get("ssl_peers", [])),
+                            restricted={bytes.fromhex(h): str(n) for h, n in d.get("restricted", {}).items()})
             except (KeyError, TypeError, ValueError):
                 log.warning("%s: malformed site document in Redis; ignored", name[:60])
                 continue

@@ -49,10 +49,22 @@ class Site:
     built: int | None = None
     # info-hash → payload bytes the site sent of it since its daemon started (the repository draws them)
     uploaded: dict[bytes, int] = field(default_factory=dict)
+    # Its SSL peer sockets (restricted datasets' torrents), and which of its info-hashes are restricted,
+    # by the dataset name a member's certificate must carry (tracker/membership.py).
+    ssl_peers: tuple[str, ...] = ()
+    restricted: dict[bytes, str] = field(default_factory=dict)
+
+    @property
+    def ssl_endpoints(self) -> frozenset[tuple[str, int]]:
+        return frozenset(parse_hostport(p) for p in self.ssl_peers)
 
     @property
     def peer_endpoints(self) -> frozenset[tuple[str, int]]:
         return frozenset(parse_hostport(p) for p in self.peers)
+
+    def seed_endpoints(self, info_hash: bytes) -> list[tuple[str, int]]:
+        """Where its seed of `info_hash` listens: the SSL sockets for a restricted dataset, else the plain ones."""
+        return sorted(self.ssl_endpoints if info_hash in self.restricted else self.peer_endpoints)
 
     @property
     def peer_ips(self) -> frozenset[str]:
@@ -90,9 +102,23 @@ def _uploaded(body: Mapping[str, Any], site: str) -> dict[bytes, int]:
     return out
 
 
-def _endpoint(text: object, site: str) -> str:
+def _restricted(body: Mapping[str, Any], site: str) -> dict[bytes, str]:
+    """The heartbeat's `restricted` ({info-hash: dataset name}; none from a site older than it)."""
+    value = body.get("restricted", {})
+    if not isinstance(value, dict) or len(value) > MAX_HASHES:
+        raise HeartbeatError(f"{site}: restricted", f"expected an object of at most {MAX_HASHES} info-hashes "
+                                                    "and their dataset names")
+    out = {}
+    for h, name in value.items():
+        if not isinstance(name, str) or not name or len(name) > 255:
+            raise HeartbeatError(f"{site}: restricted", f"{str(h)[:50]!r}: {str(name)[:60]!r} is not a dataset name")
+        out[_hash(h, "restricted", site)] = name
+    return out
+
+
+def _endpoint(text: object, site: str, key: str = "peers") -> str:
     if not isinstance(text, str):
-        raise HeartbeatError(f"{site}: peers", f"{text!r} is not ip:port")
+        raise HeartbeatError(f"{site}: {key}", f"{text!r} is not ip:port")
     try:
         host, port = parse_hostport(text)
         ipaddress.ip_address(host)
@@ -100,7 +126,7 @@ def _endpoint(text: object, site: str) -> str:
     except (ConfigError, ValueError):
         ok = False
     if not ok:
-        raise HeartbeatError(f"{site}: peers", f"{text[:60]!r} is not ip:port")
+        raise HeartbeatError(f"{site}: {key}", f"{text[:60]!r} is not ip:port")
     return text
 
 
@@ -116,6 +142,9 @@ def parse_heartbeat(site: str, body: Any, *, now: float, mono: float) -> Site:
     peers = body.get("peers", [])
     if not isinstance(peers, list) or len(peers) > 64:
         raise HeartbeatError(f"{site}: peers", "expected a list of at most 64 ip:port")
+    ssl_peers = body.get("ssl_peers", [])
+    if not isinstance(ssl_peers, list) or len(ssl_peers) > 64:
+        raise HeartbeatError(f"{site}: ssl_peers", "expected a list of at most 64 ip:port")
     built = body.get("built")
     if built is not None and not _is_count(built):
         raise HeartbeatError(f"{site}: built", "expected a whole number ≥ 0")
@@ -129,7 +158,9 @@ def parse_heartbeat(site: str, body: Any, *, now: float, mono: float) -> Site:
                 peers=tuple(_endpoint(p, site) for p in peers),
                 can_seed=_hashes(body, "can_seed", site), seeding=_hashes(body, "seeding", site),
                 load=numbers["load"], capacity=numbers["capacity"], last_seen=now, seen_mono=mono,
-                stuck=_hashes(body, "stuck", site), built=built, uploaded=_uploaded(body, site))
+                stuck=_hashes(body, "stuck", site), built=built, uploaded=_uploaded(body, site),
+                ssl_peers=tuple(_endpoint(p, site, "ssl_peers") for p in ssl_peers),
+                restricted=_restricted(body, site))
 
 
 class SiteRegistry:
@@ -147,6 +178,8 @@ class SiteRegistry:
         self.seeders: dict[bytes, tuple[str, ...]] = {}  # info-hash → sites whose last heartbeat says they seed it
         self.site_at: dict[tuple[str, int], str] = {}  # a peer endpoint a site's heartbeat declares → that site
         self.endpoints: dict[str, tuple[tuple[str, int], ...]] = {}  # site → the peer endpoints it declares
+        self.ssl_endpoints: dict[str, tuple[tuple[str, int], ...]] = {}  # site → its SSL peer endpoints
+        self.restricted: dict[bytes, str] = {}  # info-hash → dataset name, of every restricted dataset a site holds
         self._networks = [(site, ipaddress.ip_network(net, strict=False))
                           for site, nets in (networks or {}).items() for net in nets]
         self._ip_site: dict[str, str] = {}
@@ -162,7 +195,7 @@ class SiteRegistry:
     def load(self, sites: list[Site]) -> None:
         """Replace the view with `sites`; the indexes are rebuilt only if what they hold changed."""
         def index_key(ss: dict[str, Site]) -> dict[str, tuple]:
-            return {n: (s.can_seed, s.seeding, s.peers, s.stuck) for n, s in ss.items()}
+            return {n: (s.can_seed, s.seeding, s.peers, s.stuck, s.ssl_peers, s.restricted) for n, s in ss.items()}
         new = {s.name: s for s in sites}
         changed = index_key(new) != index_key(self._sites)
         self._sites = new
@@ -179,23 +212,27 @@ class SiteRegistry:
         ip_site: dict[str, str] = {}
         site_at: dict[tuple[str, int], str] = {}
         stuck: dict[bytes, frozenset[tuple[str, int]]] = {}
+        restricted: dict[bytes, str] = {}
         for s in self._sites.values():
+            restricted.update(s.restricted)
             for h in s.can_seed | s.seeding:
                 holders.setdefault(h, []).append(s.name)
             for h in s.seeding:
                 seeders.setdefault(h, []).append(s.name)
             for ip in s.peer_ips:
                 ip_site.setdefault(ip, s.name)
-            for ep in s.peer_endpoints:
+            for ep in s.peer_endpoints | s.ssl_endpoints:
                 site_at.setdefault(ep, s.name)
             for h in s.stuck:
-                stuck[h] = stuck.get(h, frozenset()) | s.peer_endpoints
+                stuck[h] = stuck.get(h, frozenset()) | s.peer_endpoints | s.ssl_endpoints
         self.holders = {h: tuple(names) for h, names in holders.items()}
         self.held.update(self.holders)
         self.seeders = {h: tuple(names) for h, names in seeders.items()}
         self._ip_site = ip_site
         self.site_at = site_at
         self.endpoints = {s.name: tuple(sorted(s.peer_endpoints)) for s in self._sites.values()}
+        self.ssl_endpoints = {s.name: tuple(sorted(s.ssl_endpoints)) for s in self._sites.values()}
+        self.restricted = restricted
         self.stuck = stuck
 
     def get(self, name: str) -> Site | None:

@@ -74,11 +74,13 @@ def holding_sites(registry: SiteRegistry, info_hash: bytes) -> list[str]:
 
 
 def site_seed(registry: SiteRegistry, sites: Iterable[str], requester: Endpoint,
-              rng: random.Random) -> Endpoint | None:
+              rng: random.Random, *, ssl: bool = False) -> Endpoint | None:
     """One peer endpoint of the sites in `sites` (chosen at random, so leechers spread over them), not the
     requester's own, in the requester's address family where a site has one (BEP 7: a site on both families
     lists both, and a host that asked over IPv6 may have no IPv4 route); None when they have none."""
-    endpoints = [ep for name in sorted(sites) for ep in registry.endpoints.get(name, ()) if ep != requester]
+    # A restricted dataset's swarm (`ssl`): only the sites' SSL sockets, where its SSL torrent is seeded.
+    by_site = registry.ssl_endpoints if ssl else registry.endpoints
+    endpoints = [ep for name in sorted(sites) for ep in by_site.get(name, ()) if ep != requester]
     same = [ep for ep in endpoints if (":" in ep[0]) == (":" in requester[0])]
     endpoints = same or endpoints
     return endpoints[rng.randrange(len(endpoints))] if len(endpoints) > 1 else endpoints[0] if endpoints else None

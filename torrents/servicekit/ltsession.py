@@ -13,14 +13,17 @@ libtorrent: use it only from the processes that run a session.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
-from typing import Any, Mapping
+import threading
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import libtorrent as lt
 
-from torrents import metainfo
+from torrents import metainfo, peerca
 from torrents.errors import ConfigError
 from torrents.hostport import ANY, is_wildcard
 from torrents.proxyenv import Proxy
@@ -38,16 +41,22 @@ ALERTS = (lt.alert.category_t.error_notification | lt.alert.category_t.status_no
           | lt.alert.category_t.peer_notification | lt.alert.category_t.connect_notification)
 
 
-def listen_interfaces(listen_ip: str, port: int = 0) -> str:
-    """libtorrent's listen_interfaces for `listen_ip` (ANY: both wildcards) on `port` (0: a free one).
+def listen_interfaces(listen_ip: str, port: int = 0, ssl_port: int | None = None) -> str:
+    """libtorrent's listen_interfaces for `listen_ip` (ANY: both wildcards) on `port` (0: a free one), and
+    with `ssl_port` (not None; 0: a free one) an SSL socket beside it for restricted datasets' torrents.
 
     For a wildcard libtorrent opens a socket on each address of the host, each on its own port when
     asked for port 0; one port for all of them is what peers, the tracker and sibling workers expect."""
     if listen_ip == ANY:
         port = port or free_port_everywhere()
-        return f"0.0.0.0:{port},[::]:{port}"
-    host = f"[{listen_ip}]" if ":" in listen_ip else listen_ip
-    return f"{host}:{port}"
+        hosts = ["0.0.0.0", "[::]"]
+        if ssl_port == 0:
+            ssl_port = free_port_everywhere()
+    else:
+        hosts = [f"[{listen_ip}]" if ":" in listen_ip else listen_ip]
+    plain = [f"{h}:{port}" for h in hosts]
+    # The SSL socket only carries SSL torrents (TLS with SNI = info-hash); plain torrents never use it.
+    return ",".join(plain + ([f"{h}:{ssl_port}s" for h in hosts] if ssl_port is not None else []))
 
 
 def free_port_everywhere() -> int:
@@ -59,10 +68,12 @@ def free_port_everywhere() -> int:
         return free_port("0.0.0.0")
 
 
-def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, **extra: Any) -> dict[str, Any]:
-    """A settings pack for a session on `listen_ip:port` (ANY: every address; port 0: a free port)."""
+def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, ssl_port: int | None = None,
+             **extra: Any) -> dict[str, Any]:
+    """A settings pack for a session on `listen_ip:port` (ANY: every address; port 0: a free port), with an
+    SSL socket on `ssl_port` too when it is not None (PeerCerts)."""
     pack: dict[str, Any] = {
-        "listen_interfaces": listen_interfaces(listen_ip, port),
+        "listen_interfaces": listen_interfaces(listen_ip, port, ssl_port),
         # Bound to one address, every connection leaves from it; listening on a wildcard, from where the route says.
         "outgoing_interfaces": "" if is_wildcard(listen_ip) else listen_ip,
         "enable_outgoing_utp": False,
@@ -170,6 +181,119 @@ def _from_env(name: str) -> dict[str, Any]:
 
 def session(listen_ip: str, port: int = 0, **kw: Any) -> "lt.session":
     return lt.session(settings(listen_ip, port, **kw))
+
+
+class PeerCerts:
+    """A session's peer certificate for its restricted datasets' SSL torrents (torrents.peerca).
+
+    `add(atp)` makes a torrent an SSL torrent of the federation's peer CA before it is added (the info-hash
+    stays the public one); libtorrent then asks for a certificate (torrent_need_cert_alert, handled by
+    `on_need_cert`) and holds it in memory only. `renew_if_due(now)` takes a new certificate from `load`
+    (the files again, which an operator's renewal rewrites, or a fresh one from the repository) once
+    peerca.RENEW_AT of the current one's lifetime is gone, and sets it on every SSL torrent: connections
+    open keep going, new handshakes present the new one. A torrent added later gets the newest.
+    """
+
+    def __init__(self, ca_pem: bytes, load: Callable[[], tuple[bytes, bytes]], subject: str = "peer certificate",
+                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)) -> None:
+        self.ca = ca_pem
+        self.subject = subject
+        self.load = load  # where a renewed certificate comes from (a caller may give another)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.cert, self.key = load()
+        peerca.load_cert(self.cert, subject)
+        self.renewals = 0
+        self._handles: dict[str, Any] = {}  # info-hash → handle of an SSL torrent that holds our certificate
+
+    def add(self, atp: "lt.add_torrent_params") -> "lt.add_torrent_params":
+        atp.root_certificate = self.ca
+        return atp
+
+    def check(self, name: str) -> None:
+        """PeerCertError saying why the certificate cannot trade dataset `name`, if it cannot (libtorrent
+        itself would only fail every handshake, silently)."""
+        peerca.check_usable(self.cert, self.key, self.ca, name, self._clock(), self.subject)
+
+    def on_need_cert(self, alert: Any) -> None:
+        with self._lock:
+            self._set(alert.handle)
+            self._handles[str(alert.handle.info_hashes().v1)] = alert.handle
+
+    def forget(self, info_hash: str) -> None:
+        with self._lock:
+            self._handles.pop(info_hash, None)
+
+    def renew_if_due(self, now: dt.datetime | None = None) -> bool:
+        """Take and set a new certificate if the current one is due; True when one was set."""
+        now = now or self._clock()
+        if now < peerca.renew_at(self.cert):
+            return False
+        cert, key = self.load()
+        if peerca.expires(cert) <= peerca.expires(self.cert):
+            log.warning("%s: due for renewal (expires %s) but no newer one is given", self.subject,
+                        f"{peerca.expires(self.cert):%Y-%m-%d %H:%M:%S} UTC")
+            return False
+        with self._lock:
+            self.cert, self.key = cert, key
+            self.renewals += 1
+            for ih, handle in list(self._handles.items()):
+                if handle.is_valid():
+                    self._set(handle)
+                else:
+                    del self._handles[ih]
+        log.info("%s: renewed, valid until %s", self.subject, f"{peerca.expires(cert):%Y-%m-%d %H:%M:%S} UTC")
+        return True
+
+    def to_json(self) -> dict[str, Any]:
+        """What an operator's status shows: the names, when it expires, when it is due for renewal."""
+        return {"names": list(peerca.cert_names(self.cert)), "renewals": self.renewals,
+                "expires": f"{peerca.expires(self.cert):%Y-%m-%dT%H:%M:%SZ}",
+                "renew_at": f"{peerca.renew_at(self.cert):%Y-%m-%dT%H:%M:%SZ}"}
+
+    def problem(self, now: dt.datetime | None = None) -> str | None:
+        """Expired, or due and not renewed: a sentence for the status's problems; else None."""
+        now = now or self._clock()
+        end = peerca.expires(self.cert)
+        if now >= end:
+            return f"{self.subject}: expired at {end:%Y-%m-%d %H:%M:%S} UTC: restricted datasets' new peers are refused"
+        if now >= peerca.renew_at(self.cert):
+            return (f"{self.subject}: due for renewal, no newer one given; it expires at "
+                    f"{end:%Y-%m-%d %H:%M:%S} UTC")
+        return None
+
+    def _set(self, handle: Any) -> None:
+        handle.set_ssl_certificate_buffer(self.cert.decode(), self.key.decode(), peerca.DH_PARAMS.decode())
+
+
+def peer_certs(ca_path: str, cert_path: str, key_path: str, section: str) -> PeerCerts | None:
+    """The PeerCerts of `[section] peer_ca, peer_cert, peer_key` (None when none is set), checked now: a
+    certificate of another CA, expired, or not matching its key is a ConfigError naming the key."""
+    if not (ca_path or cert_path or key_path):
+        return None
+    try:
+        ca = Path(ca_path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"[{section}] peer_ca", f"{ca_path}: cannot read ({exc.strerror})") from None
+    certs = PeerCerts(ca, read_peer_cert(cert_path, key_path, f"[{section}]"), f"[{section}] peer_cert")
+    try:
+        peerca.check_usable(certs.cert, certs.key, ca, None, dt.datetime.now(dt.timezone.utc), cert_path)
+    except peerca.PeerCertError as exc:
+        raise ConfigError(f"[{section}] peer_cert", str(exc)) from None
+    return certs
+
+
+def read_peer_cert(cert_path: str, key_path: str, subject: str) -> Callable[[], tuple[bytes, bytes]]:
+    """A PeerCerts `load` reading a certificate and key file each time (the operator's renewal rewrites them)."""
+    def load() -> tuple[bytes, bytes]:
+        out = []
+        for what, path in (("peer_cert", cert_path), ("peer_key", key_path)):
+            try:
+                out.append(Path(path).read_bytes())
+            except OSError as exc:
+                raise ConfigError(f"{subject} {what}", f"{path}: cannot read ({exc.strerror})") from None
+        return out[0], out[1]
+    return load
 
 
 def limit_everyone(ses: "lt.session", exempt: tuple[str, ...] = ()) -> None:

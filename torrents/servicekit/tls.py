@@ -32,12 +32,17 @@ FLAG_HINT = "--ca-file or $BTSWARM_GET_CA_FILE"  # how bt-get's user gives the C
 LIBTORRENT_CA_ENV = "SSL_CERT_FILE"  # what OpenSSL's default verify paths (and so libtorrent) read
 
 
-def server_context(cert: str, key: str, section: str) -> ssl.SSLContext | None:
+def server_context(cert: str, key: str, section: str, client_ca: str = "") -> ssl.SSLContext | None:
     """The context to listen with, or None for plain HTTP (no cert and no key).
 
+    `client_ca` (a PEM CA, the federation's peer CA): ask every client for a certificate, optional, and let
+    through only one that CA signed and that has not expired (what it names, the service decides).
     Checked when the service starts, once every key is read (the loader checks keys one by one).
     """
     if not cert and not key:
+        if client_ca:
+            raise ConfigError(f"[{section}] peer_ca", "needs tls_cert and tls_key: a peer certificate is "
+                                                      "presented only on https")
         return None
     if not cert or not key:
         missing, given = ("tls_key", "tls_cert") if cert else ("tls_cert", "tls_key")
@@ -51,6 +56,14 @@ def server_context(cert: str, key: str, section: str) -> ssl.SSLContext | None:
     except ssl.SSLError as exc:
         raise ConfigError(f"[{section}] tls_cert", f"{cert} and {key} are not a PEM certificate and its private "
                                                    f"key ({exc.reason or exc})") from None
+    if client_ca:
+        _readable(f"[{section}] peer_ca", client_ca)
+        try:
+            ctx.load_verify_locations(cafile=client_ca)
+        except ssl.SSLError as exc:
+            raise ConfigError(f"[{section}] peer_ca", f"{client_ca}: not a PEM CA certificate "
+                                                      f"({exc.reason or exc})") from None
+        ctx.verify_mode = ssl.CERT_OPTIONAL
     return ctx
 
 
