@@ -1,11 +1,14 @@
-"""The delay line's process: packets from a TUN device held for their delay, then received on lo (root).
+"""The delay line's process: packets from a TUN device held for their delay, then received on lo (root),
+or sent out of a host's Ethernet device (`--dev eth0`, on the hosts test bed).
 
-`btswarm up` starts it (`running`) inside the federation's namespace,
-after btswarm.shaping's commands made the device and the redirect, and
-stops it by its PID. What it decides is btswarm.delayline; this is the
-TUN descriptor and the loop: read what the htb on the device lets out,
-hold it, hand it to lo as received (btswarm.shaping says why not back
-into the TUN device). It runs as a real-time process (SCHED_FIFO, the lowest
+`btswarm up` starts it (`running`) inside the federation's namespace (or
+each host's), after btswarm.shaping's (btswarm.hosts') commands made the
+device and the redirect, and stops it by its PID. What it decides is
+btswarm.delayline; this is the TUN descriptor and the loop: read what the
+device lets out, hold it, hand it on: to lo as received (btswarm.shaping
+says why not back into the TUN device), or out of `--dev` as a frame to
+the MAC that follows from the destination's address (btswarm.hosts.mac_of),
+marked (`--mark`) so that the redirect lets it pass to the htb. It runs as a real-time process (SCHED_FIFO, the lowest
 priority; nice -10 where that is refused), as the kernel's own network
 path would: on a loaded host a delay line scheduled late adds delay
 nobody asked for (measured at load 9 on 2 cores, nice -10: packets left
@@ -14,6 +17,7 @@ It needs about 1 CPU-s per GB it carries, so the priority takes little
 from anyone.
 
     python -m btswarm.tundelay --tun btswarm-delay 127.0.0.2=0.04 127.0.0.101=0.1
+    python -m btswarm.tundelay --dev eth0 --mark 183 127.20.1.1=0.1  # in a host's namespace
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from btswarm import shaping, statelock
+from btswarm import hosts, netns, shaping, statelock
 from btswarm.delayline import EARLY, DelayTable, Schedule
 from torrents.errors import BtswarmError
 
@@ -70,14 +74,45 @@ def open_lo(dev: str = "lo") -> socket.socket:
     return sock
 
 
-def serve(fd: int, table: DelayTable, stop_fd: int) -> dict:
-    """Until `stop_fd` is readable: hold every packet read from `fd` for its delay, then hand it to lo.
-    → counters (packets, bytes, dropped, how late packets left)."""
+SO_SNDBUFFORCE = 32  # linux/socket.h (Python names no constant for it): SO_SNDBUF past wmem_max, as root
+SNDBUF = 64 * 2**20  # the htb after the delay line drops (ENOBUFS) what its queue cannot hold; never block
+
+
+class Output:
+    """Where a held packet goes: lo, as received; or out of an Ethernet device `dev`, to the MAC of its
+    destination, marked `mark`, through the device's qdisc (the uplink's htb)."""
+
+    def __init__(self, dev: str = "lo", mark: int = 0) -> None:
+        self.dev = dev
+        if dev == "lo":
+            self.sock = open_lo()
+            return
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, mark)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SNDBUF)
+        self.sock.bind((dev, ETH_P_IP))
+        self._to: dict[bytes, tuple] = {}
+
+    def send(self, packet: bytes) -> None:
+        if self.dev == "lo":
+            self.sock.sendto(packet, LO_ADDRESS)
+            return
+        dst = packet[16:20]
+        to = self._to.get(dst)
+        if to is None:
+            mac = bytes.fromhex(hosts.mac_of(socket.inet_ntoa(dst)).replace(":", ""))
+            to = self._to[dst] = (self.dev, ETH_P_IP, 0, 0, mac)
+        self.sock.sendto(packet, to)
+
+
+def serve(fd: int, table: DelayTable, stop_fd: int, out: Output | None = None) -> dict:
+    """Until `stop_fd` is readable: hold every packet read from `fd` for its delay, then hand it to `out`
+    (lo by default). → counters (packets, bytes, dropped, how late packets left)."""
     poller = select.epoll()
     poller.register(fd, select.EPOLLIN)
     poller.register(stop_fd, select.EPOLLIN)
     schedule = Schedule()
-    out = open_lo()
+    out = out or Output()
     stats = {"packets": 0, "bytes": 0, "dropped": 0, "late_max_ms": 0.0, "late_sum_ms": 0.0, "held_max": 0}
     while True:
         now = time.monotonic()
@@ -86,7 +121,7 @@ def serve(fd: int, table: DelayTable, stop_fd: int) -> dict:
             stats["late_max_ms"] = max(stats["late_max_ms"], late)
             stats["late_sum_ms"] += late
             try:
-                out.sendto(packet, LO_ADDRESS)
+                out.send(packet)
             except OSError:
                 stats["dropped"] += 1
                 continue
@@ -121,6 +156,8 @@ def _parse_rtts(values: Sequence[str]) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m btswarm.tundelay", description=__doc__.splitlines()[0])
     ap.add_argument("--tun", default=shaping.TUN_DEVICE)
+    ap.add_argument("--dev", default="lo", help="where held packets go: lo (received) or an Ethernet device (sent)")
+    ap.add_argument("--mark", type=int, default=0, help="the mark of the packets sent out of --dev")
     ap.add_argument("rtts", nargs="+", metavar="ADDRESS=RTT", help="an address and its round trip in seconds")
     args = ap.parse_args(argv)
     try:
@@ -129,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, -10)
     fd = open_tun(args.tun)
+    out = Output(args.dev, args.mark)
     stop_r, stop_w = os.pipe()
     os.set_blocking(stop_w, False)
     signal.set_wakeup_fd(stop_w)
@@ -136,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(sig, lambda *_: None)  # the wakeup byte ends serve()
     print(READY, flush=True)
     t0, cpu0 = time.monotonic(), time.process_time()
-    stats = serve(fd, DelayTable(_parse_rtts(args.rtts)), stop_r)
+    stats = serve(fd, DelayTable(_parse_rtts(args.rtts)), stop_r, out)
     stats.update(seconds=round(time.monotonic() - t0, 3), cpu_seconds=round(time.process_time() - cpu0, 3),
                  late_mean_ms=round(stats["late_sum_ms"] / max(1, stats["packets"]), 3))
     print(json.dumps(stats), file=sys.stderr, flush=True)
@@ -144,19 +182,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def running(links: Sequence[shaping.Link], log_path: Path, tun: str = shaping.TUN_DEVICE
-            ) -> Iterator[subprocess.Popen | None]:
-    """The delay line for `links` running (in the caller's network namespace) for the block; None and
-    nothing started when no link has a delay. Its stderr (the counters at exit) goes to `log_path`."""
+def running(links: Sequence[shaping.Link], log_path: Path, tun: str = shaping.TUN_DEVICE, *, dev: str = "lo",
+            mark: int = 0, netns_name: str | None = None) -> Iterator[subprocess.Popen | None]:
+    """The delay line for `links` running for the block, in network namespace `netns_name` (None: the
+    caller's), handing held packets to `dev`; None and nothing started when no link has a delay. Its stderr
+    (the counters at exit) goes to `log_path`."""
     rtts = shaping.delays(links)
     if not rtts:
         yield None
         return
-    argv = [sys.executable, "-m", "btswarm.tundelay", "--tun", tun, *(f"{a}={r!r}" for a, r in rtts.items())]
+    argv = [sys.executable, "-m", "btswarm.tundelay", "--tun", tun, "--dev", dev, "--mark", str(mark),
+            *(f"{a}={r!r}" for a, r in rtts.items())]
+    enter = netns.preexec(netns_name)
+
+    def preexec() -> None:
+        statelock.die_with_parent()
+        enter()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-                                preexec_fn=statelock.die_with_parent)
+                                preexec_fn=preexec)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
         line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""
