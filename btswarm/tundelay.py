@@ -42,23 +42,33 @@ from btswarm.delayline import EARLY, DelayTable, Schedule
 from torrents.errors import BtswarmError
 
 TUNSETIFF = 0x400454CA
+TUNSETOFFLOAD = 0x400454D0
 IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000  # bare IP packets, no 4-byte header
+IFF_VNET_HDR = 0x4000  # each packet behind a virtio-net header: TCP's segments stay whole (GSO)
+TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN = 0x01, 0x02, 0x04, 0x08
+VNET_HDR = 10  # struct virtio_net_hdr: flags, gso_type, hdr_len, gso_size, csum_start, csum_offset (little-endian)
+VNET_NEEDS_CSUM = 0x01
+PACKET_VNET_HDR = 15
 ETH_P_IP = 0x0800
 SOL_PACKET = 263
 PACKET_QDISC_BYPASS = 20
 LO_ADDRESS = ("lo", ETH_P_IP, 0, 0, bytes(6))  # lo's MAC is all zeros: the packet is for this host
-READ_SIZE = 65536  # the largest IPv4 packet, whole (the device's MTU is 65535)
+READ_SIZE = 65536 + VNET_HDR  # the largest IPv4 packet, whole (the device's MTU is 65535), and its header
 BATCH = 64  # packets read before what is due is written
 READY = "ready"
 START_TIMEOUT = 10.0
 
 
-def open_tun(name: str) -> int:
-    """A non-blocking descriptor on the existing TUN device `name`."""
+def open_tun(name: str, gso: bool = False) -> int:
+    """A non-blocking descriptor on the existing TUN device `name`; `gso`: packets come whole as TCP sent
+    them (up to 64 KiB, their checksums to fill in), each behind a virtio-net header saying how to cut it.
+    A 1500-byte MTU otherwise costs the delay line a read and a send per segment."""
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TUN | IFF_NO_PI))
+        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TUN | IFF_NO_PI | (IFF_VNET_HDR if gso else 0)))
+        if gso:
+            fcntl.ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN)
     except OSError as exc:
         os.close(fd)
         raise BtswarmError(name, f"cannot attach to the TUN device ({exc.strerror})") from None
@@ -80,29 +90,40 @@ SNDBUF = 64 * 2**20  # the htb after the delay line drops (ENOBUFS) what its que
 
 class Output:
     """Where a held packet goes: lo, as received; or out of an Ethernet device `dev`, to the MAC of its
-    destination, marked `mark`, through the device's qdisc (the uplink's htb)."""
+    destination, marked `mark`, through the device's qdisc (the uplink's htb), whole behind its virtio-net
+    header (`header` bytes: the packet socket cuts it as the TUN device's reader was told to)."""
 
     def __init__(self, dev: str = "lo", mark: int = 0) -> None:
         self.dev = dev
+        self.header = 0
         if dev == "lo":
             self.sock = open_lo()
             return
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
+        self.header = VNET_HDR
+        # SOCK_RAW, the frame's Ethernet header ours: the kernel takes a virtio-net header on no other kind.
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, mark)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SNDBUF)
+        self.sock.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
         self.sock.bind((dev, ETH_P_IP))
-        self._to: dict[bytes, tuple] = {}
+        self._own_mac = self.sock.getsockname()[4]
+        self._eth: dict[bytes, bytes] = {}
 
     def send(self, packet: bytes) -> None:
         if self.dev == "lo":
             self.sock.sendto(packet, LO_ADDRESS)
             return
-        dst = packet[16:20]
-        to = self._to.get(dst)
-        if to is None:
+        h = self.header
+        dst = packet[h + 16:h + 20]
+        eth = self._eth.get(dst)
+        if eth is None:
             mac = bytes.fromhex(hosts.mac_of(socket.inet_ntoa(dst)).replace(":", ""))
-            to = self._to[dst] = (self.dev, ETH_P_IP, 0, 0, mac)
-        self.sock.sendto(packet, to)
+            eth = self._eth[dst] = mac + self._own_mac + ETH_P_IP.to_bytes(2, "big")
+        vnet = packet[:h]
+        if vnet[0] & VNET_NEEDS_CSUM:  # the checksum's start counts from the frame's first byte here, its MAC
+            start = int.from_bytes(vnet[6:8], "little") + len(eth)
+            vnet = vnet[:6] + start.to_bytes(2, "little") + vnet[8:]
+        self.sock.sendmsg([vnet, eth, memoryview(packet)[h:]])
 
 
 def serve(fd: int, table: DelayTable, stop_fd: int, out: Output | None = None) -> dict:
@@ -137,7 +158,7 @@ def serve(fd: int, table: DelayTable, stop_fd: int, out: Output | None = None) -
                 packet = os.read(fd, READ_SIZE)
             except BlockingIOError:
                 break
-            delay = table.of_packet(packet)
+            delay = table.of_packet(packet, out.header)
             if delay is None:
                 stats["dropped"] += 1
                 continue
@@ -165,8 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, -10)
-    fd = open_tun(args.tun)
     out = Output(args.dev, args.mark)
+    fd = open_tun(args.tun, gso=out.header > 0)
     stop_r, stop_w = os.pipe()
     os.set_blocking(stop_w, False)
     signal.set_wakeup_fd(stop_w)
