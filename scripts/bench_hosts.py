@@ -22,7 +22,8 @@ per RTT; T3s side by side), `--aria2c` alternates N aria2c BitTorrent
 clients with the bt-gets in each run (the .torrent without web seeds, the
 same seeds), and every contender then seeds on until the last T3 is done,
 as bench_wan.py's swarm does. N = 1 is bench_wan's single (one T3 from
-all sites). Root only (network namespaces).
+all sites). `--shards` is its batch: N T3s at once, T3 k fetching
+`bt-get --shard k/N`, against S/ΣR. Root only (network namespaces).
 
     sudo .venv/bin/python scripts/bench_hosts.py --sites 3 --site-link 100mbit --client-link 100mbit \\
         --size 100M --files 29 --t3s 1,2,4 --rtt 0ms 100ms --aria2c --runs 2 --name hosts-wan
@@ -48,9 +49,11 @@ ARIA2C_PORT = 6891  # each T3 host has its own stack: one port for all
 Contender = Callable[[bl.Federation, int, Path], dict]
 
 
-def bt_get_all(fed: bl.Federation, n: int, work: Path, env: dict[str, str], seed: bool = False) -> dict:
+def bt_get_all(fed: bl.Federation, n: int, work: Path, env: dict[str, str], seed: bool = False,
+               shards: bool = False) -> dict:
     """N bt-gets at once, one per T3 host, given only the repository; `seed`: each seeds on until the last is
-    done. → each one's seconds to completion, and the copies the sites sent by their own count."""
+    done; `shards`: T3 k fetches `--shard k/N` only. → each one's seconds to completion, and the copies the
+    sites sent by their own count."""
     name = fed.datasets[0]
     outs, logs, docs = [], [], []
     with bl.Procs() as procs:
@@ -62,7 +65,7 @@ def bt_get_all(fed: bl.Federation, n: int, work: Path, env: dict[str, str], seed
             logs[-1].write_text("")
             docs.append(work / f"{host.name}.json")
             argv = [str(bl.BIN / "bt-get"), name, "-o", str(outs[-1]), "--json", "--timeout", "900", "-v",
-                    *(["--seed-time", wan.SEED_TIME] if seed else [])]
+                    *(["--seed-time", wan.SEED_TIME] if seed else []), *(["--shard", f"{k}/{n}"] if shards else [])]
             procs.start(argv, logs[-1], stdout=open(docs[-1], "wb"),
                         env=run.host_env(fed.ready, host, {**os.environ, **env}), preexec_fn=netns.preexec(host.netns))
         clients = list(procs.procs)
@@ -74,10 +77,10 @@ def bt_get_all(fed: bl.Federation, n: int, work: Path, env: dict[str, str], seed
     from_sites = 0
     for out, doc in zip(outs, docs):
         got = json.loads(doc.read_text())
-        size = got["bytes_total"]
-        wan.check_complete(str(out), out / name, size)
+        size += got["bytes_total"]
+        wan.check_complete(str(out), out / name, got["bytes_total"])
         from_sites += sum(v for s, v in got["sources"].items() if s.startswith(("site", "web seed site")))
-    return {"seconds": times, "site_copies": from_sites / size}
+    return {"seconds": times, "site_copies": from_sites / (size if shards else size / n)}
 
 
 def aria2c_all(fed: bl.Federation, n: int, work: Path) -> dict:
@@ -124,8 +127,9 @@ def measured(fed: bl.Federation, contender: Contender, n: int, work: Path, size:
     before = fed.link_bytes()
     f = contender(fed, n, work)
     sent = fed.link_bytes()
+    bound = f.pop("bound", bound)
     f["seconds"] = sorted(f["seconds"])
-    f.update(last=f["seconds"][-1], of_bound=bound / f["seconds"][-1],
+    f.update(last=f["seconds"][-1], bound=bound, of_bound=bound / f["seconds"][-1],
              wire_copies=sum(sent[ip] - before[ip] for ip in site_ips) / size)
     return f
 
@@ -143,6 +147,7 @@ def main() -> int:
     ap.add_argument("--variant", default="", help="NAME:VAR=VALUE, alternated with the defaults")
     ap.add_argument("--aria2c", action="store_true", help="N aria2c alternated with the bt-gets; all seed on until "
                                                           "the last is done")
+    ap.add_argument("--shards", action="store_true", help="also N T3s fetching `--shard k/N` each (bound S/ΣR)")
     ap.add_argument("--name", default="hosts", help="the results' file: OUT/NAME.json")
     args = ap.parse_args()
     bl.require_shaping("hosts")
@@ -158,6 +163,9 @@ def main() -> int:
         contenders[name] = lambda fed, n, work: bt_get_all(fed, n, work, {var: value}, seed)
     if args.aria2c:
         contenders["aria2c"] = aria2c_all
+    if args.shards:
+        contenders["shards"] = lambda fed, n, work: {**bt_get_all(fed, n, work, {}, shards=True),
+                                                     "bound": size * 8 / (args.sites * site_rate)}
     runs = args.runs or 3
     doc: dict = {"sites": args.sites, "size": size, "files": args.files, "site_link": args.site_link,
                  "client_link": args.client_link, "runs": runs, "results": {}, "bounds": {}}
@@ -175,10 +183,12 @@ def main() -> int:
                     bt_get_all(fed, n, work / "out", {})  # the seeds up, the page cache warm
                     for r in range(runs):
                         for name, contender in contenders.items():
+                            if name == "shards" and n == 1:
+                                continue
                             f = measured(fed, contender, n, work / "out", size, bound)
                             by_rtt.setdefault(str(n), {}).setdefault(name, []).append(f)
                             bl.log(f"RTT {shaping.format_delay(rtt)} N={n} {name} run {r + 1}: last {f['last']:.2f} s "
-                                   f"({f['of_bound']:.2f} of the bound {bound:.2f} s), the sites' uplinks carried "
+                                   f"({f['of_bound']:.2f} of the bound {f['bound']:.2f} s), the sites' uplinks carried "
                                    f"{f['wire_copies']:.2f} copies")
     bl.write_json(args.out, args.name, doc)
     print(f"hosts: {args.sites} sites at {args.site_link}, T3s at {args.client_link}, {size / 2**20:.0f} MiB in "
