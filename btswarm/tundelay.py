@@ -8,13 +8,16 @@ btswarm.delayline; this is the TUN descriptor and the loop: read what the
 device lets out, hold it, hand it on: to lo as received (btswarm.shaping
 says why not back into the TUN device), or out of `--dev` as a frame to
 the MAC that follows from the destination's address (btswarm.hosts.mac_of),
-marked (`--mark`) so that the redirect lets it pass to the htb. It runs as a real-time process (SCHED_FIFO, the lowest
-priority; nice -10 where that is refused), as the kernel's own network
+marked (`--mark`) so that the redirect lets it pass to the htb. It runs as
+a real-time process (SCHED_FIFO, the lowest priority; nice -10 where that
+is refused), as the kernel's own network
 path would: on a loaded host a delay line scheduled late adds delay
 nobody asked for (measured at load 9 on 2 cores, nice -10: packets left
 1.8 ms late on average, 16.6 ms at worst; a connect took 46 ms, not 40).
-It needs about 1 CPU-s per GB it carries, so the priority takes little
-from anyone.
+Its cost is per packet (a read, a send, a wake-up or two): about 1 CPU-s
+per GB in lo's 64 KiB packets, several times that on a host, whose TCP
+segments at 100 Mbit/s are ~10 KB (and whose ACKs are packets too), so the
+priority takes little from anyone.
 
     python -m btswarm.tundelay --tun btswarm-delay 127.0.0.2=0.04 127.0.0.101=0.1
     python -m btswarm.tundelay --dev eth0 --mark 183 127.20.1.1=0.1  # in a host's namespace
@@ -66,7 +69,8 @@ def open_tun(name: str, gso: bool = False) -> int:
     A 1500-byte MTU otherwise costs the delay line a read and a send per segment."""
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TUN | IFF_NO_PI | (IFF_VNET_HDR if gso else 0)))
+        flags = IFF_TUN | IFF_NO_PI | (IFF_VNET_HDR if gso else 0)
+        fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), flags))
         if gso:
             fcntl.ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN)
     except OSError as exc:
@@ -88,31 +92,37 @@ SO_SNDBUFFORCE = 32  # linux/socket.h (Python names no constant for it): SO_SNDB
 SNDBUF = 64 * 2**20  # the htb after the delay line drops (ENOBUFS) what its queue cannot hold; never block
 
 
-class Output:
-    """Where a held packet goes: lo, as received; or out of an Ethernet device `dev`, to the MAC of its
-    destination, marked `mark`, through the device's qdisc (the uplink's htb), whole behind its virtio-net
-    header (`header` bytes: the packet socket cuts it as the TUN device's reader was told to)."""
+class ToLo:
+    """Held packets handed to lo, as received (open_lo)."""
 
-    def __init__(self, dev: str = "lo", mark: int = 0) -> None:
-        self.dev = dev
-        self.header = 0
-        if dev == "lo":
-            self.sock = open_lo()
-            return
-        self.header = VNET_HDR
-        # SOCK_RAW, the frame's Ethernet header ours: the kernel takes a virtio-net header on no other kind.
+    header = 0  # bytes before each packet read from the TUN device
+
+    def __init__(self) -> None:
+        self.sock = open_lo()
+
+    def send(self, packet: bytes) -> None:
+        self.sock.sendto(packet, LO_ADDRESS)
+
+
+class ToEthernet:
+    """Held packets sent out of Ethernet device `dev` (a host's veth) to the MAC of their destination
+    (btswarm.hosts.mac_of), marked `mark`, through the device's qdisc (the uplink's htb); whole, behind the
+    virtio-net header the TUN device gave them (open_tun's `gso`), so that the kernel cuts them as TCP
+    would have."""
+
+    header = VNET_HDR
+
+    def __init__(self, dev: str, mark: int) -> None:
+        # SOCK_RAW, the Ethernet header ours: the kernel takes a virtio-net header on no other kind.
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, mark)
         self.sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SNDBUF)
         self.sock.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
         self.sock.bind((dev, ETH_P_IP))
         self._own_mac = self.sock.getsockname()[4]
-        self._eth: dict[bytes, bytes] = {}
+        self._eth: dict[bytes, bytes] = {}  # destination address → Ethernet header
 
     def send(self, packet: bytes) -> None:
-        if self.dev == "lo":
-            self.sock.sendto(packet, LO_ADDRESS)
-            return
         h = self.header
         dst = packet[h + 16:h + 20]
         eth = self._eth.get(dst)
@@ -120,20 +130,23 @@ class Output:
             mac = bytes.fromhex(hosts.mac_of(socket.inet_ntoa(dst)).replace(":", ""))
             eth = self._eth[dst] = mac + self._own_mac + ETH_P_IP.to_bytes(2, "big")
         vnet = packet[:h]
-        if vnet[0] & VNET_NEEDS_CSUM:  # the checksum's start counts from the frame's first byte here, its MAC
+        if vnet[0] & VNET_NEEDS_CSUM:  # where the checksum starts, counted from the frame's first byte here
             start = int.from_bytes(vnet[6:8], "little") + len(eth)
             vnet = vnet[:6] + start.to_bytes(2, "little") + vnet[8:]
         self.sock.sendmsg([vnet, eth, memoryview(packet)[h:]])
 
 
-def serve(fd: int, table: DelayTable, stop_fd: int, out: Output | None = None) -> dict:
+Output = ToLo | ToEthernet
+
+
+def serve(fd: int, table: DelayTable, stop_fd: int, out: "Output | None" = None) -> dict:
     """Until `stop_fd` is readable: hold every packet read from `fd` for its delay, then hand it to `out`
     (lo by default). → counters (packets, bytes, dropped, how late packets left)."""
     poller = select.epoll()
     poller.register(fd, select.EPOLLIN)
     poller.register(stop_fd, select.EPOLLIN)
     schedule = Schedule()
-    out = out or Output()
+    out = out or ToLo()
     stats = {"packets": 0, "bytes": 0, "dropped": 0, "late_max_ms": 0.0, "late_sum_ms": 0.0, "held_max": 0}
     while True:
         now = time.monotonic()
@@ -186,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError:
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, 0, -10)
-    out = Output(args.dev, args.mark)
+    out = ToLo() if args.dev == "lo" else ToEthernet(args.dev, args.mark)
     fd = open_tun(args.tun, gso=out.header > 0)
     stop_r, stop_w = os.pipe()
     os.set_blocking(stop_w, False)
