@@ -4,8 +4,9 @@
 What a user of the test bed checks: that two hosts are as far apart as
 their links say (a TCP connect takes the sum of the two links' RTTs, within
 a couple of ms), that a bulk flow still reaches its uplink's rate at that
-round trip, through the uplink's one htb class, and that the delay lines
-stop with the federation.
+round trip, through the uplink's one htb class, that BitTorrent across the
+delay lines delivers the dataset's bytes, and that the delay lines stop
+with the federation.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 
 from tests.btswarm.test_hosts import _need_root, _stopped_cleanly, sink
 from tests.e2e.conftest import start_federation
+from tests.e2e.test_hosts_fetch import bt_get_on, result, same_as_source
 from torrents import sample
 
 pytestmark = pytest.mark.slow
@@ -32,7 +34,7 @@ CONNECTS = 10  # the least of these is the round trip; the others may wait for a
 def fed(tmp_path_factory):
     _need_root()
     tmp = tmp_path_factory.mktemp("hosts-rtt")
-    sample.generate(tmp / "data", files=2, total_size=2 * 2**20)
+    sample.generate(tmp / "data", files=4, total_size=8 * 2**20)
     fed = start_federation(tmp, "--hosts", "--sites", "1", "--t3-hosts", "2", "--data", str(tmp / "data"),
                            "--heartbeat", "1s", "--site-link", "100mbit/40ms", "--client-link", "20mbit/20ms")
     yield fed
@@ -91,3 +93,12 @@ def test_a_bulk_flow_reaches_its_uplinks_rate_at_that_round_trip(fed, src, dst, 
     half = next(m for m in marks if m[1] >= payload / 2)
     goodput = (payload - half[1]) * 8 / (marks[-1][0] - half[0])
     assert 0.85 * rate * 1448 / 1500 <= goodput <= 1.05 * rate, goodput
+
+
+def test_two_t3s_fetch_the_dataset_across_the_delay_lines_bytes_identical(fed, tmp_path):
+    procs = {h: bt_get_on(fed, h, tmp_path / h) for h in ("t3-1", "t3-2")}
+    for h, p in procs.items():
+        code, doc, err = result(p)
+        assert code == 0, (h, err)
+        assert same_as_source(fed, tmp_path / h / fed.dataset), h
+        assert sum(n for src, n in doc["sources"].items() if src.startswith("site1")) > 0, doc["sources"]
