@@ -40,11 +40,12 @@ class DelayTable:
             held = self._pairs[pair] = (self._rtt.get(pair[:4], 0.0) + self._rtt.get(pair[4:], 0.0)) / 2
         return held
 
-    def of_packet(self, packet: bytes) -> float | None:
-        """How long to hold `packet` (an IP packet as a TUN device gives it); None: not IPv4, drop it."""
-        if len(packet) < 20 or packet[0] >> 4 != IPV4:
+    def of_packet(self, packet: bytes, offset: int = 0) -> float | None:
+        """How long to hold `packet` (an IP packet as a TUN device gives it, from `offset`: after its
+        virtio-net header); None: not IPv4, drop it."""
+        if len(packet) < offset + 20 or packet[offset] >> 4 != IPV4:
             return None
-        return self._of(packet[12:20])
+        return self._of(packet[offset + 12:offset + 20])
 
 
 class Schedule:

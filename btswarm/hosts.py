@@ -15,8 +15,21 @@ federations of hosts use the same addresses on bridges of their own.
 A host's uplink is its veth's egress: the shaping plan's htb (btswarm.shaping)
 with one class for the host's address, so what the host sends leaves
 through one real qdisc, as on a real NIC. Downlinks are free, as on the
-shared loopback. MACs follow from the addresses, so that a delay line
-could one day address a frame to a host without asking ARP.
+shared loopback.
+
+Round-trip times (`--site-link 100mbit/40ms`) follow the shared loopback's
+model (btswarm.delayline): a packet from A to B is held (rtt[A] + rtt[B]) / 2,
+so A and B are rtt[A] + rtt[B] apart. `tc` has no netem here, so each host
+runs the one delay line there is (btswarm.tundelay) on its own stack: a
+clsact filter on the veth's egress redirects what must be held (all the
+host sends when its own link has a delay, else what it sends to a delayed
+host) into a TUN device; the process holds each packet, then sends it out
+of the veth again as an Ethernet frame, addressed to the MAC that follows
+from the destination's address (no ARP asked), and marked, so that the
+redirect lets it pass and it goes through the uplink's htb like every
+other packet: one qdisc per host carries everything the host sends. The
+order is delay, then shaping: the htb's queue is the link's bottleneck
+buffer, one bandwidth-delay product of the longest round trip through it.
 """
 
 from __future__ import annotations
@@ -88,6 +101,17 @@ class HostPlan:
         """The shaped hosts' uplinks, labelled by host name."""
         return tuple(Link(h.address, h.link.rate, h.name, h.link.rtt) for h in self.hosts if h.link is not None)
 
+    def delays(self) -> dict[str, float]:
+        """address → the round trip its uplink adds (s), the delayed hosts only: every host's delay line holds
+        its packets by this table."""
+        return shaping.delays(self.links())
+
+    def longest_rtt(self, h: Host) -> float:
+        """The longest round trip a delay line makes through host `h`'s uplink (s): its own and the
+        farthest other host's."""
+        own = h.link.rtt if h.link is not None else 0.0
+        return own + max((rtt for a, rtt in self.delays().items() if a != h.address), default=0.0)
+
 
 def site_address(index: int) -> str:
     """Site i (0-based) on 127.20.1.(i+1)."""
@@ -119,8 +143,7 @@ def mac_of(address: str) -> str:
 
 def plan(prefix: str, sites: Sequence[str], t3_hosts: int, links: LinkOptions) -> HostPlan:
     """The hosts of a federation: services, one per site (names in order), `t3_hosts` T3s; namespaces
-    PREFIX-NAME. The sites' hosts take --site-link, the T3 hosts --client-link; RTT is refused (no delay
-    line on a veth yet)."""
+    PREFIX-NAME. The sites' hosts take --site-link, the T3 hosts --client-link, each rate with its RTT."""
     if not 1 <= t3_hosts <= MAX_HOSTS_PER_ROLE:
         raise BtswarmError("--t3-hosts", f"{t3_hosts} is out of range (1-{MAX_HOSTS_PER_ROLE})")
     if len(sites) > MAX_HOSTS_PER_ROLE:
@@ -129,9 +152,6 @@ def plan(prefix: str, sites: Sequence[str], t3_hosts: int, links: LinkOptions) -
         if name not in sites:
             raise BtswarmError("--site-link", f"no site {name} (sites: {', '.join(sites)})")
     specs = dict(links.site_links)
-    asked = [specs.get(name, links.site_default) for name in sites] + [links.client]
-    if any(spec is not None and spec.rtt for spec in asked):
-        raise BtswarmError("--hosts", "a round-trip time (RATE/RTT) is not supported on hosts yet; give rates only")
     hosts = [Host(SERVICES, "services", SERVICES_ADDRESS, f"{prefix}-{SERVICES}")]
     hosts += [Host(name, "site", site_address(i), f"{prefix}-{name}", specs.get(name, links.site_default))
               for i, name in enumerate(sites)]
@@ -167,8 +187,27 @@ def host_steps(p: HostPlan, h: Host) -> list[Step]:
         (h.netns, ["ip", "link", "set", "dev", DEV, "up"]),
     ]
     if h.link is not None:
-        steps += [(h.netns, cmd) for cmd in shaping.tc_commands([Link(h.address, h.link.rate, h.name)], DEV)]
-    return steps
+        uplink = Link(h.address, h.link.rate, h.name, p.longest_rtt(h))  # its queue: one BDP of that round trip
+        steps += [(h.netns, cmd) for cmd in shaping.tc_commands([uplink], DEV)]
+    return steps + delay_steps(p, h)
+
+
+DELAY_DEV = shaping.TUN_DEVICE
+DELAY_MARK = 0xB7  # on the frames the delay line sends, so that its redirect lets them pass
+
+
+def delay_steps(p: HostPlan, h: Host) -> list[Step]:
+    """Host `h`'s delay line, when any host's link has a delay: the TUN device (Ethernet's MTU) and the
+    redirect into it of every unmarked IPv4 packet `h` sends that is held (all of them when its own link
+    has a delay, else those to a delayed host). [] with no delay anywhere."""
+    delays = p.delays()
+    if not delays:
+        return []
+    held = None if h.address in delays else sorted(delays, key=ipaddress.IPv4Address)
+    return [(h.netns, cmd) for cmd in shaping.tun_commands(DELAY_DEV, MTU)] + [
+        (h.netns, ["tc", "qdisc", "add", "dev", DEV, "clsact"]),
+        (h.netns, ["tc", "filter", "add", "dev", DEV, "egress", "protocol", "ip", "prio", "1", "bpf", "bytecode",
+                   shaping.unmarked_bpf(held), "action", "mirred", "egress", "redirect", "dev", DELAY_DEV])]
 
 
 def sysctls() -> list[tuple[str, str]]:

@@ -26,6 +26,7 @@ a delay nothing of this exists and lo is shaped as before.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -268,8 +269,7 @@ def delay_commands(links: Sequence[Link], dev: str = "lo", tun: str = TUN_DEVICE
     has a delay."""
     if not delayed(links):
         return []
-    cmds = [["ip", "tuntap", "add", "dev", tun, "mode", "tun"],
-            ["ip", "link", "set", "dev", tun, "mtu", str(TUN_MTU), "txqueuelen", str(TUN_QUEUE), "up"],
+    cmds = [*tun_commands(tun, TUN_MTU),
             *tc_commands(links, tun),
             # clsact's egress hook runs before the root qdisc: a redirected packet is shaped once, on tun.
             ["tc", "qdisc", "add", "dev", dev, "clsact"]]
@@ -279,6 +279,33 @@ def delay_commands(links: Sequence[Link], dev: str = "lo", tun: str = TUN_DEVICE
                       "match", "ip", way, f"{link.address}/32", "action", "mirred", "egress", "redirect", "dev", tun]
                      for way in ("src", "dst")]
     return cmds
+
+
+def tun_commands(tun: str, mtu: int) -> list[list[str]]:
+    """The delay line's TUN device, up (the process attaches to it by name)."""
+    return [["ip", "tuntap", "add", "dev", tun, "mode", "tun"],
+            ["ip", "link", "set", "dev", tun, "mtu", str(mtu), "txqueuelen", str(TUN_QUEUE), "up"]]
+
+
+# A classic BPF classifier (cls_bpf) where u32 cannot do it: this kernel's u32 ignores `match mark`, and
+# the delay line's own packets (marked) must pass the redirect that fed it. Opcodes from linux/filter.h.
+_LD_ABS_W, _JEQ_K, _RET_K = 0x20, 0x15, 0x06
+_SKF_AD_MARK = 0xFFFFF000 + 20  # SKF_AD_OFF + SKF_AD_MARK: the packet's mark, not its bytes
+ETH_HEADER = 14  # cls_bpf sees an Ethernet device's frames from their MAC header, at egress too
+
+
+def unmarked_bpf(destinations: Sequence[str] | None, l3_offset: int = ETH_HEADER) -> str:
+    """`tc ... bpf bytecode` text matching an unmarked IPv4 packet, to any of `destinations` (None: to any
+    address). Every jump is at most one instruction, so any number of destinations fits."""
+    prog = [(_LD_ABS_W, 0, 0, _SKF_AD_MARK), (_JEQ_K, 1, 0, 0), (_RET_K, 0, 0, 0)]  # marked: no match
+    if destinations is None:
+        prog.append((_RET_K, 0, 0, 0xFFFFFFFF))
+    else:
+        prog.append((_LD_ABS_W, 0, 0, l3_offset + 16))  # the IPv4 destination
+        for address in destinations:
+            prog += [(_JEQ_K, 0, 1, int(ipaddress.IPv4Address(address))), (_RET_K, 0, 0, 0xFFFFFFFF)]
+        prog.append((_RET_K, 0, 0, 0))
+    return ",".join([str(len(prog)), *(" ".join(map(str, ins)) for ins in prog)])
 
 
 def delay_sysctls(dev: str = "lo") -> list[tuple[str, str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -352,9 +353,9 @@ def _run_locked(opts: UpOptions, report: Callable[[str], None]) -> int:
 
 
 def _run_hosts(opts: UpOptions, report: Callable[[str], None]) -> int:
-    """--hosts: the hosts and their bridge made (btswarm/hosts.py), the federation run on them, every
-    namespace deleted when it stops. `btswarm up` itself watches from the bridge's namespace: the hosts'
-    addresses exist only there and on the hosts."""
+    """--hosts: the hosts and their bridge made (btswarm/hosts.py), each host's delay line running when a
+    link has an RTT, the federation run on them, every namespace deleted when it stops. `btswarm up` itself
+    watches from the bridge's namespace: the hosts' addresses exist only there and on the hosts."""
     opts.state.mkdir(parents=True, exist_ok=True)
     record = opts.state / NETNS_FILE
     _remove_stale_netns(record, report)
@@ -366,7 +367,13 @@ def _run_hosts(opts: UpOptions, report: Callable[[str], None]) -> int:
         netns.enter(plan.lan)
         report(f"{len(plan.hosts)} hosts on bridge {hostplan.BRIDGE} in network namespace {plan.lan}: "
                + ", ".join(f"{h.name} {h.address}" + (f" {h.link}" if h.link else "") for h in plan.hosts))
-        return asyncio.run(run_up(opts, report=report, netns_name=plan.lan, links=plan.links(), hosts=plan))
+        with contextlib.ExitStack() as delay_lines:
+            for h in plan.hosts:
+                if hostplan.delay_steps(plan, h):
+                    delay_lines.enter_context(tundelay.running(
+                        plan.links(), opts.state / "logs" / f"delayline-{h.name}.log", hostplan.DELAY_DEV,
+                        dev=hostplan.DEV, mark=hostplan.DELAY_MARK, netns_name=h.netns))
+            return asyncio.run(run_up(opts, report=report, netns_name=plan.lan, links=plan.links(), hosts=plan))
     finally:
         for name in plan.namespaces:
             netns.delete(name)

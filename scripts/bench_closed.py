@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 
 import benchlib as bl
-from bench_hosts import fetch_all
+from bench_hosts import bt_get_all
 
 from btswarm import shaping
 from btswarm.testbed import firewall
@@ -59,7 +59,7 @@ def main() -> int:
                 "--hosts", "--t3-hosts", str(n), "--sample-files", "12", "--sample-size", str(size),
                 "--site-link", args.site_link, "--client-link", args.client_link]) as fed:
             netns = fed.host(closed_host).netns
-            fetch_all(fed, n, work / "out", {})  # the seeds up, the page cache warm
+            bt_get_all(fed, n, work / "out", {})  # the seeds up, the page cache warm
             try:
                 for r in range(runs):
                     for name, (closed, env) in contenders.items():
@@ -68,7 +68,7 @@ def main() -> int:
                         else:
                             firewall.unblock(netns)
                         docs = dict(zip((f"t3-{k}" for k in range(1, n + 1)),
-                                        fetch_all(fed, n, work / "out", {}, per_host={closed_host: env})))
+                                        bt_get_all(fed, n, work / "out", {}, per_host={closed_host: env})["docs"]))
                         f = figures(docs, closed_host, firewall.dropped(netns) if closed else 0)
                         doc["results"].setdefault(name, []).append(f)
                         bl.log(f"{name} run {r + 1}: closed T3 {f['closed_s']:.2f} s, the others median "

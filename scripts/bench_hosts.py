@@ -1,109 +1,214 @@
 """Benchmark hosts: N T3s at once on hosts of their own (`btswarm up --hosts`), bt-get with its defaults.
 
-    sudo .venv/bin/python scripts/bench_hosts.py [--t3s 2,4] [--size 96M] [--site-link 150mbit]
-        [--client-link 100mbit] [--runs 3] [--variant NAME:VAR=VALUE] [--out DIR] [--keep]
+    sudo .venv/bin/python scripts/bench_hosts.py [--t3s 2,4] [--sites 2] [--size 96M] [--files 12]
+        [--site-link 150mbit] [--client-link 100mbit] [--rtt 0ms 100ms] [--runs 3]
+        [--variant NAME:VAR=VALUE] [--aria2c] [--name hosts] [--out DIR] [--keep]
 
 The federation as it is deployed: the tracker and the repository on one
-host, each of 2 sites on its own, each T3 on its own, every uplink shaped
-on its host's interface (btswarm/hosts.py). Each run starts N bt-gets at
-once, one per T3 host, given only the repository (`btswarm run --host`'s
+host, each site on its own, each T3 on its own, every uplink shaped on its
+host's interface (btswarm/hosts.py). Each run starts N bt-gets at once,
+one per T3 host, given only the repository (`btswarm run --host`'s
 environment), and reports each T3's time, the last one against the
 Kumar-Ross bound max(S/ΣR, N·S/(ΣR + N·C)) (downlinks free), and the
-copies of the dataset the sites sent (their peer wire and web seeds, as
-the T3s' --json counts them). `--variant` runs a second contender
-alternated with the defaults, with one variable set in the T3s'
-environment (e.g. `rules-off:BTSWARM_GET_SITE_SHARE=false`); medians of
-the runs. Root only (network namespaces).
+copies of the dataset the sites sent: what their uplinks' htb classes
+carried (headers too), and for bt-get what its --json counts from them.
+`--variant` runs a second contender alternated with the defaults, with one
+variable set in the T3s' environment (e.g.
+`rules-off:BTSWARM_GET_SITE_SHARE=false`); medians of the runs.
+
+The wan scenarios on hosts (bench_wan.py's swarm, on the shared loopback):
+`--rtt 0ms 100ms` gives every site's link that round trip (a federation
+per RTT; T3s side by side), `--aria2c` alternates N aria2c BitTorrent
+clients with the bt-gets in each run (the .torrent without web seeds, the
+same seeds), and every contender then seeds on until the last T3 is done,
+as bench_wan.py's swarm does. N = 1 is bench_wan's single (one T3 from
+all sites). `--shards` is its batch: N T3s at once, T3 k fetching
+`bt-get --shard k/N`, against S/ΣR. Root only (network namespaces).
+
+    sudo .venv/bin/python scripts/bench_hosts.py --sites 3 --site-link 100mbit --client-link 100mbit \\
+        --size 100M --files 29 --t3s 1,2,4 --rtt 0ms 100ms --aria2c --runs 2 --name hosts-wan
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
+import bench_wan as wan
 import benchlib as bl
 
-from btswarm import netns, run, shaping
-from torrents import units
+from btswarm import federation as fedlib, netns, run, shaping
+from torrents import units, urls
 
-SITES = 2
-
-
-def fetch_all(fed: bl.Federation, n: int, out: Path, env: dict[str, str],
-              per_host: dict[str, dict[str, str]] | None = None) -> list[dict]:
-    """N bt-gets at once, one per T3 host (t3-1 first), with `env` and the host's own in `per_host`; their --json
-    documents."""
-    procs = []
-    for k in range(1, n + 1):
-        host = fed.host(f"t3-{k}")
-        dest = bl.fresh_dir(out / host.name)
-        argv = [str(bl.BIN / "bt-get"), fed.datasets[0], "-o", str(dest), "--json", "--timeout", "600"]
-        own = (per_host or {}).get(host.name, {})
-        procs.append(subprocess.Popen(argv, env=run.host_env(fed.ready, host, {**os.environ, **env, **own}),
-                                      preexec_fn=netns.preexec(host.netns), stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
-    docs = []
-    for p in procs:
-        out_text, err = p.communicate(timeout=900)
-        if p.returncode != 0:
-            raise SystemExit(f"bt-get on a T3 host: exit {p.returncode}: {err.strip()[-2000:]}")
-        docs.append(json.loads(out_text))
-    return docs
+ARIA2C_PORT = 6891  # each T3 host has its own stack: one port for all
+Contender = Callable[[bl.Federation, int, Path], dict]
 
 
-def figures(docs: list[dict], bound: float) -> dict:
-    size = docs[0]["bytes_total"]
-    from_sites = sum(v for d in docs for s, v in d["sources"].items() if s.startswith(("site", "web seed site")))
-    times = sorted(d["seconds"] for d in docs)
-    return {"seconds": times, "last": times[-1], "of_bound": bound / times[-1], "site_copies": from_sites / size}
+def bt_get_all(fed: bl.Federation, n: int, work: Path, env: dict[str, str], seed: bool = False,
+               shards: bool = False, per_host: dict[str, dict[str, str]] | None = None) -> dict:
+    """N bt-gets at once, one per T3 host (t3-1 first), given only the repository, with `env` and the host's
+    own in `per_host`; `seed`: each seeds on until the last is done; `shards`: T3 k fetches `--shard k/N`
+    only. → each one's seconds to completion, the copies the sites sent by their own count, and each one's
+    --json document (`docs`)."""
+    name = fed.datasets[0]
+    outs, logs, docs = [], [], []
+    with bl.Procs() as procs:
+        t0 = time.monotonic()
+        for k in range(1, n + 1):
+            host = fed.host(f"t3-{k}")
+            outs.append(bl.fresh_dir(work / host.name))
+            logs.append(work / f"{host.name}.log")
+            logs[-1].write_text("")
+            docs.append(work / f"{host.name}.json")
+            argv = [str(bl.BIN / "bt-get"), name, "-o", str(outs[-1]), "--json", "--timeout", "900", "-v",
+                    *(["--seed-time", wan.SEED_TIME] if seed else []), *(["--shard", f"{k}/{n}"] if shards else [])]
+            procs.start(argv, logs[-1], stdout=open(docs[-1], "wb"),
+                        env=run.host_env(fed.ready, host, {**os.environ, **env, **(per_host or {}).get(host.name, {})}),
+                        preexec_fn=netns.preexec(host.netns))
+        clients = list(procs.procs)
+        times = wan.completion_times(logs, clients, t0, 900, seed)
+        codes = [procs.stop(c) for c in clients]
+    if any(codes):
+        raise SystemExit(f"bt-get on T3 hosts exited {codes}; see {work}/t3-*.log")
+    size = 0
+    from_sites = 0
+    parsed = []
+    for out, doc in zip(outs, docs):
+        got = json.loads(doc.read_text())
+        parsed.append(got)
+        size += got["bytes_total"]
+        wan.check_complete(str(out), out / name, got["bytes_total"])
+        from_sites += sum(v for s, v in got["sources"].items() if s.startswith(("site", "web seed site")))
+    return {"seconds": times, "site_copies": from_sites / (size if shards else size / n), "docs": parsed}
+
+
+def aria2c_all(fed: bl.Federation, n: int, work: Path) -> dict:
+    """N aria2c BitTorrent clients at once, one per T3 host, from the same seeds (the .torrent without web
+    seeds), each seeding on until the last is done (its on-bt-download-complete hook marks completion)."""
+    name = fed.datasets[0]
+    torrent = work / "noweb.torrent"
+    torrent.write_bytes(fedlib.get_bytes(f"{fed.repo}{urls.dataset_torrent(name)}?web_seeds=0"))
+    outs, marks = [], []
+    with bl.Procs() as procs:
+        t0 = time.monotonic()
+        for k in range(1, n + 1):
+            host = fed.host(f"t3-{k}")
+            outs.append(bl.fresh_dir(work / f"aria-{host.name}"))
+            marks.append(work / f"aria-{host.name}.done")
+            marks[-1].unlink(missing_ok=True)
+            hook = work / f"aria-{host.name}.hook"
+            hook.write_text(f"#!/bin/sh\ntouch {marks[-1]}\n")
+            hook.chmod(0o755)
+            procs.start([*wan.aria2c_cmd(torrent, outs[-1], host.address, seed=True, port=ARIA2C_PORT),
+                         f"--on-bt-download-complete={hook}"], work / f"aria-{host.name}.log",
+                        preexec_fn=netns.preexec(host.netns))
+        clients = list(procs.procs)
+        done: dict[int, float] = {}
+        deadline = t0 + 900
+        while len(done) < n:
+            for k in range(n):
+                if k not in done and marks[k].exists():
+                    done[k] = time.monotonic() - t0
+                elif k not in done and clients[k].poll() is not None:
+                    raise SystemExit(f"aria2c on t3-{k + 1} exited {clients[k].returncode}; see {work}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"aria2c: {n - len(done)} of {n} not complete after 900 s")
+            time.sleep(0.05)
+    for out in outs:
+        wan.check_complete(str(out), out / name, bl.dataset_size(fed.data / name))
+    return {"seconds": [done[k] for k in range(n)]}
+
+
+def measured(fed: bl.Federation, contender: Contender, n: int, work: Path, size: int, bound: float) -> dict:
+    """One contender's run: its figures, the last T3's time against the bound, and the copies the sites'
+    uplinks carried."""
+    site_ips = [fed.host(s.name).address for s in fed.sites]
+    before = fed.link_bytes()
+    f = contender(fed, n, work)
+    sent = fed.link_bytes()
+    bound = f.pop("bound", bound)
+    f["seconds"] = sorted(f["seconds"])
+    f.update(last=f["seconds"][-1], bound=bound, of_bound=bound / f["seconds"][-1],
+             wire_copies=sum(sent[ip] - before[ip] for ip in site_ips) / size)
+    return f
 
 
 def main() -> int:
     ap = bl.parser(__doc__)
     ap.add_argument("--t3s", default="2,4", help="T3 counts, comma-separated")
-    ap.add_argument("--size", default="96M", help="the dataset (12 files)")
+    ap.add_argument("--sites", type=int, default=2)
+    ap.add_argument("--size", default="96M", help="the dataset")
+    ap.add_argument("--files", type=int, default=12, help="files in the dataset")
     ap.add_argument("--site-link", default="150mbit")
     ap.add_argument("--client-link", default="100mbit")
+    ap.add_argument("--rtt", nargs="+", default=["0ms"], help="the round trip each site's link adds; a federation "
+                                                              "for each")
     ap.add_argument("--variant", default="", help="NAME:VAR=VALUE, alternated with the defaults")
+    ap.add_argument("--aria2c", action="store_true", help="N aria2c alternated with the bt-gets; all seed on until "
+                                                          "the last is done")
+    ap.add_argument("--shards", action="store_true", help="also N T3s fetching `--shard k/N` each (bound S/ΣR)")
+    ap.add_argument("--name", default="hosts", help="the results' file: OUT/NAME.json")
     args = ap.parse_args()
     bl.require_shaping("hosts")
     counts = [int(c) for c in args.t3s.split(",")]
     size = units.parse_size(args.size)
     site_rate, client_rate = shaping.parse_rate(args.site_link), shaping.parse_rate(args.client_link)
-    contenders = {"defaults": {}}
+    rtts = [shaping.parse_delay(r, "--rtt") for r in args.rtt]
+    seed = args.aria2c
+    contenders: dict[str, Contender] = {"defaults": lambda fed, n, work: bt_get_all(fed, n, work, {}, seed)}
     if args.variant:
         name, _, assignment = args.variant.partition(":")
         var, _, value = assignment.partition("=")
-        contenders[name] = {var: value}
+        contenders[name] = lambda fed, n, work: bt_get_all(fed, n, work, {var: value}, seed)
+    if args.aria2c:
+        contenders["aria2c"] = aria2c_all
+    if args.shards:
+        contenders["shards"] = lambda fed, n, work: {**bt_get_all(fed, n, work, {}, shards=True),
+                                                     "bound": size * 8 / (args.sites * site_rate)}
     runs = args.runs or 3
-    doc: dict = {"sites": SITES, "size": size, "site_link": args.site_link, "client_link": args.client_link,
-                 "results": {}}
+    doc: dict = {"sites": args.sites, "size": size, "files": args.files, "site_link": args.site_link,
+                 "client_link": args.client_link, "runs": runs, "results": {}, "bounds": {}}
     with bl.workdir("hosts", args.keep) as work:
-        for n in counts:
-            bound = max(size * 8 / (SITES * site_rate), n * size * 8 / (SITES * site_rate + n * client_rate))
-            with bl.federation(work / f"fed{n}", [], sites=SITES, args=[
-                    "--hosts", "--t3-hosts", str(n), "--sample-files", "12", "--sample-size", str(size),
-                    "--site-link", args.site_link, "--client-link", args.client_link]) as fed:
-                fetch_all(fed, n, work / "out", {})  # the seeds up, the page cache warm
-                for r in range(runs):
-                    for name, env in contenders.items():
-                        f = figures(fetch_all(fed, n, work / "out", env), bound)
-                        doc["results"].setdefault(str(n), {}).setdefault(name, []).append(f)
-                        bl.log(f"N={n} {name} run {r + 1}: last {f['last']:.2f} s ({f['of_bound']:.2f} of the "
-                               f"bound {bound:.2f} s), the sites sent {f['site_copies']:.2f} copies")
-            doc.setdefault("bounds", {})[str(n)] = bound
+        for rtt in rtts:
+            site_link = str(shaping.LinkSpec(site_rate, rtt))
+            by_rtt = doc["results"].setdefault(shaping.format_delay(rtt), {})
+            for n in counts:
+                bound = wan.kumar_ross(size, n, [site_rate] * args.sites, client_rate)
+                doc["bounds"][str(n)] = bound
+                with bl.federation(work / f"fed{n}", [], sites=args.sites, args=[
+                        "--hosts", "--t3-hosts", str(n), "--sample-files", str(args.files), "--sample-size",
+                        str(size), "--site-link", site_link, "--client-link", args.client_link]) as fed:
+                    wan.seeds_everywhere(fed, fed.info_hash(fed.datasets[0]))
+                    bt_get_all(fed, n, work / "out", {})  # the seeds up, the page cache warm
+                    for r in range(runs):
+                        for name, contender in contenders.items():
+                            if name == "shards" and n == 1:
+                                continue
+                            f = measured(fed, contender, n, work / "out", size, bound)
+                            by_rtt.setdefault(str(n), {}).setdefault(name, []).append(f)
+                            bl.log(f"RTT {shaping.format_delay(rtt)} N={n} {name} run {r + 1}: last {f['last']:.2f} s "
+                                   f"({f['of_bound']:.2f} of the bound {f['bound']:.2f} s), the sites' uplinks carried "
+                                   f"{f['wire_copies']:.2f} copies")
+    bl.write_json(args.out, args.name, doc)
+    print(f"hosts: {args.sites} sites at {args.site_link}, T3s at {args.client_link}, {size / 2**20:.0f} MiB in "
+          f"{args.files} files, median of {runs}" + (" (every contender seeds on until the last is done)" if seed
+                                                      else ""))
+    first = next(iter(contenders))
     rows = []
-    for n, by in doc["results"].items():
-        for name, fs in by.items():
-            rows.append([n, name, bl.median([f["last"] for f in fs]), bl.median([f["of_bound"] for f in fs]),
-                         bl.median([f["site_copies"] for f in fs])])
-    bl.write_json(args.out, "hosts", doc)
-    print(f"hosts: {SITES} sites at {args.site_link}, T3s at {args.client_link}, {size / 2**20:.0f} MiB, "
-          f"median of {runs}")
-    print(bl.table(["T3s", "contender", "last done, s", "of the bound", "copies from the sites"], rows))
+    for rtt, by_n in doc["results"].items():
+        for n, by in by_n.items():
+            for name, fs in by.items():
+                # Alternated within each run: a run's ratio compares contenders under the same load.
+                ratio = bl.median([f["last"] / g["last"] for f, g in zip(fs, by[first])])
+                rows.append([rtt, n, name, bl.median([f["last"] for f in fs]), bl.median([f["of_bound"] for f in fs]),
+                             bl.median([f["wire_copies"] for f in fs]),
+                             bl.median([f["site_copies"] for f in fs]) if "site_copies" in fs[0] else "-", ratio])
+    print(bl.table(["RTT", "T3s", "contender", "last done, s", "of the bound", "copies on the sites' wire",
+                    "copies (bt-get's count)", f"/ {first}"], rows))
     return 0
 
 

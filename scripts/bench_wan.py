@@ -136,12 +136,13 @@ def curl_cmd(srv: bl.Nginx, name: str, lfns: list[str], out: Path, ip: str, conf
     return [cmd[0], "--interface", ip, *cmd[1:]]
 
 
-def aria2c_cmd(torrent: Path, out: Path, ip: str, seed: bool = False) -> list[str]:
-    """aria2c as a BitTorrent client; `seed`: it seeds on (until stopped by PID) once complete."""
+def aria2c_cmd(torrent: Path, out: Path, ip: str, seed: bool = False, port: int | None = None) -> list[str]:
+    """aria2c as a BitTorrent client on `ip` (listening on `port`, default a free one); `seed`: it seeds on
+    (until stopped by PID) once complete."""
     seeding = ["--seed-time=60", "--seed-ratio=0.0"] if seed else ["--seed-time=0"]
     return ["aria2c", "-q", "--enable-dht=false", "--enable-dht6=false", "--bt-enable-lpd=false",
             "--enable-peer-exchange=false", *seeding, "--file-allocation=none", "--check-integrity=false",
-            "--disable-ipv6=true", f"--interface={ip}", f"--listen-port={bl.free_port(ip)}",
+            "--disable-ipv6=true", f"--interface={ip}", f"--listen-port={port or bl.free_port(ip)}",
             "--summary-interval=0", "--console-log-level=warn", f"--dir={out}", str(torrent)]
 
 
@@ -192,7 +193,7 @@ def single(fed: bl.Federation, srv: bl.Nginx, work: Path, ds: dict, runs: int, r
 
 
 # --- many at once ---------------------------------------------------------------------------------------
-def _completion_times(logs: list[Path], procs: list[subprocess.Popen], t0: float, timeout: float, seeding: bool
+def completion_times(logs: list[Path], procs: list[subprocess.Popen], t0: float, timeout: float, seeding: bool
                       ) -> list[float]:
     """Seconds from t0 until each bt-get logged its completion (seeding: it then seeds on) or exited 0."""
     done: dict[int, float] = {}
@@ -230,7 +231,7 @@ def bt_get_many(fed: bl.Federation, work: Path, ds: dict, extra: list[list[str]]
         clients = [procs.start(bl.bt_get_cmd(fed, name, outs[k], bl.client_ip(k), "-v", *seeding, *extra[k]), logs[k],
                                stdout=open(work / f"client{k}.json", "wb"), env={**os.environ, **(env or {})})
                    for k in range(n)]
-        times = _completion_times(logs, clients, t0, 900, seed)
+        times = completion_times(logs, clients, t0, 900, seed)
         # Clients that seed on are still running; the others have exited, their CPU no longer readable.
         meter.clients([c.pid for c in clients] if seed else [])
         codes = [procs.stop(c) for c in clients]

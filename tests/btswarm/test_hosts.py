@@ -128,10 +128,11 @@ def test_hosts_reach_each_others_services_and_127_0_0_1_is_this_host(fed):
     assert local.stdout.strip() == "ConnectionRefusedError", local.stderr
 
 
-def _sink(fed, received: dict) -> tuple[socket.socket, threading.Thread]:
-    """A TCP sink on the services host: first and last byte's times and the byte count."""
-    with fed.on_host("services"):  # the socket stays in the namespace it was made in
-        server = socket.create_server((hosts.SERVICES_ADDRESS, 0))
+def sink(fed, received: dict, host: str = "services") -> tuple[socket.socket, threading.Thread]:
+    """A TCP sink on `host`: first and last byte's times, the byte count, and (time, bytes) at each read
+    in received["marks"]."""
+    with fed.on_host(host):  # the socket stays in the namespace it was made in
+        server = socket.create_server((fed.host(host).address, 0))
 
     def drain() -> None:
         conn, _ = server.accept()
@@ -140,6 +141,7 @@ def _sink(fed, received: dict) -> tuple[socket.socket, threading.Thread]:
                 now = time.monotonic()
                 received.setdefault("first", now)
                 received["last"], received["bytes"] = now, received.get("bytes", 0) + len(data)
+                received.setdefault("marks", []).append((now, received["bytes"]))
     thread = threading.Thread(target=drain, daemon=True)
     thread.start()
     return server, thread
@@ -148,7 +150,7 @@ def _sink(fed, received: dict) -> tuple[socket.socket, threading.Thread]:
 def test_a_t3_hosts_uplink_holds_its_rate_in_its_class_counter(fed):
     payload = 5 * 2**20
     received: dict = {}
-    server, thread = _sink(fed, received)
+    server, thread = sink(fed, received)
     before = fed.link_bytes()
     send = (f"import socket; s = socket.create_connection(({hosts.SERVICES_ADDRESS!r}, {server.getsockname()[1]}));"
             f"s.sendall(bytes({payload})); s.close()")

@@ -55,8 +55,6 @@ def test_macs_follow_from_the_addresses_locally_administered_unicast(address, ma
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"site_link": ("100mbit/40ms",)}, "--hosts: a round-trip time (RATE/RTT) is not supported on hosts yet"),
-    ({"client_link": "100mbit/1ms"}, "--hosts: a round-trip time (RATE/RTT) is not supported on hosts yet"),
     ({"site_link": ("site9=1mbit",)}, "--site-link: no site site9 (sites: site1, site2)"),
     ({"t3_hosts": 0}, "--t3-hosts: 0 is out of range (1-250)"),
 ])
@@ -95,6 +93,58 @@ def test_host_steps_lo_this_host_only_a_veth_to_the_bridge_and_the_uplink_shaped
     assert {n for n, _ in steps[7:]} == {ns} and hosts.class_id() == "1:10"
     unshaped = hosts.host_steps(p, p.host("services"))
     assert len(unshaped) == 7 and not any(cmd[0] == "tc" for _, cmd in unshaped)
+
+
+def test_without_a_round_trip_time_no_host_has_a_delay_line():
+    p = plan()
+    assert p.delays() == {} and not any(hosts.delay_steps(p, h) for h in p.hosts)
+    assert not any(cmd[:2] == ["ip", "tuntap"] or "clsact" in cmd for h in p.hosts for _, cmd in hosts.host_steps(p, h))
+
+
+def test_round_trip_times_each_host_holds_what_it_sends_to_or_from_a_delayed_host():
+    p = plan(site_link=("300mbit/40ms", "site2=50mbit"), client_link="100mbit/10ms")
+    assert [(h.name, h.link and h.link.rtt) for h in p.hosts] == [
+        ("services", None), ("site1", 0.04), ("site2", 0.0), ("t3-1", 0.01), ("t3-2", 0.01)]
+    assert p.delays() == {"127.20.1.1": 0.04, "127.20.2.1": 0.01, "127.20.2.2": 0.01}
+    for h in p.hosts:  # every host runs a delay line: each talks to a delayed one
+        steps = hosts.delay_steps(p, h)
+        assert {ns for ns, _ in steps} == {h.netns}
+        assert [cmd for _, cmd in steps[:2]] == shaping.tun_commands("btswarm-delay", 1500)
+        assert steps[2][1] == ["tc", "qdisc", "add", "dev", "eth0", "clsact"]
+        bpf = steps[3][1]
+        assert bpf[:10] == ["tc", "filter", "add", "dev", "eth0", "egress", "protocol", "ip", "prio", "1"]
+        assert bpf[10:12] == ["bpf", "bytecode"] and bpf[13:] == ["action", "mirred", "egress", "redirect", "dev", "btswarm-delay"]
+        held = {a for a in ("127.20.0.1", "127.20.1.1", "127.20.1.2", "127.20.2.1", "127.20.2.2", "127.20.255.254")
+                if _bpf_matches(bpf[12], a, mark=0)}
+        # a delayed host holds all it sends; the others what goes to a delayed host; marked: nothing
+        assert held == ({"127.20.0.1", "127.20.1.1", "127.20.1.2", "127.20.2.1", "127.20.2.2", "127.20.255.254"}
+                        if h.address in p.delays() else {"127.20.1.1", "127.20.2.1", "127.20.2.2"})
+        assert not any(_bpf_matches(bpf[12], a, mark=hosts.DELAY_MARK) for a in held)
+        assert hosts.host_steps(p, h)[-4:] == steps
+    # each uplink's queue: one bandwidth-delay product of the longest round trip through it
+    assert p.longest_rtt(p.host("site1")) == pytest.approx(0.05) and p.longest_rtt(p.host("site2")) == 0.04
+    assert p.longest_rtt(p.host("t3-1")) == pytest.approx(0.05)
+    limits = [cmd[cmd.index("limit") + 1] for _, cmd in hosts.host_steps(p, p.host("site1")) if "bfifo" in cmd]
+    assert limits == [str(shaping.queue_bytes(300_000_000, 0.05))]
+
+
+def _bpf_matches(bytecode: str, dst: str, mark: int) -> bool:
+    """Run `tc ... bpf bytecode` text (the three opcodes unmarked_bpf uses) on an Ethernet frame to `dst`
+    that carries `mark`: what cls_bpf decides."""
+    frame = bytes(14) + bytes([0x45]) + bytes(15) + ipaddress.IPv4Address(dst).packed
+    count, *prog = bytecode.split(",")
+    prog = [tuple(int(x) for x in ins.split()) for ins in prog]
+    assert len(prog) == int(count)
+    acc, pc = 0, 0
+    while True:
+        code, jt, jf, k = prog[pc]
+        if code == 0x20:  # ld [k]: the mark, or a word of the frame
+            acc = mark if k == 0xFFFFF000 + 20 else int.from_bytes(frame[k:k + 4], "big")
+        elif code == 0x15:  # jeq #k
+            pc += jt if acc == k else jf
+        elif code == 0x06:  # ret #k: 0 is no match
+            return k != 0
+        pc += 1
 
 
 def test_bridge_side_names_fit_ifnamsiz():
@@ -160,14 +210,6 @@ def test_btswarm_run_on_hosts_takes_t3_hosts_in_turn_with_the_repository_and_no_
     env = run.host_env(ready, p.host("t3-2"), {"PATH": "/bin"})
     assert env["BTSWARM_GET_REPO"] == "http://127.20.0.1:8080" and "BTSWARM_GET_LISTEN" not in env
     assert env["BTSWARM_CLIENT_ADDRESS"] == "127.20.2.2"
-
-
-def test_hosts_with_a_round_trip_time_is_one_clear_line(tmp_path, capsys):
-    code = cli.main(["up", "--hosts", "--state", str(tmp_path / "state"), "--site-link", "100mbit/40ms"])
-    assert code == 1
-    assert capsys.readouterr().err.strip().splitlines() == [
-        "btswarm: error: --hosts: a round-trip time (RATE/RTT) is not supported on hosts yet; give rates only"]
-    assert not (tmp_path / "state").exists()
 
 
 def test_hosts_without_root_is_one_clear_line(tmp_path, monkeypatch, capsys):
