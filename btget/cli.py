@@ -36,7 +36,8 @@ from torrents.servicekit.httpclient import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import bearer, download, peercert, plan, reach, readout, report, targets, timeline, webseeds
+from btget import (bearer, download, peercert, plan, reach, readout, report, sitechoice, targets, timeline,
+                   webseeds)
 from btget.client import Client, Resolved
 from btget.config import GetConfig
 from btget.errors import RepoError
@@ -90,6 +91,12 @@ SERVE_DEFAULT = "127.0.0.1:8765"
               "direct (default: config [get] proxy, env).")
 @click.option("--closed", is_flag=True, help="This host accepts no inbound connection (NAT, a closed firewall): "
               "the tracker is told, and never hands it out to other peers (default: config [get] closed).")
+@click.option("--prefer-site", "prefer_sites", multiple=True, metavar="NAME",
+              help="Fetch from this site first, the others only while it sends nothing (repeatable; default: "
+                   "config [get] prefer_sites).")
+@click.option("--exclude-site", "exclude_sites", multiple=True, metavar="NAME",
+              help="Never connect to this site nor use its web seeds (repeatable; default: config [get] "
+                   "exclude_sites).")
 @click.option("--peer", "peers", multiple=True, metavar="IP:PORT", help="Extra peer to connect to (repeatable).")
 @click.option("--listen", metavar="IP", help="Listen on this address only and make every connection from it (a "
                                              "multi-homed host); default: every address, IPv4 and IPv6.")
@@ -169,6 +176,8 @@ class Options:
     peer_cert: str | None = None
     peer_key: str | None = None
     peer_ca: str | None = None
+    prefer_sites: tuple[str, ...] = ()
+    exclude_sites: tuple[str, ...] = ()
 
 
     @classmethod
@@ -224,7 +233,8 @@ class Options:
             search=o.get("search"), list_files=bool(o.get("list_files")), share=bool(o.get("share")),
             targets=o["targets"], proxy="off" if o.get("no_proxy") else None,
             closed=True if o.get("closed") else None, token_file=o.get("token_file"),
-            peer_cert=o.get("peer_cert"), peer_key=o.get("peer_key"), peer_ca=o.get("peer_ca"))
+            peer_cert=o.get("peer_cert"), peer_key=o.get("peer_key"), peer_ca=o.get("peer_ca"),
+            prefer_sites=tuple(o.get("prefer_sites") or ()), exclude_sites=tuple(o.get("exclude_sites") or ()))
 
 
 def _read_list(path: str) -> tuple[str, str]:
@@ -310,7 +320,8 @@ def configure(opts: Options) -> GetConfig:
                  "web_seeds": opts.web_mode, "ca_file": opts.ca_file, "token_file": opts.token_file,
                  "peer_cert": opts.peer_cert, "peer_key": opts.peer_key, "peer_ca": opts.peer_ca,
                  "max_rate": opts.max_rate, "max_upload_rate": opts.max_upload_rate, "proxy": opts.proxy,
-                 "closed": opts.closed}
+                 "closed": opts.closed, "prefer_sites": opts.prefer_sites or None,
+                 "exclude_sites": opts.exclude_sites or None}
 
     return get_config.load(opts.config_path, overrides=overrides)
 
@@ -454,6 +465,8 @@ def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: 
     if not selected:
         return Fetched(None)
     cert_files, from_repo = peer_wire(opts, cfg, found)
+    choice = sitechoice.SiteChoice(cfg.prefer_sites, cfg.exclude_sites)
+    prefer_ips, exclude_ips = sitechoice.addresses(choice, sites)
     workers, capped = plan.worker_count(opts.workers if opts.workers is not None else cfg.workers,
                                         os.cpu_count() or 1, len(selected))
     shares = tuple(tuple(s) for s in plan.split(selected, workers) if s)
@@ -462,7 +475,8 @@ def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: 
     peers = opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers)
     job = download.Job(
         meta=meta, torrent=resolved.torrent, directory=directory, shares=shares, selected=tuple(selected),
-        peers=peers, web=web_rule(cfg, meta, resolved.record, opts.web_seeds, bool(peers), way.unreachable),
+        peers=peers, web=web_rule(cfg, meta, resolved.record, opts.web_seeds, bool(peers), way.unreachable, choice),
+        prefer_ips=prefer_ips, exclude_ips=exclude_ips, excluded=choice.exclude,
         proxies=proxies, tracker_proxy=way.tracker_proxy, closed=way.closed,
         listen_ip=cfg.listen, recheck=opts.check, max_connections=cfg.max_connections,
         seed_time=cfg.seed_time, seed_ratio=cfg.seed_ratio, linger=cfg.linger, timeout=cfg.timeout,
@@ -475,6 +489,8 @@ def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: 
     display.note(readout.heading(meta.name, len(selected), sum(f.size for f in selected), str(job.root)))
     if way.note:
         display.note(way.note)
+    if choice:
+        display.note(sitechoice.said(choice))
     if capped:
         display.note(capped, warning=True)
     outcome = download.run(job, display)
@@ -489,6 +505,8 @@ def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: 
                           outcome.seconds, status, hash_failures_by_source=failures, banned=banned,
                           web_switches=outcome.web_switches)
     doc["sources_over_time"] = report.sources_over_time(outcome.source_samples, sites, outcome.endpoints, web_sites)
+    if choice:
+        doc["sites_chosen"] = {"preferred": list(choice.prefer), "excluded": list(choice.exclude)}
     shared = share(opts, directory / meta.name, meta.info_hash, doc) if opts.share and error is None else None
     return Fetched(doc, error, shared)
 
@@ -667,16 +685,17 @@ def proxies_of(cfg: GetConfig) -> proxyenv.Proxies:
 
 
 def web_rule(cfg: GetConfig, meta: metainfo.Metainfo, record: dict[str, Any] | None, given: Sequence[str],
-             peers: bool, unreachable: str = "") -> webseeds.Rule:
-    """The web seeds (the torrent's url-list, named by site from the repository's record, then --web-seed)
-    and when to use them."""
+             peers: bool, unreachable: str = "", choice: sitechoice.SiteChoice = sitechoice.SiteChoice()
+             ) -> webseeds.Rule:
+    """The web seeds (the torrent's url-list, named by site from the repository's record, then --web-seed;
+    a site left out's dropped, a preferred one's first) and when to use them."""
     by_url: dict[str, str] = {}
     for entry in (record or {}).get("web_seeds") or ():
         if isinstance(entry, dict) and isinstance(entry.get("url"), str) and isinstance(entry.get("site"), str):
             by_url.setdefault(entry["url"], entry["site"])
     urls = list(dict.fromkeys([*meta.url_list, *given]))
-    return webseeds.Rule(mode=webseeds.Mode(cfg.web_seeds), sources=tuple(webseeds.Source(u, by_url.get(u))
-                                                                           for u in urls),
+    sources = sitechoice.web_sources([webseeds.Source(u, by_url.get(u)) for u in urls], choice)
+    return webseeds.Rule(mode=webseeds.Mode(cfg.web_seeds), sources=sources,
                          after=cfg.web_seed_after, peer_sources=peers or bool(meta.trackers()),
                          unreachable=unreachable)
 

@@ -52,6 +52,10 @@ class GetConfig:
     # The user's bearer token for members-only datasets (btget/bearer.py); "": WLCG Bearer Token Discovery
     # ($BEARER_TOKEN, $BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID).
     token_file: str = ""
+    # Sites by name (btget/sitechoice.py): preferred ones first, the others only while none of those sends;
+    # sites left out never connected, their web seeds never used.
+    prefer_sites: tuple[str, ...] = ()
+    exclude_sites: tuple[str, ...] = ()
     # Restricted datasets (members only; docs/bt-get.md): the federation's peer CA, this T3's peer certificate
     # from it (naming the datasets it may fetch) and the key it made; read again when due for renewal.
     peer_ca: str = ""

@@ -68,6 +68,7 @@ class Job:
     site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (btget/siteshare.py)
     prefer_ips: tuple[str, ...] = ()  # addresses of the sites preferred and left out (btget/sitechoice.py)
     exclude_ips: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()  # the names of the sites left out, for the messages
     max_rate: int = 0  # bytes/s, the whole run (--max-rate; 0: none)
     max_upload_rate: int = 0
     proxies: Proxies = NONE  # the web seeds' (torrents/proxyenv.py)
@@ -335,8 +336,9 @@ def outcome_error(state: RunState, job: Job, results: dict[str, bool], interrupt
     if error is None and end is not None and end.ending is Ending.BLOCKED:
         files = state.files
         stuck = [f.lfn for f in job.selected if files.get(f.index, 0) < f.size]
-        error = Blocked(job.meta.name, f"{len(stuck)} files cannot be fetched ({end.why}; the sites may be "
-                                       f"unable to read them, see their /api/status): {_few(stuck)}")
+        why = (f"{end.why}; left out by --exclude-site: {', '.join(job.excluded)}" if job.excluded else
+               f"{end.why}; the sites may be unable to read them, see their /api/status")
+        error = Blocked(job.meta.name, f"{len(stuck)} files cannot be fetched ({why}): {_few(stuck)}")
         error.files = stuck  # type: ignore[attr-defined]
     bad = sorted(lfn for lfn, ok in results.items() if not ok)
     if error is None and bad:

@@ -49,6 +49,13 @@ def addresses(choice: SiteChoice, sites: Mapping[str, str]) -> tuple[tuple[str, 
     return (_of(choice.prefer, sites), _of(choice.exclude, sites))
 
 
+def said(choice: SiteChoice) -> str:
+    """The choice as the run's start says it."""
+    parts = ([f"{', '.join(choice.prefer)} first (--prefer-site)"] if choice.prefer else []) + \
+        ([f"{', '.join(choice.exclude)} left out (--exclude-site)"] if choice.exclude else [])
+    return "sites: " + "; ".join(parts)
+
+
 def web_sources(sources: Sequence[webseeds.Source], choice: SiteChoice) -> tuple[webseeds.Source, ...]:
     """The web seeds but those of the sites left out (the preferred ones first)."""
     kept = [s for s in sources if s.site not in choice.exclude]

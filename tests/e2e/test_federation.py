@@ -81,3 +81,27 @@ def test_idle_seeds_stop(federation):
     # Runs after the downloads above: with --idle-ttl 6s the sites drop their seeds.
     wait_for(lambda: federation.seeding() == {"site1": 0, "site2": 0}, timeout=60, interval=0.5,
              what="idle seeds to stop")
+
+
+def test_a_site_left_out_sends_nothing_and_a_preferred_one_sends_most(federation, tmp_path):
+    left_out = federation.bt_get(tmp_path / "a", "--json", "--exclude-site", "site2")
+    assert left_out.returncode == 0, left_out.stderr
+    doc = json.loads(left_out.stdout)
+    assert compare_trees(federation.source, tmp_path / "a" / federation.dataset) == []
+    assert doc["sites_chosen"] == {"preferred": [], "excluded": ["site2"]}
+    assert not any(k.startswith(("site2", "web seed site2")) and v for k, v in doc["sources"].items()), doc["sources"]
+    assert doc["sources"].get("site1", 0) > 0, doc["sources"]
+
+    preferred = federation.bt_get(tmp_path / "b", "--json", "--prefer-site", "site2")
+    assert preferred.returncode == 0, preferred.stderr
+    doc = json.loads(preferred.stdout)
+    assert compare_trees(federation.source, tmp_path / "b" / federation.dataset) == []
+    # site1 waits while site2 sends: it can have sent only before site2 unchoked us, or while it choked us.
+    assert doc["sources"].get("site2", 0) > doc["sources"].get("site1", 0), doc["sources"]
+
+
+def test_a_site_name_no_site_has_is_a_one_line_error(federation, tmp_path):
+    result = federation.bt_get(tmp_path, "--exclude-site", "site9")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == "bt-get: error: --exclude-site: no site is named site9 (the sites: site1, site2)"
+    assert not (tmp_path / federation.dataset).exists()
