@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,26 +20,32 @@ from btswarm.topology import toml
 from btswarm.trees import compare_trees
 from tests.support import command, free_port, wait_for
 from btswarm.federation import get_json
+from btswarm.testbed.issuer import AUDIENCE
 from torrents import peerca
 
 RESTRICTED, PUBLIC = "atlas:secret.ds1", "user:open.ds1"
 TRACKER_IP, REPO_IP, SITE_IP = "127.0.0.51", "127.0.0.52", "127.0.0.53"
 
 
-def _https_json(url: str, ca: Path):
+def _https_json(url: str, ca: Path, token: str = "", body: object = None):
     import json
     import ssl
     import urllib.request
-    with urllib.request.urlopen(url, timeout=5, context=ssl.create_default_context(cafile=str(ca))) as r:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {},
+                                 data=None if body is None else json.dumps(body).encode())
+    with urllib.request.urlopen(req, timeout=5, context=ssl.create_default_context(cafile=str(ca))) as r:
         return json.loads(r.read())
 
 
 @pytest.fixture(params=[{}])
 def restricted_fed(request, tmp_path, procs):
     """The federation; its repository's [repo] settings beside the peer CA from the param (peer_cert_anyone:
-    it signs CSRs for anyone), the site's extra [server] settings from its "server" key."""
+    it signs CSRs for anyone), the site's extra [server] settings from its "server" key; "members": the
+    repository's [access] as the sites' too, with a real token issuer (its URL and a member's token are
+    returned)."""
     param = dict(request.param)
     server_extra = param.pop("server", {})
+    members = param.pop("members", False)
     now = dt.datetime.now(dt.timezone.utc)
     pki = tmp_path / "pki"
     pki.mkdir()
@@ -69,6 +76,20 @@ def restricted_fed(request, tmp_path, procs):
     tport, rport, sport = free_port(TRACKER_IP), free_port(REPO_IP), free_port(SITE_IP)
     tracker, repo = f"https://{TRACKER_IP}:{tport}", f"https://{REPO_IP}:{rport}"
     access = {"access": {"restricted": ["atlas"]}}
+    repo_access: dict = {}
+    issuer, token = "", ""
+    if members:  # a real issuer over https (its certificate from the federation's CA) that the repository trusts
+        key = peerca.new_key()
+        (pki / "issuer.key").write_bytes(key)
+        (pki / "issuer.pem").write_bytes(peerca.issue_service(ca_key, ca, key, ["127.0.0.1"], now))
+        proc = procs.start("issuer", [sys.executable, "-m", "btswarm.testbed.issuer", "127.0.0.1:0",
+                                      str(pki / "issuer.pem"), str(pki / "issuer.key")])
+        wait_for(lambda: "READY " in proc.log() or proc.popen.poll() is not None, timeout=20, what="the issuer")
+        issuer = proc.log().split("READY ", 1)[1].split()[0]
+        token = _https_json(f"{issuer}/token", pki / "ca.pem", body={"scope": "storage.read:/atlas",
+                                                                     "lifetime": 3600})["access_token"]
+        repo_access = {"access": {"restricted": ["atlas"], "issuers": {issuer: AUDIENCE},
+                                  "ca_file": str(pki / "ca.pem")}}
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "tracker.toml").write_text(toml({"tracker": {
@@ -77,7 +98,7 @@ def restricted_fed(request, tmp_path, procs):
     (conf / "repo.toml").write_text(toml({"repo": {
         "listen": f"{REPO_IP}:{rport}", "state": str(tmp_path / "repo"), "tracker": tracker, "site_secrets": secrets,
         "tls_cert": str(pki / "repo.pem"), "tls_key": str(pki / "repo.key"), "ca_file": str(pki / "ca.pem"),
-        "peer_ca": str(pki / "ca.pem"), "peer_ca_key": str(pki / "ca.key"), **param}}))
+        "peer_ca": str(pki / "ca.pem"), "peer_ca_key": str(pki / "ca.key"), **param}, **repo_access}))
     (conf / "site1.toml").write_text(toml({"server": {
         "site": "site1", "secret": secrets["site1"], "listen": f"{SITE_IP}:{sport}",
         "peer_listen": f"{SITE_IP}:{free_port(SITE_IP)}", "state": str(tmp_path / "site1"), "roots": [str(data)],
@@ -92,7 +113,7 @@ def restricted_fed(request, tmp_path, procs):
 
     def published(name: str) -> bool:
         try:
-            return bool(_https_json(f"{repo}/api/datasets/{name}", pki / "ca.pem"))
+            return bool(_https_json(f"{repo}/api/datasets/{name}", pki / "ca.pem", token))
         except OSError:
             return False
     for name in (RESTRICTED, PUBLIC):
@@ -114,7 +135,7 @@ def restricted_fed(request, tmp_path, procs):
         return subprocess.run(bt_get_args(name, out, *args), capture_output=True, text=True, timeout=120)
     return {"data": data, "bt_get": bt_get, "bt_get_args": bt_get_args, "t3": t3, "tracker": tracker, "repo": repo,
             "site": site, "procs": procs, "control": f"http://{SITE_IP}:{sport}",
-            "ca": pki / "ca.pem"}
+            "ca": pki / "ca.pem", "issuer": issuer, "token": token}
 
 
 def test_member_fetch_and_refusals(restricted_fed, tmp_path):
@@ -270,3 +291,30 @@ def test_serve_a_restricted_dataset_to_a_member(restricted_fed, tmp_path):
             assert resp.read() == (f["data"] / RESTRICTED / "sub" / "b.root").read_bytes()
     finally:
         assert served.stop() == 0, served.log()[-2000:]
+
+
+@pytest.mark.parametrize("restricted_fed", [{"members": True}], indirect=True)
+def test_a_member_s_token_gets_a_certificate_from_the_repository_and_the_dataset(restricted_fed, tmp_path):
+    """The two halves together: the repository reads the bearer token (a real issuer's) for the .torrent and
+    signs the T3's CSR for the dataset the token reads; bt-get fetches over the SSL peer wire with it. A token
+    of another scope gets neither."""
+    f = restricted_fed
+    token_file = tmp_path / "token"
+    token_file.write_text(f["token"])
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    out = subprocess.run(f["bt_get_args"](RESTRICTED, tmp_path / "member", "--peer-ca", str(f["ca"]),
+                                          "--token-file", str(token_file)),
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert compare_trees(f["data"] / RESTRICTED, tmp_path / "member" / RESTRICTED) == []
+    cert = (tmp_path / "state" / "btswarm" / "get" / "peer" / "atlas_secret.ds1.pem").read_bytes()
+    assert peerca.cert_names(cert) == (RESTRICTED,)
+
+    other = _https_json(f"{f['issuer']}/token", f["ca"], body={"scope": "storage.read:/cms", "lifetime": 3600})
+    token_file.write_text(other["access_token"])
+    out = subprocess.run(f["bt_get_args"](RESTRICTED, tmp_path / "stranger", "--peer-ca", str(f["ca"]),
+                                          "--token-file", str(token_file)),
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode != 0
+    assert "storage.read:/atlas" in out.stderr.strip().splitlines()[-1], out.stderr
+    assert not (tmp_path / "stranger" / RESTRICTED).exists()
