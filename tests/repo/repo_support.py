@@ -22,7 +22,7 @@ from typing import Any, Iterator, Mapping
 import aiohttp
 from aiohttp import web
 
-from btrepo import db as repo_db
+from btrepo import schema
 from tests.support import Proc, command, free_port, http_ok, wait_for
 from torrents import auth, bencoding, metainfo
 from torrents.servicekit import web as tweb
@@ -114,10 +114,10 @@ def publish_sync(base_url: str, name: str, body: Any, *, site: str = "site1") ->
 def catalog_before(path: Path, marker: str) -> sqlite3.Connection:
     """A catalog at `path` whose schema stops before the first migration containing `marker`, as an
     older bt-repo left it."""
-    conn = repo_db.connect(str(path))
-    upto = next(i for i, m in enumerate(repo_db.MIGRATIONS) if marker in m)
-    for version, script in enumerate(repo_db.MIGRATIONS[:upto]):
-        for statement in repo_db._statements(script):
+    conn = schema.connect(str(path))
+    upto = next(i for i, m in enumerate(schema.MIGRATIONS) if marker in m)
+    for version, script in enumerate(schema.MIGRATIONS[:upto]):
+        for statement in schema._statements(script):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {version + 1}")
     return conn

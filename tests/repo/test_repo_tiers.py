@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from btrepo import db as repo_db
+from btrepo import schema
 from btrepo.app import create_app
 from btrepo.config import RepoConfig
 from tests.repo.repo_support import (SAMPLE, SECRETS, catalog_before, make_torrent, publish, publish_body,
@@ -107,7 +107,7 @@ def test_the_kind_column_migrates_an_older_catalog(tmp_path):
     path = tmp_path / "catalog.sqlite"
     conn = catalog_before(path, "sites ADD COLUMN kind")
     conn.execute("INSERT INTO sites (name, first_seen) VALUES ('site1', '2024-01-01T00:00:00.000000Z')")
-    assert repo_db.migrate(conn) == len(repo_db.MIGRATIONS)
+    assert schema.migrate(conn) == len(schema.MIGRATIONS)
     assert conn.execute("SELECT name, kind FROM sites").fetchall() == [("site1", "T2")]
     conn.close()
     with pytest.raises(sqlite3.OperationalError):  # no second column of the name
