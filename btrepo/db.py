@@ -437,8 +437,8 @@ class Database:
         """A number that changes whenever a commit (from any connection or process) changed the catalog.
 
         Called on the event loop, once per cached request (btrepo.cache): in WAL mode it reads the
-        shared wal-index header without waiting for a writer (20-35 µs on the loaded 2-core machine of
-        docs/benchmarks.md). When SQLite answers busy instead (a recovery, a change of journal mode), a
+        shared wal-index header without waiting for a writer (cheap: docs/benchmarks.md "repo").
+        When SQLite answers busy instead (a recovery, a change of journal mode), a
         number never returned before: nothing kept is used until the catalog can say again.
         """
         try:
