@@ -62,7 +62,8 @@ from dataclasses import dataclass
 # libtorrent piece priorities: a kept site's slice, and the rest (libtorrent's default). Not 7: libtorrent
 # picks priority-7 pieces in no order of availability, so a T3 a site unchoked took from it the pieces of its
 # slice that other T3s held as readily as those nobody held (several turns per site where two would do);
-# 4-6 are ordered by availability (halved, so a piece one T3 around holds ties with one none holds), the higher priority first when equal. 3 and 1 (availability whole) sent no fewer copies
+# 4-6 are ordered by availability (halved, so a piece one T3 around holds ties with one none holds), the
+# higher priority first when equal. 3 and 1 (availability whole) sent no fewer copies
 # (docs/benchmarks.md "wan").
 TOP, NORMAL = 6, 4
 HELP_AFTER = 3.0  # s the pieces held nowhere would take to be held somewhere when our slice is in (helps)

@@ -7,8 +7,9 @@ the tracker's whole announce (docs/benchmarks.md "tracker"). What makes
 it cheap: every command of the process goes down one connection (replies
 come back in order, so a FIFO of futures matches them: pipelining for free
 under load), a command is a `transport.write` and a future, and replies are
-parsed by hiredis (Redis's own C parser, from PyPI). The tracker needs few commands (EVALSHA, SET NX PX, GET, DEL,
-HSET, HGETALL, ZADD...), so a generic `call(*args)` is all the API.
+parsed by hiredis (Redis's own C parser, from PyPI). The tracker needs few
+commands (EVALSHA, SET NX PX, GET, DEL, HSET, HGETALL, ZADD...), so a
+generic `call(*args)` is all the API.
 
 Bounded in time, always: a command that gets no reply within `timeout`
 fails with StoreUnavailable and the connection is dropped (a reply that
