@@ -5,8 +5,8 @@ and one per file for a piece that spans files) and reads the answers in
 order. A door that answers only the first of them stalls the web seed until
 `urlseed_timeout` (20 s): Debian's XRootD 5.5.3 (XrdHttp) answers the first
 of two requests in one write and holds the second until more bytes arrive,
-which made a 48 MiB dataset of 30 files take 67-90 s from a door on a 100
-Mbit/s link, 4.3 s from nginx (docs/webseeds.md). Whether a door pipelines
+which made a dataset many times slower from a door than from nginx
+(docs/webseeds.md). Whether a door pipelines
 cannot be told before it stalls, so every http web seed goes through the
 relay: libtorrent talks to 127.0.0.1:PORT (one port per door, so its
 connections still name one door each), the relay sends each request to the

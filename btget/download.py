@@ -187,8 +187,8 @@ def run(job: Job, display: Display) -> Outcome:
         raise TransferError(where, problem) from None
     check_case(sdir, job.meta)
     # fork, not spawn: a spawned worker re-imports Python, libtorrent and this
-    # package before it can announce (~0.4 s of a cold start). Forking is safe
-    # here because no other thread exists yet: asyncio.run() has shut its
+    # package before it can announce (docs/benchmarks.md "get"). Forking is
+    # safe as no other thread exists yet: asyncio.run() has shut its
     # executor down, and the display's refresh thread starts after the fork.
     ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     procs: dict[int, WorkerProcess] = {}

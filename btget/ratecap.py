@@ -4,13 +4,13 @@
 share R, they do not each get it. Each libtorrent session can only cap
 itself, so the parent shares R out and moves it to where it is used: a
 site's seed unchokes one T3 connection at a time (`upload_slots`), so at any
-moment some workers are held back by the cap and others by the swarm. A
-rigid R/4 each gave four workers 0.4-0.5 of R on shaped links (one worker:
-0.9). So every second or so: a worker using less than it was given keeps
-what it uses and some headroom, and the rest goes evenly to the workers that
-use all they have (`fill`). That alone left four workers at 0.65-0.75 of R:
-a worker the seeds choke still holds a floor it cannot use, and one they
-newly unchoke takes a look or two to get its part. So the parts may add up
+moment some workers are held back by the cap and others by the swarm, and
+a rigid R/4 each leaves much of R unused (docs/benchmarks.md "ratecap").
+So every second or so: a worker using less than it was given keeps what it
+uses and some headroom, and the rest goes evenly to the workers that use
+all they have (`fill`). That alone still fell short of R: a worker the
+seeds choke still holds a floor it cannot use, and one they newly unchoke
+takes a look or two to get its part. So the parts may add up
 to more than R while the run as a whole (over WINDOW) stays below R with some
 worker held back by its part (`gain`, up to GAIN_MAX); above R they add up
 to less. The run's rate follows R, not the sum of the parts; and the workers

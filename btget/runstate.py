@@ -313,8 +313,8 @@ def _rates(state: RunState, now: float) -> list[Action]:
     capped = {k: _capped_bytes(v.last) for k, v in views.items()}  # type: ignore[arg-type]
     using: dict[int, float] = {}
     if state.capped_seen:
-        # over a window, not since the last look: the bytes come in bursts (one look saw 8.7 MB/s
-        # under a 6.25 MB/s cap, the next two none), and a worker seen idle would lose its part
+        # over a window, not since the last look: the bytes come in bursts (docs/benchmarks.md
+        # "ratecap"), and a worker seen idle would lose its part
         at, seen = state.capped_seen[0]
         elapsed = max(now - at, 1e-3)
         using = {k: max(0, capped[k] - seen.get(k, 0)) / elapsed for k in views}

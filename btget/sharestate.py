@@ -93,7 +93,7 @@ def write_resume(path: str, data: bytes, room: str | None = None) -> None:
     On a full disk the new state is written in place instead, in the blocks the
     old one holds (`path`, else `room`, renamed to `path` then): a state saved before
     the disk filled would make the rerun fetch again all that arrived since (issue
-    28: 51.3-54.7 MiB fetched again where 39.3 MiB were intact). A kill in the middle
+    28). A kill in the middle
     of that leaves a state libtorrent cannot read: the rerun then hashes what is on
     disk (slower, not wrong); a state that does not fit is removed, with the same
     effect.

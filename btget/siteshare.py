@@ -4,8 +4,7 @@ Sites serve `upload_slots` T3s of a swarm at a time (1 by default). The
 first T3 to connect is unchoked by every site and takes the dataset at ΣR,
 while it can pass pieces on only at its own uplink C: the other T3s wait
 for it, and the sites end up sending the whole dataset to that one T3 and
-then most of it again (docs/benchmarks.md "wan": the first of 8 T3s got
-29-37 MB from each of 3 sites, 105 MB in all). So a worker unchoked by more
+then most of it again (docs/benchmarks.md "wan"). So a worker unchoked by more
 sites than its share lets the extra ones go (by its IP filter, for `SHED_FOR`
 seconds): their slot passes to another T3, each site then feeds a
 different T3, and each of those forwards what it gets at about the rate it
@@ -28,9 +27,8 @@ So that the sites send each piece about once, in a busy swarm (see busy):
   address, the same order at every T3) the k-th K-th: a T3 asks first for
   the slices of the sites it keeps (piece priority TOP: first among pieces
   of equal availability, the rarest first). Without it the T3s fed by
-  different sites asked them for the same "rarest" pieces, a request queue
-  of 2 s ahead each, unseen by the others until they arrived: egress 2.2
-  copies at 8 T3s.
+  different sites asked them for the same "rarest" pieces, queued ahead and
+  unseen by the others until they arrived: the sites sent those twice.
 - a T3 lets go of each site whose slice the T3s around it and it hold (by
   their bitfields): what that site would send is a second copy of pieces a
   T3 can forward. The T3 a site fed keeps it past its slice, or takes it
@@ -39,18 +37,17 @@ So that the sites send each piece about once, in a busy swarm (see busy):
 - a site slow enough to steer (Paces) sends one T3 a turn of TURN of its
   slice, then that T3 lets it go (turns_done): the site's slot passes to
   another T3, and its slice enters the swarm at several T3s, not one. Without
-  turns the T3 a site fed held the whole slice and all seven others took it
-  from its one uplink; with half-slice turns the sites put 1.27 copies on the
-  wire at 8 T3s against 1.53 in alternated runs (1.37 in later ones), in the
-  same time; at RTT 100 ms they save nothing (docs/benchmarks.md "wan").
+  turns the T3 a site fed held the whole slice and all the others took it
+  from its one uplink; half-slice turns put fewer copies on the wire in the
+  same time, though not on long round trips (docs/benchmarks.md "wan").
 
-The T3s' view of each other lags 1-2 s on a saturated uplink (their HAVE
+The T3s' view of each other lags on a saturated uplink (their HAVE
 messages wait behind piece data in TCP send buffers), so a site is still
 unchoked now and then by a T3 that does not yet see its slice held
 (docs/benchmarks.md "wan").
 
-Both rules steer a site by what the worker sees at its looks, 50 ms apart
-when the host is idle and up to 0.7 s on a loaded one. A site that would
+Both rules steer a site by what the worker sees at its looks, further apart
+on a loaded host than the loop's interval. A site that would
 send its slice within STEER_WITHIN, faster than STEER_FLOOR (loopback, a
 LAN) has sent most of it before a look can act, and the slot it gives up
 goes to another T3 that it feeds a copy too: such a site is kept while it
@@ -64,9 +61,9 @@ from dataclasses import dataclass
 
 # libtorrent piece priorities: a kept site's slice, and the rest (libtorrent's default). Not 7: libtorrent
 # picks priority-7 pieces in no order of availability, so a T3 a site unchoked took from it the pieces of its
-# slice that other T3s held as readily as those nobody held (at 16 T3s, 6-7 turns of half a slice per site
-# where two would do); 4-6 are ordered by availability (halved, so a piece one T3 around holds ties with one
-# none holds), the higher priority first when equal. 3 and 1 (availability whole) sent no fewer copies
+# slice that other T3s held as readily as those nobody held (several turns per site where two would do);
+# 4-6 are ordered by availability (halved, so a piece one T3 around holds ties with one none holds), the
+# higher priority first when equal. 3 and 1 (availability whole) sent no fewer copies
 # (docs/benchmarks.md "wan").
 TOP, NORMAL = 6, 4
 HELP_AFTER = 3.0  # s the pieces held nowhere would take to be held somewhere when our slice is in (helps)
@@ -101,10 +98,9 @@ class Paces:
     us from the last look at which it had not begun to; until then, and for good once it is fast, it is
     kept. A site that chokes us sends nothing and may always be let go.
 
-    Judged at the worker's looks (docs/benchmarks.md "egress"): loopback sites (bench_egress, 2 sites, 134
-    MB) mostly sent a T3 0.5-5 slices a second in their first tenths of a second; shaped ones at 100 Mbit/s
-    12.6 MB/s, 0.36 slices a second of 105 MB on 3 sites (bench_wan) but 0.56 of 64 MiB (the 4-T3 test),
-    where the rules are what keeps the sites under 1.5 copies: hence the floor as well as the slice."""
+    Judged at the worker's looks (docs/benchmarks.md "egress"): loopback sites send a T3 slices faster
+    than a look can act; shaped ones far slower, yet a small dataset's slice comes almost as fast, and
+    there the rules are what keeps egress down: hence the floor as well as the slice."""
 
     def __init__(self, slice_bytes: int) -> None:
         self.slice_bytes = slice_bytes
@@ -141,7 +137,7 @@ def busy(sites: int, t3s: int, downloading: int) -> bool:
     """At least as many T3s (this one and those around it, downloading or seeding) as sites, and at least
     MIN_BUSY of them, two or more downloading: their uplinks can carry what the sites would. Two T3s can
     each take a site whole, and a site let go is uplink lost to the swarm: on hosts of their own, two T3s
-    on two sites took 2.5 times as long with the rules as without (docs/benchmarks.md "hosts"). Seeding
+    on two sites took far longer with the rules than without (docs/benchmarks.md "hosts"). Seeding
     T3s count: at the end of a swarm the last T3s are fed by the finished ones. A lone T3 arriving after
     the others are done is not a busy swarm: it takes the sites' uplinks too."""
     return sites > 0 and t3s >= max(sites, MIN_BUSY) and downloading >= 2
@@ -180,8 +176,8 @@ def helps(sites: int, fed_by: int | None, cover: Cover, helping: bool, clears_in
     more is held nowhere and would take over HELP_AFTER seconds to be held somewhere at the pace it has been
     shrinking (`clears_in`); then kept until nothing is held nowhere. Sites that merely started a second
     apart clear theirs in a second or two, and the last pieces of a slice are on their way from its site: a
-    second copy would only duplicate them (by the size held nowhere alone, a quarter or half a slice, sites
-    a second apart helped each other and sent 1.55-1.66 copies to 4 T3s)."""
+    second copy would only duplicate them (by the size held nowhere alone, sites a second apart helped
+    each other and sent more copies; docs/benchmarks.md "wan")."""
     if fed_by is None or not cover.covers(fed_by, sites):
         return False
     nowhere = (cover.lacking & ~cover.held).bit_count()
@@ -245,7 +241,7 @@ def priorities(pieces: int, sites: int, kept: set[int]) -> list[int] | None:
 
 def mask(bits: list[bool]) -> int:
     """A bitfield (libtorrent's list of bools, piece 0 first) as an int with piece i in bit 8·i: a byte a
-    piece, as bytes() packs it, 5 times faster than a bit a piece (0.26 ms for 25,000 pieces)."""
+    piece, as bytes() packs it: much faster than a bit a piece (docs/benchmarks.md "wan")."""
     return int.from_bytes(bytes(bits), "little")
 
 

@@ -14,14 +14,11 @@ holds requests of ours, is not choking us and has sent nothing for
 Another T3 is given longer (`peer_after`) than a site, and news of a new
 piece from it counts as a sign of life. A T3 passes pieces to the whole
 swarm through one uplink, and its connections go silent for seconds while it
-is healthy: on shaped links (16 T3s at 20 Mbit/s, each peer watched but none
-shut out) a T3 sent a given peer nothing for up to 12.4 s, 343 times for 3 s
-or more in one run; counting its HAVEs as life, 173 times, up to 12.0 s, in
-another. At 3 s the watch shut healthy T3s out for 30 s 86 times in such a
-run: one T3 looked at was left with 7-9 of its 15 peers, saw fewer of the
-pieces held around it, and so kept its sites sending pieces the swarm
-already held (1.76 copies on the wire, against 1.29 with only the sites
-watched; docs/benchmarks.md "wan"). A site serves a few T3s at a time (its
+is healthy, on shaped links often for longer than a site's limit, HAVEs
+counted as life or not. With a site's limit the watch shut healthy T3s out,
+a T3 so left with fewer peers saw fewer of the pieces held around it, and
+so kept its sites sending pieces the swarm already held (docs/benchmarks.md
+"wan"). A site serves a few T3s at a time (its
 upload slots), so its connections do not starve so, and its requests are
 the ones worth freeing fast.
 
@@ -30,9 +27,8 @@ connection that carries our pieces to that peer, behind them in our send
 buffers: a T3 the swarm downloads from (the first holder of a site's slice)
 had megabytes queued to each peer, and its requests waited there for
 seconds while the peer, which had not yet received them, sent nothing. The
-watch took that for a hang and shut healthy T3s out of it for 30 s: in one
-8-T3 run on 100 Mbit/s links each of the three T3s that a site fed shut out
-one to three of its seven peers, and those three finished last. A hung
+watch took that for a hang and shut healthy T3s out of it, and the T3s
+that the sites fed finished last (docs/benchmarks.md "wan"). A hung
 peer receives nothing either (its socket fills), so it is still found.
 """
 
@@ -42,7 +38,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 STALL_AFTER = 3.0  # s a site is silent holding our requests (a live one at 100 kbit/s sends a block per 1.3 s)
-PEER_STALL_AFTER = 15.0  # s another T3 is (see above: healthy ones were silent for up to 12 s)
+PEER_STALL_AFTER = 15.0  # s another T3 is (longer than any healthy silence: see above)
 BAN_FOR = 30.0  # s before a shut-out address may be connected again
 
 

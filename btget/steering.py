@@ -40,7 +40,7 @@ from btget import siteshare, stall
 SAMPLE_EVERY = 0.05  # s between samples while fetching (the worker's loop; btget/worker.py says why so often)
 STALL_EVERY = 0.5  # s between looks for peers that hold our requests and send nothing (btget/stall.py)
 # The looks at which sites' slices the T3s around us hold take at most 1/COVER_SHARE of the time:
-# reading every T3's bitfield costs ~0.3 ms a peer at 25,000 pieces.
+# reading every T3's bitfield is costly on large torrents.
 COVER_SHARE = 100
 
 

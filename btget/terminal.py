@@ -1,8 +1,8 @@
 """The terminal display: one rich Progress on stderr, a line per worker and a total.
 
 Imported only when stderr is a terminal (btget.progress.make_display): rich
-costs about 90 ms of CPU to import, a tenth of a cold start, which a --json
-or piped run never draws with. What each line says is btget.readout's
+is costly to import (docs/benchmarks.md "cost"), and a --json or piped run
+never draws with it. What each line says is btget.readout's
 (pure); this only draws it.
 """
 

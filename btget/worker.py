@@ -348,8 +348,7 @@ class Worker:
         # Pieces pass their hash check while still in libtorrent's write queue: report
         # "finished" only once the cache is flushed (cache_flushed_alert), so the parent's
         # checksums read what is on disk. A flushing save_resume_data is not enough in 2.x: the
-        # parent then read files short of their last writes (1,000 files of 32 KiB: exit 5 in 4
-        # runs of 6; with flush_cache, 0 of 8).
+        # parent then read files short of their last writes (docs/benchmarks.md "rucio").
         self.saves.save(force=True)
         self.handle.flush_cache()
         self.phase = WorkerPhase.FLUSHING
@@ -452,8 +451,8 @@ class Worker:
         which listen on our own address (ltsession.limit_everyone)."""
         from torrents.servicekit import ltsession
 
-        # The payload is capped, not libtorrent's estimate of it with IP overhead (which took
-        # 0.87-0.90 of a 50 or 100 Mbit/s cap on shaped links): what the user asked for is what
+        # The payload is capped, not libtorrent's estimate of it with IP overhead (which kept the
+        # payload under the cap): what the user asked for is what
         # --json and the display then show.
         ses.apply_settings({"download_rate_limit": rates[0], "upload_rate_limit": rates[1],
                             "rate_limit_ip_overhead": False})

@@ -2,9 +2,9 @@
 
 A batch start (a 1,000-job array) asks for one dataset's record and
 .torrent within seconds. Read from SQLite, built and encoded for every
-request, a 200-file dataset's record took ~600 req/s at 100 connections
-(scripts/bench_repo.py, docs/benchmarks.md): SQLite reads on a thread
-pool, one JSON or bencode encoding per request. Kept here, a request costs
+request, a record is served too slowly for that (docs/benchmarks.md
+"repo"): SQLite reads on a thread pool, one JSON or bencode encoding per
+request. Kept here, a request costs
 a dictionary lookup and the live parts (the swarm, the web seeds of the
 sites holding the version now), which are never kept.
 

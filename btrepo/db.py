@@ -240,8 +240,8 @@ class Database:
         """A number that changes whenever a commit (from any connection or process) changed the catalog.
 
         Called on the event loop, once per cached request (btrepo.cache): in WAL mode it reads the
-        shared wal-index header without waiting for a writer (20-35 µs on the loaded 2-core machine of
-        docs/benchmarks.md). When SQLite answers busy instead (a recovery, a change of journal mode), a
+        shared wal-index header without waiting for a writer (cheap: docs/benchmarks.md "repo").
+        When SQLite answers busy instead (a recovery, a change of journal mode), a
         number never returned before: nothing kept is used until the catalog can say again.
         """
         try:
@@ -473,7 +473,7 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str, curat
                      (pub.torrent, pub.meta.magnet(), version_id, pub.torrent))
         # A site that checked the catalog (or summed the files) tells what an earlier one could not.
         # Updated by primary key: `lfn` has no index, and a WHERE on it scanned the version's
-        # files once per file (20,000 files from 3 sites: a minute of CPU).
+        # files once per file (docs/benchmarks.md "cost").
         index = dict(conn.execute("SELECT lfn, idx FROM files WHERE version_id = ?", (version_id,)))
         conn.executemany("""UPDATE files SET adler32 = coalesce(adler32, ?), xxh3 = coalesce(xxh3, ?)
                             WHERE version_id = ? AND idx = ?""",

@@ -119,7 +119,7 @@ class ServerConfig:
     upload_rate_limit: Rate = Rate(0)  # all seeds together: "200MiB/s", "400mbit" (0: none)
     # Peers each seed uploads to at once (libtorrent's per-torrent unchoke
     # slots), 0: no limit. 1 spares the site: other T3s take the pieces from
-    # the one being served (docs/benchmarks.md has the measured figures).
+    # the one being served (docs/benchmarks.md "egress").
     upload_slots: int = 1
     # A seed whose peers wait for blocks while nothing is uploaded for this long is stuck (its
     # storage hangs): the heartbeat says so and the tracker hands out other sites' seeds

@@ -36,7 +36,7 @@ MAX_LEFT_OUT = 1000  # entries of a record's left_out list (its count says how m
 class Prepared:
     """A dataset ready to seed and publish, held for as long as the site serves it: its
     summary and its publish record, encoded once, not its file list as objects (a
-    100,000-file dataset is ~13 MB here, not the ~90 MB of a Dataset, Metainfo and sums)."""
+    Dataset, Metainfo and sums: several times the memory; docs/benchmarks.md "cost")."""
 
     name: str
     info_hash: str

@@ -198,7 +198,7 @@ class RucioClient:
         # unavailable for the grid still has the files (the farm checks them).
         # sort=random: else Rucio orders each file's PFNs by GeoIP distance to
         # the caller, which is all of one RSE here (rucio_map orders them by
-        # priority); that cost the local Rucio 3.9 s per 1,000 files, this 0.8 s.
+        # priority); that was slower (docs/benchmarks.md "rucio").
         body = {"dids": [d.record() for d in dids], "schemes": list(schemes), "rse_expression": rse,
                 "ignore_availability": True, "sort": "random"}
         return [doc async for doc in self._stream("POST", "/replicas/list", f"{len(dids)} datasets", json=body)

@@ -1,8 +1,8 @@
 """The site's libtorrent session: seeds started on demand, stopped when idle.
 
 One session per daemon. Datasets are registered by where their
-precomputed torrent is; a start reads and parses it (from the buffer: 15 ms
-for 10,000 files, 0.15 s for 100,000) and only a running seed holds it, so
+precomputed torrent is; a start reads and parses it (from the buffer, which
+is quick: docs/benchmarks.md "cost") and only a running seed holds it, so
 the site's memory grows with its active seeds, not with the datasets it
 knows (a parsed torrent costs ~150 bytes a file). Seeds are added in seed
 mode: no start-up recheck, each piece is verified the first time it is

@@ -5,11 +5,10 @@ T3s of a swarm at a time, at full speed, and the T3s pass the pieces on to
 each other (docs/benchmarks.md "egress"). Peers that want different parts
 of the dataset cannot: a `--shard` array's hosts, or one run's several
 workers (each fetches its own share), lack what the others have. Served one
-at a time, they wait in turn — four shards on three sites were done at
-1.53 × S/(3R), one client fetching everything at 1.15× (docs/benchmarks.md
-"wan", batch). So the limit applies per part: `upload_slots` for each part
-that the seed's interested peers want (torrents/peerid.py; the whole
-dataset is one part), at most MAX_SLOTS.
+at a time, they wait in turn, long after one client fetching everything
+would be done (docs/benchmarks.md "wan"). So the limit applies per part:
+`upload_slots` for each part that the seed's interested peers want
+(torrents/peerid.py; the whole dataset is one part), at most MAX_SLOTS.
 
 libtorrent sets no fewer than 2 slots on a running torrent: a seed whose
 slots were raised goes back to 2, not 1, until it stops.

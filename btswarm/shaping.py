@@ -42,10 +42,9 @@ MIN_MTU = 1280  # what IPv6 needs of a link
 MIN_RATE = 64_000  # bit/s: below this one 64 KiB loopback packet takes more than 8 s
 MAX_RATE = 100 * 10**9
 
-# lo's own MTU, kept unless `--link-mtu` asks for another. With it a slow link's queue (4 packets of 64
-# KiB below ~100 Mbit/s) is a few segments deep: four TCP flows from one 8 Mbit/s address each went up to
-# 1.5-3.7 s without a byte, once one 38 s, in transfers of 8.4 s; at MTU 9000 (jumbo frames, common on
-# research networks) 0.22-1.27 s (medians 0.26-0.32), at the same rate (scripts/probe_lockout.py).
+# lo's own MTU, kept unless `--link-mtu` asks for another. With it a slow link's queue (QUEUE_PACKETS of
+# 64 KiB) is a few segments deep: TCP flows from one slow address starve each other for seconds; at MTU
+# 9000 (jumbo frames, common on research networks) far less (docs/benchmarks.md "wan").
 LO_MTU = 65536
 JUMBO_MTU = 9000
 # Loopback packets are up to 64 KiB (GSO on lo): a class queue holds at
@@ -60,8 +59,8 @@ FIRST_CLASS = 0x10
 
 # The delay line's device. Its MTU is the largest a TUN device takes (lo's
 # is 65536, but an IPv4 packet is at most 65535 bytes anyway), so that lo's
-# 64 KiB packets pass whole: a packet a read, ~1 CPU-s per GB through the
-# delay line (measured: 400 MB in 0.45 s of CPU).
+# 64 KiB packets pass whole: a packet a read keeps the delay line's CPU per
+# GB low (docs/benchmarks.md "wan").
 TUN_DEVICE = "btswarm-delay"
 TUN_MTU = 65535
 TUN_QUEUE = 1000  # packets in the TUN device's ring (a full ring drops; the htb before it shapes)
@@ -217,9 +216,9 @@ def queue_bytes(rate: int, rtt: float = 0.0) -> int:
     """Byte limit of a class's fifo: QUEUE_SECONDS at its rate, or the link's round trip if longer (one
     bandwidth-delay product, the classic router buffer), at least QUEUE_PACKETS loopback packets.
 
-    One TCP flow of 50 MB at 100 Mbit/s, measured in its second half: with a 20 ms fifo 95.5 Mbit/s at
-    40 ms and 76.7 at 100 ms (CUBIC backs off at every tail drop and a short queue cannot cover the
-    window it lost); with a fifo of one round trip 99.7 and 103 (100 within the measurement's noise).
+    A fifo shorter than the round trip leaves a long path's TCP flow short of the rate (CUBIC backs off
+    at every tail drop and a short queue cannot cover the window it lost); one round trip fills it
+    (docs/benchmarks.md "wan").
     """
     return max(QUEUE_PACKETS * LO_PACKET, int(rate / 8 * max(QUEUE_SECONDS, rtt)))
 

@@ -11,11 +11,10 @@ the MAC that follows from the destination's address (btswarm.hosts.mac_of),
 marked (`--mark`) so that the redirect lets it pass to the htb. It runs as
 a real-time process (SCHED_FIFO, the lowest priority; nice -10 where that
 is refused), as the kernel's own network path would: on a loaded host a
-delay line scheduled late adds delay nobody asked for (measured at load 9
-on 2 cores, nice -10: packets left 1.8 ms late on average, 16.6 ms at
-worst; a connect took 46 ms, not 40).
-Its cost is per packet (a read, a send, a wake-up or two): about 1 CPU-s
-per GB in lo's 64 KiB packets, several times that on a host, whose TCP
+delay line scheduled late adds delay nobody asked for (docs/benchmarks.md
+"wan").
+Its cost is per packet (a read, a send, a wake-up or two): small per GB
+in lo's 64 KiB packets, several times that on a host, whose TCP
 segments at 100 Mbit/s are ~10 KB (and whose ACKs are packets too), so the
 priority takes little from anyone.
 

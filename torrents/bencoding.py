@@ -15,7 +15,7 @@ from typing import Any
 
 from torrents.errors import BencodeError
 
-_CODEC = None  # bencode.py's encoder, made on first use: a bt-get never encodes (8 ms of its start)
+_CODEC = None  # bencode.py's encoder, made on first use: a bt-get, which never encodes, skips it
 
 
 def _codec() -> "Any":

@@ -78,9 +78,9 @@ class FileEntry:
 
 class FileList(Sequence[FileEntry]):
     """A torrent's files, kept by column: each file's LFN (one string) and length (8 bytes in
-    an array), padding and symlink entries apart. About 100 bytes a file where a FileEntry
-    object with its path tuple costs 400-600: a 100,000-file dataset is 10 MB in every
-    process that holds its Metainfo, not 50. Items are FileEntry, made when asked for;
+    an array), padding and symlink entries apart: a fraction of the memory of a FileEntry
+    object with its path tuple, in every process that holds its Metainfo (docs/benchmarks.md
+    "cost"). Items are FileEntry, made when asked for;
     `lfns` and `lengths` read the columns without making any."""
 
     __slots__ = ("lfns", "lengths", "_special", "total")

@@ -1,16 +1,15 @@
 """A small Redis client for the tracker: RESP2 over one asyncio connection, pipelined, bounded in time.
 
-Why not redis-py's asyncio client: measured against a real redis-server
-(16 concurrent callers, one EVALSHA each, uvloop), redis-py spent ~77 CPU µs
-per command in the client (a pooled connection checked out and back per
-call, its locks and encoder), valkey-glide ~72, coredis ~184; this module
-~20. The tracker's whole announce costs ~100 µs, so the client would have
-tripled it. What makes it cheap: every command of the process goes down
-one connection (replies come back in order, so a FIFO of futures matches
-them: pipelining for free under load), a command is a `transport.write`
-and a future, and replies are parsed by hiredis (Redis's own C parser,
-from PyPI). The tracker needs few commands (EVALSHA, SET NX PX, GET, DEL,
-HSET, HGETALL, ZADD...), so a generic `call(*args)` is all the API.
+Why not redis-py's asyncio client: it spends several times this module's
+CPU per command (a pooled connection checked out and back per call, its
+locks and encoder; valkey-glide and coredis no better), nearly as much as
+the tracker's whole announce (docs/benchmarks.md "tracker"). What makes
+it cheap: every command of the process goes down one connection (replies
+come back in order, so a FIFO of futures matches them: pipelining for free
+under load), a command is a `transport.write` and a future, and replies are
+parsed by hiredis (Redis's own C parser, from PyPI). The tracker needs few
+commands (EVALSHA, SET NX PX, GET, DEL, HSET, HGETALL, ZADD...), so a
+generic `call(*args)` is all the API.
 
 Bounded in time, always: a command that gets no reply within `timeout`
 fails with StoreUnavailable and the connection is dropped (a reply that

@@ -174,8 +174,8 @@ class SeedStarter:
             seeding = await self.seeding_sites(info_hash)
             if before is None:
                 # What the announce saw, not this first read: a start that landed between its swarm read
-                # and this one is a seed its view lacks (under load, 51 of 200 first answers said
-                # complete=0 at 0.15 s while both sites seeded).
+                # and this one is a seed its view lacks (under load, first answers said complete=0
+                # while both sites seeded: issue 28).
                 before = min(len(seeding), counts.complete)
             gained |= len(seeding) > before
             mine = self._inflight.get(info_hash, {})

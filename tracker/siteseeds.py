@@ -4,7 +4,7 @@ Any peer may announce `left=0`. Counted as a seed, one that lies (a
 corrupt copy whose resume data claims every piece) or an honest T3 seeding
 on from behind a NAT that nobody can reach kept every site from being
 asked: the leechers banned the one or never reached the other, then waited
-out bt-get's 30 s stall limit (issue 26: exit 7, 0 of 6 files).
+out bt-get's 30 s stall limit and failed (issue 26).
 
 What would show that a peer serves is its word or a leecher's: its
 `uploaded` and `left`, a `completed` event, a leecher's `downloaded`

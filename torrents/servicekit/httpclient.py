@@ -2,8 +2,8 @@
 (torrents.proxyenv: `http_proxy`, `https_proxy`, `no_proxy`), apart from the service kit's server half.
 
 bt-get's start needs only these: importing torrents.servicekit.web would add
-aiohttp's server and prometheus_client to every bt-get's start, which 8 T3s
-launched at once pay 8 times over (docs/benchmarks.md "wan").
+aiohttp's server and prometheus_client to every bt-get's start, which T3s
+launched at once each pay (docs/benchmarks.md "wan").
 """
 
 from __future__ import annotations

@@ -325,7 +325,7 @@ def torrent_info(data: bytes) -> "lt.torrent_info":
     """A .torrent's torrent_info, parsed straight from its bytes.
 
     Not `torrent_info(bdecode(data))`: that builds the whole file list as Python
-    objects first, 1.1 s for 100,000 files against 0.15 s from the buffer.
+    objects first: far slower (docs/benchmarks.md "cost").
     """
     return lt.torrent_info(data, LOAD_LIMITS)
 
