@@ -10,7 +10,6 @@ is the ONE place that decides that.
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 from typing import Sequence
 
 from aiohttp import web
@@ -32,13 +31,8 @@ def load_peer_ca(ca_path: str, key_path: str) -> tuple[bytes, bytes] | None:
     if not ca_path or not key_path:
         raise ConfigError("[repo] peer_ca" if not ca_path else "[repo] peer_ca_key",
                           "needed with the other: the peer CA's certificate and its key, PEM")
-    pems = []
-    for key, path in (("peer_ca_key", key_path), ("peer_ca", ca_path)):
-        try:
-            pems.append(Path(path).read_bytes())
-        except OSError as exc:
-            raise ConfigError(f"[repo] {key}", f"{path}: cannot read ({exc.strerror})") from None
-    return pems[0], pems[1]
+    key, ca = peerca.read_files("[repo]", (("peer_ca_key", key_path), ("peer_ca", ca_path)))
+    return key, ca
 
 
 async def may_read(request: web.Request, names: Sequence[str]) -> None:

@@ -107,17 +107,7 @@ def aria2c_all(fed: bl.Federation, n: int, work: Path) -> dict:
                          f"--on-bt-download-complete={hook}"], work / f"aria-{host.name}.log",
                         preexec_fn=netns.preexec(host.netns))
         clients = list(procs.procs)
-        done: dict[int, float] = {}
-        deadline = t0 + 900
-        while len(done) < n:
-            for k in range(n):
-                if k not in done and marks[k].exists():
-                    done[k] = time.monotonic() - t0
-                elif k not in done and clients[k].poll() is not None:
-                    raise SystemExit(f"aria2c on t3-{k + 1} exited {clients[k].returncode}; see {work}")
-            if time.monotonic() > deadline:
-                raise SystemExit(f"aria2c: {n - len(done)} of {n} not complete after 900 s")
-            time.sleep(0.05)
+        done = wan.marked_done(clients, marks, t0, lambda k: f"aria2c on t3-{k + 1}", str(work))
     for out in outs:
         wan.check_complete(str(out), out / name, bl.dataset_size(fed.data / name))
     return {"seconds": [done[k] for k in range(n)]}

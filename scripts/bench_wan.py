@@ -401,17 +401,7 @@ def aria2c_many(fed: bl.Federation, work: Path, ds: dict, n: int, torrent: Path,
         t0 = time.monotonic()
         clients = [procs.start([*aria2c_cmd(torrent, outs[k], bl.client_ip(k), seed=True),
                                 f"--on-bt-download-complete={hooks[k]}"], work / f"aria{k}.log") for k in range(n)]
-        done: dict[int, float] = {}
-        deadline = t0 + 900
-        while len(done) < n:
-            for k in range(n):
-                if k not in done and marks[k].exists():
-                    done[k] = time.monotonic() - t0
-                elif k not in done and clients[k].poll() is not None:
-                    raise SystemExit(f"aria2c {k} exited {clients[k].returncode}; see {work}/aria{k}.log")
-            if time.monotonic() > deadline:
-                raise SystemExit(f"aria2c: {n - len(done)} of {n} not complete after 900 s")
-            time.sleep(0.05)
+        done = marked_done(clients, marks, t0, lambda k: f"aria2c {k}", f"{work}/aria{{k}}.log")
     for k in range(n):
         check_complete(f"aria2c {k}", outs[k] / name, ds["bytes"])
         bl.fresh_dir(outs[k])
@@ -422,6 +412,25 @@ def aria2c_many(fed: bl.Federation, work: Path, ds: dict, n: int, torrent: Path,
     if timeline:
         out["timeline"] = tl.doc()
     return out
+
+
+def marked_done(clients: list[subprocess.Popen], marks: list[Path], t0: float, label, log: str,
+                timeout: float = 900) -> dict[int, float]:
+    """Until each client k has written marks[k] (aria2c's on-bt-download-complete hook): its seconds since
+    t0. A client that exits first, or `timeout`, ends the benchmark (`label(k)` names it, `log` with {k}
+    where its output is)."""
+    done: dict[int, float] = {}
+    while len(done) < len(clients):
+        for k, client in enumerate(clients):
+            if k not in done and marks[k].exists():
+                done[k] = time.monotonic() - t0
+            elif k not in done and client.poll() is not None:
+                raise SystemExit(f"{label(k)} exited {client.returncode}; see {log.format(k=k)}")
+        if time.monotonic() > t0 + timeout:
+            raise SystemExit(f"aria2c: {len(clients) - len(done)} of {len(clients)} not complete after "
+                             f"{timeout:g} s")
+        time.sleep(0.05)
+    return done
 
 
 def curl_many(srv: bl.Nginx, work: Path, ds: dict, n: int) -> float:

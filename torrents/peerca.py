@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Sequence
 
 from cryptography import x509
@@ -28,7 +29,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from torrents.errors import BtswarmError
+from torrents.errors import BtswarmError, ConfigError
 
 EVERY_DATASET = "*"  # a site's certificate: libtorrent's wildcard, every torrent of the CA
 CA_DAYS = 3650
@@ -250,3 +251,15 @@ def _key(pem: bytes, subject: str) -> Any:
     if not isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
         raise PeerCertError(subject, "neither an EC nor an RSA key")
     return key
+
+
+def read_files(subject: str, named: Sequence[tuple[str, str]]) -> list[bytes]:
+    """The PEM files `named` ((setting, path) pairs), read now; one that cannot be read is a ConfigError
+    naming `{subject} {setting}` and the path (an operator's renewal may be rewriting it: the caller retries)."""
+    out = []
+    for setting, path in named:
+        try:
+            out.append(Path(path).read_bytes())
+        except OSError as exc:
+            raise ConfigError(f"{subject} {setting}", f"{path}: cannot read ({exc.strerror})") from None
+    return out

@@ -286,13 +286,8 @@ def peer_certs(ca_path: str, cert_path: str, key_path: str, section: str) -> Pee
 def read_peer_cert(cert_path: str, key_path: str, subject: str) -> Callable[[], tuple[bytes, bytes]]:
     """A PeerCerts `load` reading a certificate and key file each time (the operator's renewal rewrites them)."""
     def load() -> tuple[bytes, bytes]:
-        out = []
-        for what, path in (("peer_cert", cert_path), ("peer_key", key_path)):
-            try:
-                out.append(Path(path).read_bytes())
-            except OSError as exc:
-                raise ConfigError(f"{subject} {what}", f"{path}: cannot read ({exc.strerror})") from None
-        return out[0], out[1]
+        cert, key = peerca.read_files(subject, (("peer_cert", cert_path), ("peer_key", key_path)))
+        return cert, key
     return load
 
 
