@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import dataclasses
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -614,8 +615,12 @@ def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -
 
 
 def token_of(cfg: GetConfig) -> bearer.TokenSource | None:
-    """The user's bearer token (btget/bearer.py): where every request of this run finds it."""
-    return bearer.discover(cfg.token_file or None)
+    """The user's bearer token (btget/bearer.py): where every request of this run finds it (looked for once
+    a run: the source is read again for each request, so a renewed token file is still used)."""
+    return _discovered(cfg.token_file or None)
+
+
+_discovered = functools.cache(bearer.discover)
 
 
 def web_seed_token(cfg: GetConfig, record: dict[str, Any] | None) -> bearer.TokenSource | None:
@@ -631,7 +636,7 @@ def peer_wire(opts: Options, cfg: GetConfig, found: Found) -> tuple[tuple[str, s
     name, record = found.meta.name, found.resolved.record
     # The repository's word alone makes a peer certificate needed only when one is to be had (the peer CA is
     # given): without, a member's token still reads the sites' web seeds.
-    restricted = access.load(opts.config_path).is_restricted(name) or \
+    restricted = _access(opts.config_path).is_restricted(name) or \
         bool(cfg.peer_ca and record and record.get("restricted") is True)
     cert, key = cfg.peer_cert, cfg.peer_key
     from_repo: tuple[str, str] = ()
@@ -642,6 +647,9 @@ def peer_wire(opts: Options, cfg: GetConfig, found: Found) -> tuple[tuple[str, s
         from_repo = (cfg.repo, cfg.ca_file)
     files = peercert.peer_cert_for(name, restricted, cfg.peer_ca, cert, key, dt.datetime.now(dt.timezone.utc))
     return files, from_repo if files else ()
+
+
+_access = functools.cache(access.load)  # [access] of this host's configuration, read once a run
 
 
 def serve(opts: Options, cfg: GetConfig, target: Target, found: Found) -> int:

@@ -88,32 +88,31 @@ def _hashes(body: Mapping[str, Any], key: str, site: str) -> frozenset[bytes]:
     return frozenset(_hash(h, key, site) for h in value)
 
 
-def _uploaded(body: Mapping[str, Any], site: str) -> dict[bytes, int]:
-    """The heartbeat's `uploaded` ({info-hash: bytes}; none from a site older than it)."""
-    value = body.get("uploaded", {})
+def _by_hash(body: Mapping[str, Any], key: str, site: str, what: str, valid: Callable[[Any], bool],
+             bad: str) -> dict[bytes, Any]:
+    """The heartbeat's object `key` ({info-hash: its `what`}; none from a site older than it), each value
+    `valid` (else `bad` says what it is not)."""
+    value = body.get(key, {})
     if not isinstance(value, dict) or len(value) > MAX_HASHES:
-        raise HeartbeatError(f"{site}: uploaded", f"expected an object of at most {MAX_HASHES} info-hashes "
-                                                  "and their bytes")
+        raise HeartbeatError(f"{site}: {key}", f"expected an object of at most {MAX_HASHES} info-hashes "
+                                               f"and their {what}")
     out = {}
-    for h, n in value.items():
-        if not _is_count(n):
-            raise HeartbeatError(f"{site}: uploaded", f"{str(h)[:50]!r}: {str(n)[:30]!r} is not a whole number ≥ 0")
-        out[_hash(h, "uploaded", site)] = n
+    for h, v in value.items():
+        if not valid(v):
+            raise HeartbeatError(f"{site}: {key}", f"{str(h)[:50]!r}: {str(v)[:60]!r} {bad}")
+        out[_hash(h, key, site)] = v
     return out
+
+
+def _uploaded(body: Mapping[str, Any], site: str) -> dict[bytes, int]:
+    """The heartbeat's `uploaded`: bytes each seed sent."""
+    return _by_hash(body, "uploaded", site, "bytes", _is_count, "is not a whole number ≥ 0")
 
 
 def _restricted(body: Mapping[str, Any], site: str) -> dict[bytes, str]:
-    """The heartbeat's `restricted` ({info-hash: dataset name}; none from a site older than it)."""
-    value = body.get("restricted", {})
-    if not isinstance(value, dict) or len(value) > MAX_HASHES:
-        raise HeartbeatError(f"{site}: restricted", f"expected an object of at most {MAX_HASHES} info-hashes "
-                                                    "and their dataset names")
-    out = {}
-    for h, name in value.items():
-        if not isinstance(name, str) or not name or len(name) > 255:
-            raise HeartbeatError(f"{site}: restricted", f"{str(h)[:50]!r}: {str(name)[:60]!r} is not a dataset name")
-        out[_hash(h, "restricted", site)] = name
-    return out
+    """The heartbeat's `restricted`: the dataset name of each members-only info-hash."""
+    return _by_hash(body, "restricted", site, "dataset names",
+                    lambda name: isinstance(name, str) and 0 < len(name) <= 255, "is not a dataset name")
 
 
 def _endpoint(text: object, site: str, key: str = "peers") -> str:
