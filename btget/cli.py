@@ -27,7 +27,7 @@ import click
 from torrents import did as dids
 from torrents import log as btlog
 from torrents.cli import command_settings, fail, run_main
-from torrents import access, metainfo, proxyenv
+from torrents import access, measuring, metainfo, proxyenv
 from torrents.errors import BtswarmError, ConfigError, MetainfoError, NotFound, UsageError
 from torrents.exitstatus import ExitStatus, status_for
 from torrents.hostport import parse_hostport
@@ -484,7 +484,7 @@ def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: 
         stall_timeout=cfg.stall_timeout, blocked_after=cfg.blocked_after, max_rate=cfg.max_rate, max_upload_rate=cfg.max_upload_rate,
         checksums=checksums(resolved.record), folder=folder,
         token=web_seed_token(cfg, resolved.record), peer_cert=cert_files, peer_cert_repo=from_repo,
-        site_peers=holding(sites, resolved.record) if cfg.site_share else ())
+        site_peers=holding(sites, resolved.record) if measuring.site_share() else ())
     log.info("%s %s: %d files, %d bytes, %d workers, into %s", meta.name, meta.info_hash, len(selected),
              sum(f.size for f in selected), len(shares), job.root)
     display.note(readout.heading(meta.name, len(selected), sum(f.size for f in selected), str(job.root)))

@@ -32,8 +32,6 @@ class GetConfig:
     stall_timeout: Seconds = Seconds(300.0)  # 0: no limit
     blocked_after: Seconds = Seconds(30.0)  # seeds connected, no byte arriving: name the stuck files (0: never)
     max_connections: int = 200
-    # In a busy swarm, let go of the sites unchoking us beyond our share of them (btget/siteshare.py).
-    site_share: bool = True
     # The whole run's rates, all workers together, bytes/s ("50MB/s", "400mbit"; 0: none): a
     # campus link shared with everyone else. Trading between this run's own workers is not counted.
     max_rate: Rate = Rate(0)

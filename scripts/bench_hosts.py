@@ -14,7 +14,7 @@ copies of the dataset the sites sent: what their uplinks' htb classes
 carried (headers too), and for bt-get what its --json counts from them.
 `--variant` runs a second contender alternated with the defaults, with one
 variable set in the T3s' environment (e.g.
-`rules-off:BTSWARM_GET_SITE_SHARE=false`); medians of the runs.
+`rules-off:BTSWARM_BENCH_SITE_SHARE=off`); medians of the runs.
 
 The wan scenarios on hosts (bench_wan.py's swarm, on the shared loopback):
 `--rtt 0ms 100ms` gives every site's link that round trip (a federation

@@ -106,7 +106,11 @@ def load_section(name: str, cls: type[T], explicit: str | os.PathLike | None = N
     # The file alone first: a bad value in it is the file's error even when a flag overrides it.
     section_from_dict(cls, values, f"{where}: [{name}]")
     hints = typing.get_type_hints(cls)
-    for key, value in _from_env(name, cls, os.environ if environ is None else environ).items():
+    env = os.environ if environ is None else environ
+    for (owner, key) in REMOVED_KEYS:
+        if owner == cls.__name__ and env_name(name, key) in env:
+            _removed(cls, key, f"${env_name(name, key)}")
+    for key, value in _from_env(name, cls, env).items():
         # checked here, alone, so that a bad value names the variable, not the file
         values[key] = _coerce(value, hints[key], f"${env_name(name, key)}")
         try:
@@ -133,6 +137,8 @@ def section_from_dict(cls: type[T], values: Mapping[str, Any], where: str) -> T:
     known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     kwargs = {}
     for key, value in values.items():
+        if key not in known and _removed(cls, key, f"{where} {key}"):
+            continue
         if key not in known:
             raise ConfigError(f"{where} {key}", f"unknown key (known: {', '.join(sorted(known))})")
         # a sub-table is named as TOML writes it: "FILE: [server.rucio] rse"
@@ -164,6 +170,23 @@ log = logging.getLogger("btswarm.config")
 # Variables from before every setting was $BTSWARM_<SECTION>_<KEY>: old name → (section or None for every
 # section with the key, key). Read for one release when the new name is unset, with a warning naming it.
 RENAMED_ENV = {"BTSWARM_REPO": ("get", "repo"), "BTSWARM_CA_FILE": (None, "ca_file")}
+
+
+# Keys that are no longer settings: (section's class name, key) → why. A file that still has one is read
+# for one release with a warning, the key ignored; then it is an unknown key like any other.
+REMOVED_KEYS = {("GetConfig", "site_share"): "the site-share rules always apply (docs/bt-get.md)"}
+
+
+_said_removed: set[str] = set()
+
+
+def _removed(cls: type, key: str, subject: str) -> bool:
+    """Whether `key` of `cls` is a removed setting; said once per `subject` (where it was written)."""
+    why = REMOVED_KEYS.get((cls.__name__, key))
+    if why is not None and subject not in _said_removed:
+        _said_removed.add(subject)
+        log.warning("%s is no longer a setting and is ignored: %s", subject, why)
+    return why is not None
 
 
 def _renamed(section: str, key: str, env: Mapping[str, str]) -> str | None:

@@ -364,3 +364,21 @@ def test_a_renamed_variable_is_read_for_one_release_with_a_warning_naming_the_ne
         cfg = load_config(environ={"BTSWARM_REPO": "http://old.example:1", "BTSWARM_GET_REPO": "http://new.example:2"})
     assert cfg.get.repo == "http://new.example:2"  # the new name wins, and nothing is said of the old
     assert not [r for r in caplog.records if "BTSWARM_REPO" in r.getMessage()]
+
+
+def test_a_removed_setting_in_a_file_or_the_environment_is_ignored_with_a_warning_saying_why(home, tmp_path, caplog,
+                                                                                           monkeypatch):
+    import torrents.config
+    monkeypatch.setattr(torrents.config, "_said_removed", set())  # said once a process: this test's process
+    path = tmp_path / "btswarm.toml"
+    path.write_text('[get]\nsite_share = false\nrepo = "http://repo.example:8080"\n')
+    with caplog.at_level("WARNING", logger="btswarm.config"):
+        cfg = load_config(path, environ={"BTSWARM_GET_SITE_SHARE": "false"})
+    assert cfg.get.repo == "http://repo.example:8080"  # the rest of the section is read as before
+    said = [r.getMessage() for r in caplog.records]
+    why = "is no longer a setting and is ignored: the site-share rules always apply (docs/bt-get.md)"
+    assert said.count(f"{path}: [get] site_share {why}") == 1
+    assert said.count(f"$BTSWARM_GET_SITE_SHARE {why}") == 1
+    path.write_text("[get]\nsite_sharing = false\n")  # a typo is still an unknown key
+    with pytest.raises(ConfigError, match="site_sharing: unknown key"):
+        load_config(path, environ={})
