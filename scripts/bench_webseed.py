@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import benchlib as bl
-from bench_wan import check_complete, dataset, public, seeds_everywhere
+from wanlib import check_complete, dataset, public, seeds_everywhere
 
 from btswarm import shaping
 from btswarm.testbed import firewall

@@ -45,10 +45,11 @@ from typing import Any, Callable, Iterator, Sequence
 
 from btswarm import federation as fedlib
 from btswarm import topology
-from btswarm.federation import Federation, get_json  # noqa: F401  (for the scripts)
+from btswarm.federation import Federation
 from torrents import procs as proclib
 from torrents.procs import children, cpu_times, free_port  # noqa: F401  (for the scripts)
 
+get_json = fedlib.get_json  # for the scripts
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
