@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from btswarm import benches
 from btswarm import demo as demo_mod
 from btswarm import run as run_mod
 from btswarm import shaping
@@ -148,33 +149,34 @@ def demo(state, output, sites, sample_size, workers, keep):
                              report=_say, sample_size=parse_size(sample_size), workers=workers)
 
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"  # a source checkout's; a wheel has none
-# Every scripts/bench_NAME.py is benchmark NAME: a new one is found, never forgotten in a list.
-BENCHES = sorted(p.stem.removeprefix("bench_") for p in SCRIPTS.glob("bench_*.py")) if SCRIPTS.is_dir() else []
+BENCHES = benches.find()
+BENCH_NAMES = list(BENCHES)
 
 
 @cli.command()
-@click.option("--quick", is_flag=True, help="Smaller datasets and fewer runs: the whole suite in under 10 minutes.")
-@click.option("--only", multiple=True, type=click.Choice(BENCHES), help="Run only these benchmarks.")
+@click.option("--quick", is_flag=True, help="Smaller datasets and fewer runs.")
+@click.option("--only", multiple=True, type=click.Choice(BENCH_NAMES + sorted(benches.groups(BENCH_NAMES))),
+              help="Run only these benchmarks; a group (wan) runs each of its own (wan_*).")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("bench-results"),
               show_default=True)
-def bench(quick, only, out):
-    """Run the benchmarks (scripts/bench_*.py) against their baselines; JSON and plots in OUT."""
-    scripts = SCRIPTS
-    if not scripts.is_dir():
+@click.option("--list", "listing", is_flag=True, help="List the benchmarks with what each measures, and stop.")
+def bench(quick, only, out, listing):
+    """Run the benchmarks (scripts/bench_NAME.py, each found there) against their baselines; JSON and plots
+    in OUT."""
+    if not BENCHES:
         raise BtswarmError("bench", "runs from a source checkout (scripts/ not found)")
+    if listing:
+        width = max(map(len, BENCHES))
+        for name, script in BENCHES.items():
+            click.echo(f"{name:{width}s}  {benches.summary(script)}")
+        return
     failed = []
-    for name in only or BENCHES:
-        script = scripts / f"bench_{name}.py"
-        if not script.exists():
-            _say(f"btswarm: bench {name}: {script} not found")
-            failed.append(name)
-            continue
-        args = [sys.executable, str(script), "--out", str(out)] + (["--quick"] if quick else [])
+    for name in benches.expand(list(only), BENCH_NAMES):
+        args = [sys.executable, str(BENCHES[name]), "--out", str(out)] + (["--quick"] if quick else [])
         _say("$ " + " ".join(args[1:]))
         if subprocess.call(args) != 0:
             failed.append(name)
-    plot = scripts / "plot_bench.py"
+    plot = benches.SCRIPTS / "plot_bench.py"
     if plot.exists():
         subprocess.call([sys.executable, str(plot), "--out", str(out)])
     if failed:

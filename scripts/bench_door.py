@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A storage door as the only web seed: bt-get from a real XRootD door (XrdHttp) against nginx, on a shaped link.
+"""Benchmark door: a storage door as the only web seed, bt-get from a real XRootD door (XrdHttp) against nginx, on a shaped link.
 
 Debian's xrootd-server 5.5.3 does not answer pipelined requests (scripts/probe_pipelining.py);
 bt-get asks every http web seed through its relay (btget/doorrelay.py), so the door should

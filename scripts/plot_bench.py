@@ -3,9 +3,10 @@
     .venv/bin/python scripts/plot_bench.py [--out DIR] [--img DIR2]
 
 One PNG per benchmark found: egress.png (T2 egress and time against the
-number of clients), wan.png (fractions of the physical bound; N T3s against
-the Kumar-Ross bound and curl) and wan-timeline.png (one 8-T3 run of each
-swarm: each T3's bytes and each site's uplink over time), and a bar chart of each other benchmark against its
+number of clients), wan.png (the wan scenarios' wan_*.json together:
+fractions of the physical bound; N T3s against the Kumar-Ross bound and
+curl) and wan-timeline.png (one 8-T3 run of each swarm: each T3's bytes and
+each site's uplink over time), and a bar chart of each other benchmark against its
 baseline or target (get, coldstart, smallfiles, build, tracker, seed_start),
 with the target drawn as a red dashed line; scale.png (tracker memory and
 latency against swarms and peers per swarm). Small (about 700x380
@@ -274,7 +275,7 @@ def plot_wan(doc: dict, out: Path) -> Path:
         if n in sw:
             bars.append((f"{n} T3s", sw[n]["fraction"], target))
     slow = doc.get("swarm_slow", {})
-    for n, r in slow.get("median", {}).items():  # 16 and 32 T3s on slower links (bench_wan --slow-rate)
+    for n, r in slow.get("median", {}).items():  # 16 and 32 T3s on slower links (bench_wan_swarm --slow-rate)
         bars.append((f"{n} T3s, {slow['rate'] / 1e6:g} Mbit/s", r["fraction"], 0.8))
     for n, r in doc.get("batch", {}).get("by_shards", {}).items():
         bars.append((f"{n} shards", 1 / r["x_bound"], 1 / 1.15))
@@ -389,6 +390,20 @@ PLOTS = {"get": plot_get, "egress": plot_egress, "coldstart": plot_coldstart, "s
          "scale": plot_scale, "repo": plot_repo}
 
 
+def result(out: Path, name: str) -> tuple[Path, dict | None]:
+    """OUT/NAME.json; for wan, the scenarios' OUT/wan_*.json as one document (each holds its scenario's keys,
+    the links and the dataset of the first found), or an older OUT/wan.json with all of them."""
+    parts = sorted(out.glob("wan_*.json")) if name == "wan" else []
+    if parts:
+        doc: dict = {}
+        for part in parts:
+            for key, value in json.loads(part.read_text()).items():
+                doc.setdefault(key, value)
+        return out / "wan_*.json", doc
+    path = out / f"{name}.json"
+    return path, json.loads(path.read_text()) if path.exists() else None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("bench-results"))
@@ -396,15 +411,15 @@ def main() -> int:
     args = ap.parse_args()
     made = []
     for name, plot in PLOTS.items():
-        path = args.out / f"{name}.json"
-        if not path.exists():
+        path, doc = result(args.out, name)
+        if doc is None:
             continue
         try:
-            png = plot(json.loads(path.read_text()), args.out)
+            png = plot(doc, args.out)
         except (KeyError, TypeError, ValueError) as exc:  # a result file of another shape: skip, say so
             print(f"plot_bench: {path}: cannot plot ({exc.__class__.__name__}: {exc})", file=sys.stderr)
             continue
-        for extra in ([plot_wan_timeline(json.loads(path.read_text()), args.out)] if name == "wan" else []):
+        for extra in ([plot_wan_timeline(doc, args.out)] if name == "wan" else []):
             if extra:
                 made.append(extra)
                 print(f"wrote {extra}", file=sys.stderr)
