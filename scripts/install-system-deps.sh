@@ -5,7 +5,7 @@
 # and the third-party baselines
 # (mktorrent, opentracker, aria2c, nginx, wrk); iproute2 (ip, tc) for the shaped
 # federation, nftables for its firewall (peer ports blocked, web seeds open: tests/e2e/test_webseeds.py),
-# bindfs and fuse3 for bench_wan's frozen-storage site; the third-party BitTorrent
+# bindfs and fuse3 for bench_wan_hung's and bench_wan_arrival's frozen-storage site; the third-party BitTorrent
 # clients of tests/clients/ (qbittorrent-nox, rtorrent, ctorrent; aria2c above); and a real SLURM for
 # the batch-array tests (slurm-wlm, munge: btswarm/testbed/localslurm.py configures and starts its
 # own daemons; the packages' own services are not used); openssl (the TLS tests make their own CA)

@@ -3,7 +3,7 @@
 What a user would check: the bytes, that a site's link really is the
 configured rate, and that a fetch survives a site that hangs (SIGSTOP)
 mid-way. Figures (how close to the bound) are benchmarks, in
-scripts/bench_wan.py; these only assert correctness and a ±25% rate.
+scripts/bench_wan_*.py; these only assert correctness and a ±25% rate.
 """
 
 from __future__ import annotations
