@@ -27,7 +27,7 @@ def options(ap) -> None:
 
 def run(work: Path, args, links: wanlib.Links, runs: int, doc: dict) -> None:
     files = args.small_files or (5000 if args.quick else 20000)
-    ds = wanlib.data_of(work, doc, "bench.wan.smallfiles", files, files * MEAN_SMALL, 0.96)
+    ds = wanlib.scenario_dataset(work, doc, "bench.wan.smallfiles", files, files * MEAN_SMALL, 0.96)
     with wanlib.federation(work, links, ds["name"]) as (fed, srv):
         r = wanlib.one_t3(fed, srv, work, ds, runs, ds["bytes"] * 8 / (3 * links.rate), "smallfiles",
                           config=work / "curl-small.cfg")

@@ -26,6 +26,8 @@ import argparse
 import contextlib
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
@@ -35,6 +37,8 @@ from wanmeters import site_ip
 
 from btswarm import federation as fedlib, shaping
 from btswarm.testbed import frozenfs
+from torrents import auth, sample, urls
+from torrents.units import parse_size
 
 SEED_TIME = "30m"  # swarm clients seed until all are done, then are stopped by PID
 CLIENTS = 40  # shaped client addresses (a swarm of 32, the single contenders, the warm-up's)
@@ -101,10 +105,7 @@ def seeds_everywhere(fed: bl.Federation, info_hash: str) -> None:
 
 
 def restart_seed(fed: bl.Federation, site: str, info_hash: str) -> None:
-    """Stop and start `site`'s seed (it closes and reopens its files: nothing of them stays mapped)."""
-    from torrents import auth
-    import urllib.request
-
+    """Stop `site`'s seed: it closes its files, nothing of them stays mapped (seeds_everywhere starts it again)."""
     s = fed.site(site)
     path = f"/api/seeds/{info_hash}"
     headers = auth.sign(bl.site_secret(fed, site), site, "DELETE", path, b"")
@@ -117,8 +118,6 @@ def restart_seed(fed: bl.Federation, site: str, info_hash: str) -> None:
 
 def noweb_torrent(fed: bl.Federation, name: str, path: Path) -> Path:
     """The dataset's .torrent without web seeds (the BitTorrent contenders' own, from the same seeds) at `path`."""
-    from torrents import urls
-
     path.write_bytes(fedlib.get_bytes(f"{fed.repo}{urls.dataset_torrent(name)}?web_seeds=0"))
     return path
 
@@ -130,8 +129,7 @@ def check_complete(label: str, directory: Path, size: int) -> None:
 
 
 def dataset(data: Path, name: str, files: int, size: int, jitter: float = 0.3) -> dict:
-    from torrents import sample
-
+    """`files` files of about `size` bytes in all (torrents.sample) under DATA/NAME: its name, root, files, bytes."""
     root = sample.generate(data, name=name, files=files, total_size=size, jitter=jitter)
     lfns = sorted(p.name for p in root.iterdir())
     return {"name": name, "root": root, "lfns": lfns, "sizes": [(root / f).stat().st_size for f in lfns],
@@ -144,13 +142,11 @@ def public(ds: dict) -> dict:
 
 def wan_dataset(work: Path, args: argparse.Namespace, doc: dict) -> dict:
     """The scenarios' dataset (29 files of --size) under WORK/data, named in the results."""
-    from torrents.units import parse_size
-
     size = parse_size(args.size or ("100M" if args.quick else "200M"))
-    return data_of(work, doc, "bench.wan.dataset", 29, size)
+    return scenario_dataset(work, doc, "bench.wan.dataset", 29, size)
 
 
-def data_of(work: Path, doc: dict, name: str, files: int, size: int, jitter: float = 0.3) -> dict:
+def scenario_dataset(work: Path, doc: dict, name: str, files: int, size: int, jitter: float = 0.3) -> dict:
     """A scenario's dataset under WORK/data, named in its results (`doc`)."""
     ds = dataset(work / "data", name, files, size, jitter)
     doc["dataset"] = public(ds)
