@@ -85,7 +85,8 @@ def arms(fed: bl.Federation, work: Path, ds: dict, counts: list[int], aria2c_cou
     return out
 
 
-def run_arms(arms_: dict[str, tuple[list[int], Runner]], runs: int, counts: list[int], traced: int | None) -> tuple[dict, dict]:
+def run_arms(arms_: dict[str, tuple[list[int], Runner]], runs: int, counts: list[int], traced: int | None
+             ) -> tuple[dict, dict]:
     """Every arm for every N in each run, alternated: label -> N -> runs; and the timelines kept."""
     detail = {label: {n: [] for n in ns} for label, (ns, _) in arms_.items()}
     timelines: dict[str, dict] = {}
