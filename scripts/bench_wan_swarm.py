@@ -78,7 +78,7 @@ def arms(fed: bl.Federation, work: Path, ds: dict, counts: list[int], aria2c_cou
         return lambda n, trace: bt_get_many(fed, work, ds, [["--workers", "1"]] * n, True, [ds["bytes"]] * n,
                                             timeline=trace, env=env)
 
-    out = {EVERY_SITE: ([n for n in counts if n > 1], bt_get({"BTSWARM_GET_SITE_SHARE": "false"}))} \
+    out = {EVERY_SITE: ([n for n in counts if n > 1], bt_get({"BTSWARM_BENCH_SITE_SHARE": "off"}))} \
         if every_site else {}
     out["bt-get"] = (counts, bt_get(None))
     out["aria2c"] = (aria2c_counts, lambda n, trace: aria2c_many(fed, work, ds, n, torrent, timeline=trace))
