@@ -45,6 +45,7 @@ from wanclients import aria2c_many, bt_get_many, curl_many
 from wanmeters import cpu_summary
 
 from btswarm import shaping
+from torrents import measuring
 
 TARGETS = {  # issue 25's for 8 T3s and aria2c, the earlier ones for 16 and 32
     "swarm8_fraction": 0.85, "swarm8_egress_x": 1.2, "swarm8_vs_aria2c": 1.5,
@@ -78,7 +79,7 @@ def arms(fed: bl.Federation, work: Path, ds: dict, counts: list[int], aria2c_cou
         return lambda n, trace: bt_get_many(fed, work, ds, [["--workers", "1"]] * n, True, [ds["bytes"]] * n,
                                             timeline=trace, env=env)
 
-    out = {EVERY_SITE: ([n for n in counts if n > 1], bt_get({"BTSWARM_BENCH_SITE_SHARE": "off"}))} \
+    out = {EVERY_SITE: ([n for n in counts if n > 1], bt_get({measuring.SITE_SHARE: "off"}))} \
         if every_site else {}
     out["bt-get"] = (counts, bt_get(None))
     out["aria2c"] = (aria2c_counts, lambda n, trace: aria2c_many(fed, work, ds, n, torrent, timeline=trace))
