@@ -40,7 +40,7 @@ CHECK_TESTS := tests/unit tests/test_layering.py \
     runstate.py siteshare.py sitechoice.py sources.py stall.py steering.py streaming.py target.py targets.py \
     webseeds.py) \
   $(addprefix tests/btserver/test_,layout.py policy.py uploadslots.py rucio_map.py) \
-  $(addprefix tests/btswarm/test_,bench.py delayline.py hosts_plan.py topology.py ready.py) \
+  $(addprefix tests/btswarm/test_,bench.py delayline.py hosts_plan.py idealflows.py topology.py ready.py) \
   $(addprefix tests/repo/test_,identity.py rights.py) \
   $(addprefix tests/tracker/test_,handout.py protocol.py siteseeds.py)
 

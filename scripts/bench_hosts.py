@@ -2,7 +2,7 @@
 
     sudo .venv/bin/python scripts/bench_hosts.py [--t3s 2,4] [--sites 2] [--size 96M] [--files 12]
         [--site-link 150mbit] [--client-link 100mbit] [--rtt 0ms 100ms] [--runs 3]
-        [--variant NAME:VAR=VALUE] [--aria2c] [--name hosts] [--out DIR] [--keep]
+        [--variant NAME:VAR=VALUE] [--aria2c] [--ideal] [--name hosts] [--out DIR] [--keep]
 
 The federation as it is deployed: the tracker and the repository on one
 host, each site on its own, each T3 on its own, every uplink shaped on its
@@ -23,7 +23,11 @@ clients with the bt-gets in each run (the .torrent without web seeds, the
 same seeds), and every contender then seeds on until the last T3 is done,
 as bench_wan_swarm.py does. N = 1 is bench_wan_single.py (one T3 from
 all sites). `--shards` is bench_wan_batch.py: N T3s at once, T3 k fetching
-`bt-get --shard k/N`, against S/ΣR. Root only (network namespaces).
+`bt-get --shard k/N`, against S/ΣR. `--ideal` adds the bound's own
+schedule as plain TCP flows between the same hosts (scripts/idealflows.py):
+what these links, this machine and its load allow any client, so that
+bt-get's ratio to it is the product's part of the gap to the bound. Root
+only (network namespaces).
 
     sudo .venv/bin/python scripts/bench_hosts.py --sites 3 --site-link 100mbit --client-link 100mbit \\
         --size 100M --files 29 --t3s 1,2,4 --rtt 0ms 100ms --aria2c --runs 2 --name hosts-wan
@@ -39,6 +43,7 @@ from pathlib import Path
 from typing import Callable
 
 import benchlib as bl
+import idealflows
 import wanlib
 from wanclients import aria2c_hook, completion_times, marked_done
 
@@ -137,13 +142,15 @@ def parse_args():
     ap.add_argument("--variant", default="", help="NAME:VAR=VALUE, alternated with the defaults")
     ap.add_argument("--aria2c", action="store_true", help="N aria2c alternated with the bt-gets; all seed on until "
                                                           "the last is done")
+    ap.add_argument("--ideal", action="store_true", help="the bound's schedule as plain TCP flows between the same "
+                                                         "hosts, alternated with the others")
     ap.add_argument("--shards", action="store_true", help="also N T3s fetching `--shard k/N` each (bound S/ΣR)")
     ap.add_argument("--name", default="hosts", help="the results' file: OUT/NAME.json")
     return ap.parse_args()
 
 
 def contenders_of(args, size: int, site_rate: int) -> dict[str, Contender]:
-    """The defaults first (the others' ratios are to them), then --variant, --aria2c and --shards."""
+    """The defaults first (the others' ratios are to them), then --variant, --aria2c, --ideal and --shards."""
     seed = args.aria2c
     contenders: dict[str, Contender] = {"defaults": lambda fed, n, work: bt_get_all(fed, n, work, {}, seed)}
     if args.variant:
@@ -152,6 +159,10 @@ def contenders_of(args, size: int, site_rate: int) -> dict[str, Contender]:
         contenders[name] = lambda fed, n, work: bt_get_all(fed, n, work, {var: value}, seed)
     if args.aria2c:
         contenders["aria2c"] = aria2c_all
+    if args.ideal:
+        client_rate = shaping.parse_rate(args.client_link)
+        contenders["tcp-ideal"] = lambda fed, n, work: idealflows.ideal_all(fed, n, work / "ideal", size,
+                                                                            site_rate / 8, client_rate / 8)
     if args.shards:
         contenders["shards"] = lambda fed, n, work: {**bt_get_all(fed, n, work, {}, shards=True),
                                                      "bound": size * 8 / (args.sites * site_rate)}
