@@ -84,6 +84,8 @@ def test_the_banner_s_commands_fetch_the_restricted_sample_with_a_token_only(fed
     assert oct(token.stat().st_mode & 0o777) == "0o600" and token.read_text().count(".") == 2  # a JWT
     out = _bt_get(commands["bt-get"], tmp_path / "member", user)
     assert out.returncode == 0, out.stderr[-3000:]
+    # Its torrent started once it had its certificate: the tracker answered its first announce, no warning.
+    assert "warning" not in out.stderr, out.stderr
     assert compare_trees(fed.source, tmp_path / "member" / name) == []
 
 
