@@ -213,12 +213,12 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
     pki = peerpki.ensure(opts.state / "pki", [s.name for s in fed.sites], now)
     fed = dataclasses.replace(fed, peer_files={name: tuple(files) for name, files in pki.items()})
     if opts.restricted:
-        any_site = next(iter(pki.values()))
-        tls = {label: peerpki.ensure_service(opts.state / "pki", label, [host], now)
+        pki_dir = opts.state / "pki"
+        tls = {label: peerpki.ensure_service(pki_dir, label, [host], now)
                for label, host in (("tracker", fed.host), ("repo", fed.host), ("issuer", fed.issuer_host))}
         fed = dataclasses.replace(fed, members=topology.Members(
-            restricted_scopes(opts.restrict, names), issuer.AUDIENCE, any_site.ca,
-            opts.state / "pki" / peerpki.CA_KEY, tls))
+            restricted_scopes(opts.restrict, names), issuer.AUDIENCE, pki_dir / peerpki.CA_CERT,
+            pki_dir / peerpki.CA_KEY, tls))
     conf_dir = opts.state / "config"
     conf_dir.mkdir(parents=True, exist_ok=True)
     for label, sections in topology.configs(fed).items():
