@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
                    "`btswarm run --host` enters; --site-link/--client-link shape each host's own interface (root).")
 @click.option("--t3-hosts", type=click.IntRange(1, 250), default=2, show_default=True,
               help="With --hosts: how many T3 hosts (t3-1, t3-2, ...).")
+@click.option("--restricted", "restricted", is_flag=True,
+              help="Members only: the sample (named by its DID, data08_cos:...) or the --restrict scopes readable "
+                   "with a token of a local issuer (`btswarm token`), the tracker and the repository on https, "
+                   "the sites' peer wire of those datasets on SSL with certificates of STATE/pki/peer-ca.pem.")
+@click.option("--restrict", "restrict", multiple=True, metavar="SCOPE",
+              help="With --restricted: a Rucio scope or DID pattern (cms:Run2018*) whose datasets only members "
+                   "read (default: the scopes of the datasets named SCOPE:NAME). Repeatable; implies --restricted.")
 @click.option("-v", "--verbose", count=True)
 def up(**params):
     """Run tracker, repository and SITES storage sites on loopback until Ctrl-C."""
@@ -116,7 +124,8 @@ def _up_options(p: dict) -> up_mod.UpOptions:
         redis_replicas=p["redis_replicas"],
         rucio=p["rucio"] or p["rucio_dir"] is not None, rucio_dir=p["rucio_dir"].resolve() if p["rucio_dir"] else None,
         rucio_scope=p["rucio_scope"], rucio_refresh=parse_duration(p["rucio_refresh"]),
-        web_seed_urls=p["web_seed_url"], hosts=p["hosts"], t3_hosts=p["t3_hosts"])
+        web_seed_urls=p["web_seed_url"], hosts=p["hosts"], t3_hosts=p["t3_hosts"],
+        restricted=p["restricted"] or bool(p["restrict"]), restrict=p["restrict"])
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -132,6 +141,26 @@ def run(state, address, host, command):
     with BTSWARM_GET_REPO and BTSWARM_GET_LISTEN set; on a T3 host (--hosts) with BTSWARM_GET_REPO only,
     as a physicist would. Example: btswarm run -- bt-get NAME -o /tmp/x"""
     run_mod.exec_client((state or up_mod.default_state_dir()).resolve(), command, address, host)
+
+
+@cli.command()
+@click.option("--state", type=click.Path(path_type=Path), default=None,
+              help="The state directory of the `btswarm up --restricted` to ask. Default: ~/.cache/btswarm/up")
+@click.option("--scope", "scopes", multiple=True, metavar="SCOPE",
+              help="Read this scope's datasets (atlas; repeatable). Default: every restricted scope of the federation.")
+@click.option("--lifetime", default="1h", show_default=True, help="How long the token is valid.")
+@click.option("--print", "to_stdout", is_flag=True, help="Print the token instead of writing it (BEARER_TOKEN=$(...)).")
+def token(state, scopes, lifetime, to_stdout):
+    """A member's token from the running restricted federation's issuer, written where bt-get finds it
+    ($XDG_RUNTIME_DIR/bt_u$UID, else /tmp/bt_u$UID; WLCG Bearer Token Discovery)."""
+    from btswarm import membertoken
+
+    found = membertoken.fetch((state or up_mod.default_state_dir()).resolve(), scopes, parse_duration(lifetime))
+    if to_stdout:
+        click.echo(found)
+        return
+    path = membertoken.write(membertoken.discovery_path(os.environ, os.getuid()), found)
+    _say(f"btswarm: a token reading {', '.join(scopes) or 'every restricted scope'} for {lifetime}, in {path}")
 
 
 @cli.command()

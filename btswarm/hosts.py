@@ -57,6 +57,7 @@ REPO_PORT = 8080
 SITE_CONTROL_PORT = 8700
 SITE_PEER_PORT = 6881
 SITE_WEB_PORT = 8701
+ISSUER_PORT = 8443  # btswarm up --restricted: the test bed's token issuer, on the services' host
 T3_PEER_PORT = 6882  # a T3 host's bt-server (bt-get --share) beside the bt-gets that choose free ports
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Iterable, NamedTuple, Sequence
 
 from torrents import peerca
 
 CA_NAME = "btswarm local federation peer CA"
+CA_KEY, CA_CERT = "peer-ca.key", "peer-ca.pem"  # under STATE/pki
 
 
 class PeerFiles(NamedTuple):
@@ -27,7 +28,7 @@ class PeerFiles(NamedTuple):
 def ensure(pki: Path, sites: Iterable[str], now: dt.datetime) -> dict[str, PeerFiles]:
     """The peer CA under `pki` (made if absent) and a current certificate for each site: site → its files."""
     pki.mkdir(parents=True, exist_ok=True)
-    ca_key_path, ca_path = pki / "peer-ca.key", pki / "peer-ca.pem"
+    ca_key_path, ca_path = pki / CA_KEY, pki / CA_CERT
     if not (ca_key_path.exists() and ca_path.exists()):
         ca_key, ca = peerca.new_ca(CA_NAME, now)
         _write(ca_key_path, ca_key, secret=True)
@@ -46,9 +47,22 @@ def ensure(pki: Path, sites: Iterable[str], now: dt.datetime) -> dict[str, PeerF
     return out
 
 
+def ensure_service(pki: Path, label: str, hosts: Sequence[str], now: dt.datetime) -> tuple[Path, Path]:
+    """An https certificate from the peer CA for service `label` (`btswarm up --restricted`: the tracker, whose
+    https libtorrent checks against the SSL torrent's root, this CA; the repository and the token issuer too, so
+    one CA file is every client's): (certificate, key). Its key is kept; the certificate is issued at each start,
+    for the addresses of this run."""
+    key_path, cert_path = pki / f"{label}.key", pki / f"{label}.pem"
+    if not key_path.exists():
+        _write(key_path, peerca.new_key(), secret=True)
+    ca_key, ca = (pki / CA_KEY).read_bytes(), (pki / CA_CERT).read_bytes()
+    _write(cert_path, peerca.issue_service(ca_key, ca, key_path.read_bytes(), hosts, now))
+    return cert_path, key_path
+
+
 def issue_t3(pki: Path, csr: bytes, now: dt.datetime) -> peerca.Issued:
     """A T3's certificate for the datasets its CSR names, from the local federation's CA (`btswarm peer-cert`)."""
-    return peerca.issue((pki / "peer-ca.key").read_bytes(), (pki / "peer-ca.pem").read_bytes(), csr, now)
+    return peerca.issue((pki / CA_KEY).read_bytes(), (pki / CA_CERT).read_bytes(), csr, now)
 
 
 def _due(cert_path: Path, key_path: Path, ca: bytes, now: dt.datetime) -> bool:

@@ -56,6 +56,16 @@ class RucioInfo:
 
 
 @dataclass(frozen=True)
+class MembersInfo:
+    """`btswarm up --restricted`: the token issuer (`btswarm token` asks it), the CA of the federation's https
+    and peer wire, a member's bt-get configuration, and the scopes only members read."""
+    issuer: str
+    ca_file: Path
+    config: Path
+    scopes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Ready:
     tracker: str  # the first tracker's announce URL
     tracker_url: str
@@ -72,6 +82,7 @@ class Ready:
     links: tuple[Link, ...] = ()  # its shaped uplinks
     rucio: RucioInfo | None = None
     hosts: tuple[Host, ...] = ()  # btswarm up --hosts: each part on a host (network namespace) of its own
+    members: MembersInfo | None = None  # btswarm up --restricted
 
     def host(self, name: str) -> Host:
         for h in self.hosts:
@@ -110,6 +121,9 @@ class Ready:
         if self.rucio is not None:
             doc["rucio"] = {"url": self.rucio.url, "dir": str(self.rucio.dir), "scope": self.rucio.scope,
                             "rses": {site: {"rse": r.rse, "prefix": str(r.prefix)} for site, r in self.rucio.rses.items()}}
+        if self.members is not None:
+            doc["members"] = {"issuer": self.members.issuer, "ca_file": str(self.members.ca_file),
+                              "config": str(self.members.config), "scopes": list(self.members.scopes)}
         return json.dumps(doc, indent=2)
 
     @classmethod
@@ -133,6 +147,7 @@ class Ready:
         r = _Reader(doc, str(source), "")
         t3 = r.optional("t3", dict)
         rucio = r.optional("rucio", dict)
+        members = r.optional("members", dict)
         return cls(
             tracker=r.get("tracker", str), tracker_url=r.get("tracker_url", str),
             trackers=tuple(r.items("trackers", str)), tracker_urls=tuple(r.items("tracker_urls", str)),
@@ -154,6 +169,9 @@ class Ready:
                              LinkSpec(x.get("rate", int), x.optional("rtt", float) or 0.0)
                              if x.optional("rate", int) is not None else None)
                         for x in r.records("hosts", required=False)),
+            members=None if members is None else MembersInfo(
+                members.get("issuer", str), Path(members.get("ca_file", str)), Path(members.get("config", str)),
+                tuple(members.items("scopes", str))),
         )
 
 

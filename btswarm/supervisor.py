@@ -16,6 +16,7 @@ import aiohttp
 from btswarm import netns, statelock
 from btswarm.topology import Service
 from torrents.errors import BtswarmError
+from torrents.servicekit.httpclient import client_session
 
 log = logging.getLogger("btswarm.supervisor")
 
@@ -64,8 +65,10 @@ def _child_setup(namespace: str | None) -> Callable[[], None]:
 
 
 class Supervisor:
-    def __init__(self, log_dir: Path, *, report: Callable[[str], None] = print, state: Path | None = None) -> None:
+    def __init__(self, log_dir: Path, *, report: Callable[[str], None] = print, state: Path | None = None,
+                 ca_file: str = "") -> None:
         self.log_dir = log_dir
+        self.ca_file = ca_file  # trusted for https health URLs, besides the system's CAs
         self.state = state  # where the children are recorded (btswarm.statelock)
         self.children: list[Child] = []
         self.report = report
@@ -74,7 +77,7 @@ class Supervisor:
 
     async def __aenter__(self) -> "Supervisor":
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2))
+        self._http = client_session(self.ca_file, timeout=aiohttp.ClientTimeout(total=2))
         return self
 
     async def __aexit__(self, *exc: object) -> None:

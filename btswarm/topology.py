@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from btswarm.ready import Ready, RseInfo, RucioInfo, SiteInfo, T3Info
+from btswarm.ready import MembersInfo, Ready, RseInfo, RucioInfo, SiteInfo, T3Info
 from btswarm import redisserver
 from btswarm.hosts import Host
 from btswarm.shaping import Link
@@ -66,6 +66,27 @@ class RucioPlan:
 
 
 @dataclass(frozen=True)
+class Members:
+    """`btswarm up --restricted`: the scopes only members read, the token issuer that speaks for them (the test
+    bed's, btswarm/testbed/issuer.py), and the https every member's credential travels on. The peer CA
+    (STATE/pki/peer-ca.pem) signs the sites' peer certificates, T3s' through the repository, and the https
+    certificates of the tracker, the repository and the issuer: one CA file for every client."""
+    scopes: tuple[str, ...]
+    audience: str
+    ca: Path
+    ca_key: Path
+    tls: dict[str, tuple[Path, Path]]  # "tracker", "repo", "issuer" → (certificate, key)
+
+    def access(self, issuer_url: str) -> dict[str, object]:
+        """The [access] section every service and the members' bt-get read (docs/deploy-site.md)."""
+        return {"restricted": list(self.scopes), "issuers": {issuer_url: self.audience}, "ca_file": str(self.ca)}
+
+    def tls_of(self, label: str) -> dict[str, object]:
+        cert, key = self.tls[label]
+        return {"tls_cert": str(cert), "tls_key": str(key), "ca_file": str(self.ca)}
+
+
+@dataclass(frozen=True)
 class Layout:
     """Where each part of a one-host federation listens, and where it keeps its state."""
 
@@ -95,13 +116,23 @@ class Layout:
     netns_of: dict[str, str] = field(default_factory=dict)  # service label → its host's namespace (--hosts)
     # site → (peer CA, certificate, key) files (btswarm/peerpki.py): restricted datasets' peer wire
     peer_files: dict[str, tuple[Path, Path, Path]] = field(default_factory=dict)
+    members: Members | None = None  # --restricted: members-only scopes, a token issuer, https services
+    # Where --restricted's token issuer listens (on the services' host with --hosts).
+    issuer_host: str = "127.0.0.1"
+    issuer_port: int = 0
 
     def data_of(self, index: int) -> Path:
         return self.site_data[index] if self.site_data else self.data
 
     @property
+    def scheme(self) -> str:
+        """https for the tracker and the repository of a restricted federation: a member's peer certificate is
+        presented to the tracker on https only, and the token travels to the repository on it."""
+        return "https" if self.members is not None else "http"
+
+    @property
     def tracker_url(self) -> str:
-        return f"http://{self.host}:{self.tracker_port}"
+        return f"{self.scheme}://{self.host}:{self.tracker_port}"
 
     @property
     def announce_url(self) -> str:
@@ -109,7 +140,7 @@ class Layout:
 
     @property
     def repo_url(self) -> str:
-        return f"http://{self.host}:{self.repo_port}"
+        return f"{self.scheme}://{self.host}:{self.repo_port}"
 
     @property
     def tracker_ports(self) -> tuple[int, ...]:
@@ -117,7 +148,16 @@ class Layout:
 
     @property
     def tracker_urls(self) -> tuple[str, ...]:
-        return tuple(f"http://{self.host}:{p}" for p in self.tracker_ports)
+        return tuple(f"{self.scheme}://{self.host}:{p}" for p in self.tracker_ports)
+
+    @property
+    def issuer_url(self) -> str:
+        return f"https://{self.issuer_host}:{self.issuer_port}" if self.members else ""
+
+    @property
+    def ca_file(self) -> str:
+        """The CA every client of this federation's https trusts ('' when it has none)."""
+        return str(self.members.ca) if self.members else ""
 
     @property
     def store_url(self) -> str:
@@ -216,6 +256,12 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
     store: dict[str, object] = {"store": "redis", "redis_url": fed.store_url} if fed.store_url else {}
     if fed.sentinel_ports:
         store.update(redis_sentinels=list(fed.sentinels), redis_master=redisserver.MASTER)
+    m = fed.members
+    # --restricted: the tracker on https with a certificate of the peer CA, asking each client for its peer
+    # certificate (tracker/membership.py); every service's [access] the same, naming the test bed's issuer.
+    members_tracker = {**m.tls_of("tracker"), "peer_ca": str(m.ca)} if m else {}
+    access = {"access": m.access(fed.issuer_url)} if m else {}
+    trust = {"ca_file": str(m.ca)} if m else {}
     out: dict[str, dict[str, dict[str, object]]] = {
         tracker_label(k): {"tracker": {
             "listen": f"{fed.host}:{port}",
@@ -224,6 +270,7 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
             "repo": fed.repo_url,
             "interval": 60,
             **store,
+            **members_tracker,
             **fed.extra_tracker,
         }} for k, port in enumerate(fed.tracker_ports)
     }
@@ -234,7 +281,9 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
             "tracker": fed.tracker_url,
             "site_secrets": secrets,
             **kinds,
-        }},
+            # signs T3s' certificate requests for what their tokens read (btrepo/peercerts.py)
+            **({**m.tls_of("repo"), "peer_ca": str(m.ca), "peer_ca_key": str(m.ca_key)} if m else {}),
+        }, **access},
     })
     trackers = {"trackers": list(fed.tracker_urls)} if len(fed.tracker_ports) > 1 else {}
     for i, s in enumerate(fed.sites):
@@ -255,7 +304,8 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
             **trackers,
             **({"peer_ca": str(fed.peer_files[s.name][0]), "peer_cert": str(fed.peer_files[s.name][1]),
                 "peer_key": str(fed.peer_files[s.name][2])} if s.name in fed.peer_files else {}),
-        }}
+            **trust,
+        }, **access}
         if fed.rucio is not None:
             rse, prefix = fed.rucio.rse_of(s.name)
             site["server"]["roots"] = []
@@ -276,8 +326,12 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
             "site": t.name, "kind": "T3", "secret": t.secret, "listen": f"{t.ip}:{t.control_port}",
             "peer_listen": t.peer, "control_url": t.control_url, "state": str(fed.state / t.name),
             "tracker": fed.tracker_url, "repo": fed.repo_url, "heartbeat_interval": fed.heartbeat_interval,
-            "idle_ttl": fed.idle_ttl, **trackers,
-        }, "get": {"repo": fed.repo_url, "listen": t.ip}}
+            "idle_ttl": fed.idle_ttl, **trackers, **trust,
+        }, "get": {"repo": fed.repo_url, "listen": t.ip, **trust}, **access}
+    if m is not None:
+        # A member's bt-get (STATE/config/get.toml): the repository signs a certificate for its own key
+        # (peer_ca given, no peer_cert) for what the token from `btswarm token` reads.
+        out["get"] = {"get": {"repo": fed.repo_url, "ca_file": str(m.ca), "peer_ca": str(m.ca)}, **access}
     return out
 
 
@@ -306,6 +360,11 @@ def services(fed: Layout, bin_dir: Path) -> list[Service]:
         for k, port in enumerate(fed.sentinel_ports):
             out.append(Service(f"sentinel{k + 1}", tuple(redisserver.sentinel_argv(fed.sentinel_config(k))),
                                f"redis://{fed.host}:{port}/0", fed.sentinel_config(k)))
+    if fed.members is not None:
+        cert, key = fed.members.tls["issuer"]
+        out.append(Service("issuer", (str(bin_dir / "python"), "-m", "btswarm.testbed.issuer",
+                                      f"{fed.issuer_host}:{fed.issuer_port}", str(cert), str(key)),
+                           f"{fed.issuer_url}/jwks", cert, fed.netns_of.get("repo")))
     for k, url in enumerate(fed.tracker_urls):
         label = tracker_label(k)
         out.append(Service(label, (str(bin_dir / "bt-tracker"), "run", "--config", str(conf / f"{label}.toml")),
@@ -334,4 +393,6 @@ def ready_document(fed: Layout, datasets: list[str], *, netns: str | None = None
         rucio=RucioInfo(fed.rucio.url, fed.rucio.root, fed.rucio.scope,
                         {site: RseInfo(rse, prefix) for site, rse, prefix in fed.rucio.rses})
         if fed.rucio is not None else None,
+        members=MembersInfo(fed.issuer_url, fed.members.ca, fed.state / "config" / "get.toml", fed.members.scopes)
+        if fed.members is not None else None,
     )

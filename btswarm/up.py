@@ -23,9 +23,12 @@ import aiohttp
 from btswarm import hosts as hostplan
 from btswarm import netns, peerpki, redisserver, ruciofed, shaping, statelock, topology, tundelay
 from btswarm.supervisor import StartError, Supervisor
-from torrents import sample
+from btswarm import membertoken
+from btswarm.testbed import issuer
+from torrents import access, sample
 from torrents import urls
-from torrents.errors import BtswarmError
+from torrents.errors import BtswarmError, ConfigError
+from torrents.servicekit.httpclient import client_session
 from torrents.procs import PortPicker
 
 log = logging.getLogger("btswarm.up")
@@ -57,6 +60,10 @@ class UpOptions:
     web_seed_urls: tuple[str, ...] = ()  # --web-seed-url [SITE=]TEMPLATE: the sites' own doors
     hosts: bool = False  # --hosts: each part on a host (network namespace) of its own (btswarm/hosts.py)
     t3_hosts: int = 2
+    # --restricted: members-only datasets (the scopes of --restrict, else of the datasets' DIDs), a token issuer,
+    # the tracker and the repository on https, the sites' peer wire of those datasets on SSL (docs/deploy-site.md)
+    restricted: bool = False
+    restrict: tuple[str, ...] = ()
 
     def host_plan(self, prefix: str) -> hostplan.HostPlan:
         """The hosts of --hosts, namespaces named PREFIX-HOST; BtswarmError for what --hosts cannot do."""
@@ -120,7 +127,10 @@ def layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...] = (),
     t3_ports = ((opts.base_port + 10 + 2 * opts.sites, opts.base_port + 11 + 2 * opts.sites) if opts.base_port
                 else (port(topology.T3_IP), port(topology.T3_IP)))
     t3 = topology.Site(topology.T3_NAME, topology.T3_IP, *t3_ports, secrets.token_hex(16))
+    # With --base-port the issuer on P+770 (past every site's web seed port, before the replicas').
+    issuer_port = (opts.base_port + 770 if opts.base_port else port("127.0.0.1")) if opts.restricted else 0
     return topology.Layout(state=opts.state, data=data, tracker_port=tport, repo_port=rport, sites=tuple(sites),
+                           issuer_port=issuer_port,
                            idle_ttl=opts.idle_ttl, heartbeat_interval=opts.heartbeat_interval, site_data=site_data,
                            more_tracker_ports=more, redis_port=redis_port, redis_url=opts.redis_url, t3=t3,
                            web_seed_urls=topology.web_seed_urls(opts.web_seed_urls, [s.name for s in sites]),
@@ -144,7 +154,7 @@ def hosts_layout(opts: UpOptions, data: Path, site_data: tuple[Path, ...],
                            repo_port=hostplan.REPO_PORT, sites=sites, idle_ttl=opts.idle_ttl,
                            heartbeat_interval=opts.heartbeat_interval, host=services.address, site_data=site_data,
                            t3=t3, web_seed_urls=topology.web_seed_urls(opts.web_seed_urls, [s.name for s in sites]),
-                           netns_of=netns_of)
+                           netns_of=netns_of, issuer_host=services.address, issuer_port=hostplan.ISSUER_PORT)
 
 
 def prepare(opts: UpOptions, report: Callable[[str], None],
@@ -168,9 +178,12 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
         if not data.is_dir():
             raise BtswarmError(data, "--data is not a directory")
     else:
-        data = opts.state / "data"
+        # --restricted: the sample named by its DID (its scope restricted), beside no plain-named one.
+        did = opts.restricted and not opts.rucio
+        data = opts.state / ("data-restricted" if did else "data")
         report(f"sample dataset: {opts.sample_files} files, {opts.sample_size / 2**20:.0f} MiB in {data}")
-        sample.generate(data, files=opts.sample_files, total_size=opts.sample_size)
+        sample.generate(data, name=f"{SAMPLE_SCOPE}:{sample.SAMPLE_NAME}" if did else sample.SAMPLE_NAME,
+                        files=opts.sample_files, total_size=opts.sample_size)
     names = sorted(p.name for p in data.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not names:
         raise BtswarmError(data, "no dataset directories in --data")
@@ -196,8 +209,16 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
             path.parent.mkdir(exist_ok=True)
             path.write_text(redisserver.sentinel_config(fed.host, port, (fed.host, fed.redis_port)))
     # The federation's peer CA, and each site's certificate from it (restricted datasets: docs/deploy-site.md).
-    pki = peerpki.ensure(opts.state / "pki", [s.name for s in fed.sites], dt.datetime.now(dt.timezone.utc))
+    now = dt.datetime.now(dt.timezone.utc)
+    pki = peerpki.ensure(opts.state / "pki", [s.name for s in fed.sites], now)
     fed = dataclasses.replace(fed, peer_files={name: tuple(files) for name, files in pki.items()})
+    if opts.restricted:
+        pki_dir = opts.state / "pki"
+        tls = {label: peerpki.ensure_service(pki_dir, label, [host], now)
+               for label, host in (("tracker", fed.host), ("repo", fed.host), ("issuer", fed.issuer_host))}
+        fed = dataclasses.replace(fed, members=topology.Members(
+            restricted_scopes(opts.restrict, names), issuer.AUDIENCE, pki_dir / peerpki.CA_CERT,
+            pki_dir / peerpki.CA_KEY, tls))
     conf_dir = opts.state / "config"
     conf_dir.mkdir(parents=True, exist_ok=True)
     for label, sections in topology.configs(fed).items():
@@ -207,6 +228,26 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
         with os.fdopen(fd, "w") as f:
             f.write(topology.toml(sections))
     return fed, names
+
+
+SAMPLE_SCOPE = sample.SAMPLE_NAME.split(".", 1)[0]  # the sample's DID scope, as ATLAS names it (data08_cos)
+
+
+def restricted_scopes(restrict: tuple[str, ...], names: list[str]) -> tuple[str, ...]:
+    """--restrict's entries (scopes or DID patterns), else the scopes of the datasets named `scope:name`; a
+    BtswarmError when they restrict none of the datasets: a restricted federation with nothing to show."""
+    scopes = tuple(restrict) or tuple(dict.fromkeys(n.partition(":")[0] for n in names if ":" in n))
+    if not scopes:
+        raise BtswarmError("--restricted", "no dataset is named SCOPE:NAME, and only those can be restricted "
+                                           "(name the directories in --data so, or give --rucio)")
+    try:
+        rules = access.AccessConfig(restricted=scopes)
+    except ConfigError as exc:
+        raise BtswarmError("--restrict", str(exc)) from None
+    if not any(rules.is_restricted(n) for n in names):
+        raise BtswarmError("--restrict", f"{', '.join(scopes)} restricts none of the datasets "
+                                         f"({', '.join(names)}): a restricted dataset is named SCOPE:NAME")
+    return scopes
 
 
 @dataclass(frozen=True)
@@ -277,16 +318,22 @@ def readiness(names: list[str], site_status: dict[str, dict], records: dict[str,
 
 async def wait_published(fed: topology.Layout, names: list[str], timeout: float,
                          report: Callable[[str], None] = lambda _: None) -> None:
-    """Until readiness() is ready; StartError at once on a failure, or after `timeout` s."""
+    """Until readiness() is ready; StartError at once on a failure, or after `timeout` s. A restricted
+    federation's repository is asked over https with a token that reads everything (its issuer's)."""
     deadline = time.monotonic() + timeout
     state = Readiness(waiting=("nothing asked yet",))
     said: set[str] = set()
+
+    headers = {}
+    if fed.members is not None:
+        token = await membertoken.request(fed.issuer_url, fed.ca_file, f"{access.READ}:/", timeout + 60)
+        headers = {"Authorization": f"Bearer {token}"}
 
     async def get(http: aiohttp.ClientSession, url: str) -> dict:
         async with http.get(url) as resp:
             return await resp.json() if resp.status == 200 else {}
 
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+    async with client_session(fed.ca_file, timeout=aiohttp.ClientTimeout(total=5), headers=headers) as http:
         while True:
             try:
                 status = {s.name: await get(http, f"{s.control_url}/api/status") for s in fed.sites}
@@ -439,7 +486,7 @@ async def _run_up(opts: UpOptions, report: Callable[[str], None], bin_dir: Path,
                   hosts: hostplan.HostPlan | None = None) -> int:
     loop = asyncio.get_running_loop()
     fed, names = await loop.run_in_executor(None, prepare, opts, report, rucio, hosts)
-    async with Supervisor(opts.state / "logs", report=report, state=opts.state) as sup:
+    async with Supervisor(opts.state / "logs", report=report, state=opts.state, ca_file=fed.ca_file) as sup:
         for service in topology.services(fed, bin_dir):
             await _or_stop(sup.start(service), stop)
             report(f"started {service.label}: {service.health_url.rsplit('/', 1)[0]}")
@@ -494,19 +541,35 @@ def banner(fed: topology.Layout, names: list[str], netns_name: str | None = None
     lines += ["datasets:"] + [f"  {n}" for n in names]
     if fed.t3 is not None:
         lines += [f"a T3 to share what it fetches (bt-get --share): --config {fed.state / 'config' / 't3.toml'}"]
+    if fed.members is not None:
+        lines += [f"members only: {', '.join(fed.members.scopes)} (token issuer {fed.issuer_url}, "
+                  f"CA {fed.members.ca})"]
     state = "" if fed.state == default_state_dir() else f" --state {fed.state}"
+    member = _member_lines(fed, names, state, with_repo=netns_name is None and hosts is None)
     if hosts is not None:
         lines += [f"hosts (network namespaces on a bridge in {hosts.lan}):"]
         lines += [f"  {h.name:<10}  {h.address:<13}  {h.netns}  uplink {h.link or 'unshaped'}" for h in hosts.hosts]
         t3 = hosts.of_role("t3")[0].name
         lines += ["try (`btswarm run --host` runs a command on a T3 host, with BTSWARM_GET_REPO set):",
-                  f"  btswarm run{state} --host {t3} -- bt-get {names[0]} -o /tmp/btswarm-get", "Ctrl-C stops it."]
-        return "\n".join(lines)
-    if netns_name is None:
-        lines += ["try:", f"  bt-get {names[0]} --repo {fed.repo_url} -o /tmp/btswarm-get", "Ctrl-C stops it."]
-        return "\n".join(lines)
-    lines += [f"links (uplinks, in network namespace {netns_name}):"]
-    lines += [f"  {link.label:<22}  {link.address:<15}  {link.spec}" for link in _summary(links)]
-    lines += ["try (each `btswarm run` is a client on the next shaped client address):",
-              f"  btswarm run{state} -- bt-get {names[0]} -o /tmp/btswarm-get", "Ctrl-C stops it."]
+                  *member[:-1], f"  btswarm run{state} --host {t3} -- {member[-1].strip()}"]
+    elif netns_name is None:
+        lines += ["try:", *member]
+    else:
+        lines += [f"links (uplinks, in network namespace {netns_name}):"]
+        lines += [f"  {link.label:<22}  {link.address:<15}  {link.spec}" for link in _summary(links)]
+        lines += ["try (each `btswarm run` is a client on the next shaped client address):",
+                  *member[:-1], f"  btswarm run{state} -- {member[-1].strip()}"]
+    lines.append("Ctrl-C stops it.")
     return "\n".join(lines)
+
+
+def _member_lines(fed: topology.Layout, names: list[str], state: str, with_repo: bool) -> list[str]:
+    """How to fetch: the bt-get command last (`btswarm run` sets the repository in a namespace); for a
+    restricted federation, the token a member gets first."""
+    if fed.members is None:
+        return [f"  bt-get {names[0]}{f' --repo {fed.repo_url}' if with_repo else ''} -o /tmp/btswarm-get"]
+    rules = access.AccessConfig(restricted=fed.members.scopes)
+    name = next(n for n in names if rules.is_restricted(n))
+    return [f"  btswarm token{state}    # a member's token, where bt-get looks for it ($XDG_RUNTIME_DIR/bt_u$UID, "
+            "else /tmp/bt_u$UID)",
+            f"  bt-get {name} --config {fed.state / 'config' / 'get.toml'} -o /tmp/btswarm-get"]

@@ -10,6 +10,18 @@ two contenders alternate within a run (plain first on odd runs, restricted first
 and of the T3 process (every thread: libtorrent's network, disk and hashing threads). The restricted
 contender is TLS 1.3 (AES-GCM) on the sites' SSL socket with EC P-256 certificates (torrents.peerca).
 No link shaping: the fetch is CPU-bound on loopback, which is where encryption's cost shows.
+
+On shaped links with a round trip (root):
+
+    sudo .venv/bin/python scripts/bench_sslwire.py --hosts [--rtt 100ms] [--rate 200mbit] [--size 256M] [--runs 3]
+
+the whole federation as deployed, `btswarm up --hosts --restricted`: the tracker and the repository (https)
+on one host, one site on its own, one T3 host, each uplink at --rate with half of --rtt on it (the site
+and the T3 --rtt apart). The site holds the same bytes under two names, `public:NAME` and `members:NAME`
+(`--restrict members`); each run fetches each once with bt-get on the T3 host, alternating which goes first,
+as a member would (`btswarm token` first, the members' configuration, web seeds off: the peer wire only).
+Figures (medians): bt-get's wall time, its time to first byte and its transfer (first byte to exit), and
+CPU seconds per GB of the site's bt-server and of the T3's bt-get with its workers.
 """
 
 from __future__ import annotations
@@ -113,11 +125,90 @@ def one_fetch(torrent: bytes, data: Path, out: Path, pki: dict | None) -> dict:
     return {"seconds": seconds, "t3_cpu_s_per_gb": t3_cpu / gb, "seed_cpu_s_per_gb": seed_cpu / gb, "bytes": got}
 
 
+def hosts_fetch(fed: bl.Federation, name: str, out: Path, env: dict[str, str]) -> dict:
+    """bt-get NAME on the T3 host, as a member runs it: wall time, time to first byte, transfer, and CPU-s/GB
+    of the site's bt-server and of bt-get's process tree (waited for: its workers are in RUSAGE_CHILDREN)."""
+    import json
+    import resource
+    import subprocess
+
+    from btswarm import netns, run
+
+    host = fed.host("t3-1")
+    site = fed.site_pids()["site1"]
+    argv = [str(bl.BIN / "bt-get"), name, "--config", str(fed.ready.members.config), "-o", str(bl.fresh_dir(out)),
+            "--json", "--no-web-seeds", "--timeout", "900"]
+    site_cpu, t3_cpu = bl.cpu_seconds(site), resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0, launched = time.monotonic(), time.time()
+    done = subprocess.run(argv, env=run.host_env(fed.ready, host, {**os.environ, **env}), capture_output=True,
+                          text=True, timeout=960, preexec_fn=netns.preexec(host.netns))
+    wall, ended = time.monotonic() - t0, time.time()
+    if done.returncode != 0:
+        raise SystemExit(f"bt-get {name} on t3-1 exited {done.returncode}: {done.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    doc = json.loads(done.stdout)
+    gb = doc["bytes_downloaded"] / 1e9
+    return {"seconds": wall, "first_byte_s": doc["first_byte_at"] - launched, "transfer_s": ended - doc["first_byte_at"],
+            "site_cpu_s_per_gb": (bl.cpu_seconds(site) - site_cpu) / gb,
+            "t3_cpu_s_per_gb": (after.ru_utime + after.ru_stime - t3_cpu.ru_utime - t3_cpu.ru_stime) / gb,
+            "bytes": doc["bytes_downloaded"], "sources": doc["sources"],
+            "timeline": {step: round(at - launched, 3) for step, at in doc.get("timeline", {}).items()}}
+
+
+def hosts_main(args, runs: int) -> int:
+    """--hosts: plain and restricted on the hosts bed, --rtt apart (module docstring)."""
+    import subprocess
+
+    from torrents import sample
+    from torrents.units import parse_duration, parse_size
+
+    bl.require_shaping("bench_sslwire --hosts")
+    size = parse_size(args.size or ("64M" if args.quick else "256M"))
+    half = f"{parse_duration(args.rtt) * 1000 / 2:g}ms"
+    names = {"plain": "public:sslwire.bench", "restricted": "members:sslwire.bench"}
+    with bl.workdir("sslwire-hosts", args.keep) as work:
+        data = work / "data"
+        first = sample.generate(data, name=names["plain"], files=8, total_size=size)
+        (data / names["restricted"]).mkdir(exist_ok=True)
+        for f in first.iterdir():  # the same bytes under the restricted name
+            if not (data / names["restricted"] / f.name).exists():
+                os.link(f, data / names["restricted"] / f.name)
+        env = {"XDG_RUNTIME_DIR": str(bl.fresh_dir(work / "run")), "XDG_STATE_HOME": str(work / "xdg-state")}
+        with bl.federation(work / "fed", data, sites=1, args=[
+                "--hosts", "--t3-hosts", "1", "--restricted", "--restrict", "members",
+                "--site-link", f"{args.rate}/{half}", "--client-link", f"{args.rate}/{half}"]) as fed:
+            subprocess.run([str(bl.BIN / "btswarm"), "token", "--state", str(fed.state)], check=True,
+                           env={**os.environ, **env}, timeout=60)
+            results: dict[str, list[dict]] = {"plain": [], "restricted": []}
+            for k in range(runs):
+                order = ("plain", "restricted") if k % 2 == 0 else ("restricted", "plain")
+                for mode in order:
+                    r = hosts_fetch(fed, names[mode], work / "t3", env)
+                    bl.log(f"run {k + 1} {mode}: {r['seconds']:.2f} s (first byte {r['first_byte_s']:.2f} s, "
+                           f"transfer {r['transfer_s']:.2f} s), site {r['site_cpu_s_per_gb']:.2f} CPU-s/GB, "
+                           f"T3 {r['t3_cpu_s_per_gb']:.2f} CPU-s/GB, from {r['sources']}, start {r['timeline']}")
+                    results[mode].append(r)
+    keys = ("seconds", "first_byte_s", "transfer_s", "site_cpu_s_per_gb", "t3_cpu_s_per_gb")
+    med = {mode: {key: bl.median([r[key] for r in rs]) for key in keys} for mode, rs in results.items()}
+    ratio = {key: med["restricted"][key] / med["plain"][key] for key in keys}
+    print(bl.table(["", "wall s", "first byte s", "transfer s", "site CPU-s/GB", "T3 CPU-s/GB"],
+                   [[mode, *(f"{m[k]:.2f}" for k in keys)] for mode, m in med.items()]
+                   + [["restricted/plain", *(f"{ratio[k]:.2f}x" for k in keys)]]))
+    path = bl.write_json(args.out, "sslwire-hosts", {"size": size, "rtt": args.rtt, "rate": args.rate,
+                                                     "runs": results, "medians": med, "ratios": ratio})
+    return 0
+
+
 def main() -> int:
     ap = bl.parser(__doc__)
-    ap.add_argument("--size", default=None, help="dataset size (default 1G; --quick 256M)")
+    ap.add_argument("--size", default=None, help="dataset size (default 1G, --hosts 256M; --quick 256M, 64M)")
+    ap.add_argument("--hosts", action="store_true", help="on the hosts test bed with shaped links (root)")
+    ap.add_argument("--rtt", default="100ms", help="--hosts: the site's and the T3's round trip")
+    ap.add_argument("--rate", default="200mbit", help="--hosts: every uplink's rate")
     args = ap.parse_args()
     runs = args.runs or 3
+    if args.hosts:
+        return hosts_main(args, runs)
     from torrents import peerca, sample
     from torrents.build import build_torrent
     from torrents.units import parse_size

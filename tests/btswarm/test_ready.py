@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from btswarm import shaping, topology
-from btswarm.ready import Ready, RseInfo, SiteInfo, T3Info
+from btswarm.ready import MembersInfo, Ready, RseInfo, SiteInfo, T3Info
 from torrents.errors import BtswarmError
 
 
@@ -38,6 +38,17 @@ def test_what_up_writes_reads_back_whole(tmp_path):
     assert back.links == links and back.netns == "btswarm-x"
     with pytest.raises(KeyError):
         back.site("site9")
+
+
+def test_a_restricted_federation_s_members_read_back(tmp_path):
+    pki = tmp_path / "pki"
+    members = topology.Members(("atlas", "cms:Run2018*"), "https://btswarm.test", pki / "ca.pem", pki / "ca.key", {})
+    fed = dataclasses.replace(layout(tmp_path), members=members, issuer_port=7770)
+    path = tmp_path / "ready.json"
+    topology.ready_document(fed, ["atlas:ds"]).write(path)
+    assert Ready.read(path).members == MembersInfo("https://127.0.0.1:7770", pki / "ca.pem",
+                                                   tmp_path / "state/config/get.toml", ("atlas", "cms:Run2018*"))
+    assert Ready.read(path).repo == "https://127.0.0.1:7001"
 
 
 def test_the_json_keeps_its_shape(tmp_path):

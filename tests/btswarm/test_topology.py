@@ -182,3 +182,65 @@ def test_redis_replicas_and_sentinels_and_the_trackers_follow_the_master(tmp_pat
     two = dataclasses.replace(fed, redis_replica_ports=(7780, 7781))
     argv = {s.label: s.argv for s in topology.services(two, Path("/venv/bin"))}["redis"]
     assert argv[argv.index("--min-replicas-to-write") + 1] == "1"
+
+
+def test_restricted_every_config_loads_and_names_the_same_ca_issuer_and_scopes(tmp_path):
+    """--restricted: the tracker and repository on https from the peer CA, the same [access] everywhere (the
+    member's bt-get configuration too), the repository signing T3s' requests."""
+    from btget.config import GetConfig
+    from torrents import access
+
+    pki = tmp_path / "pki"
+    members = topology.Members(("data08_cos",), "https://btswarm.test", pki / "peer-ca.pem", pki / "peer-ca.key",
+                               {label: (pki / f"{label}.pem", pki / f"{label}.key")
+                                for label in ("tracker", "repo", "issuer")})
+    fed = dataclasses.replace(layout(tmp_path, 2), members=members, issuer_port=7770, t3=None)
+    assert (fed.tracker_url, fed.repo_url, fed.issuer_url) == (
+        "https://127.0.0.1:7000", "https://127.0.0.1:7001", "https://127.0.0.1:7770")
+    wanted = access.AccessConfig(restricted=("data08_cos",), issuers={fed.issuer_url: "https://btswarm.test"},
+                                 ca_file=str(pki / "peer-ca.pem"))
+    for label, sections in topology.configs(fed).items():
+        path = tmp_path / f"{label}.toml"
+        path.write_text(topology.toml(sections))
+        if label != "tracker":
+            assert access.load(path, environ={}) == wanted, label
+        if label == "tracker":
+            tracker = load_section("tracker", TrackerConfig, path, environ={})
+            assert (tracker.tls_cert, tracker.peer_ca, tracker.repo) == (
+                str(pki / "tracker.pem"), str(pki / "peer-ca.pem"), "https://127.0.0.1:7001")
+        elif label == "repo":
+            repo = load_section("repo", RepoConfig, path, environ={})
+            assert (repo.tls_cert, repo.peer_ca_key, repo.tracker) == (
+                str(pki / "repo.pem"), str(pki / "peer-ca.key"), "https://127.0.0.1:7000")
+        elif label == "get":
+            get = load_section("get", GetConfig, path, environ={})
+            assert (get.repo, get.ca_file, get.peer_ca, get.peer_cert) == (
+                "https://127.0.0.1:7001", str(pki / "peer-ca.pem"), str(pki / "peer-ca.pem"), "")
+        else:
+            server = load_section("server", ServerConfig, path, environ={})
+            assert (server.ca_file, server.tracker) == (str(pki / "peer-ca.pem"), "https://127.0.0.1:7000")
+    issuer = next(s for s in topology.services(fed, Path("/venv/bin")) if s.label == "issuer")
+    assert issuer.argv[-3:] == ("127.0.0.1:7770", str(pki / "issuer.pem"), str(pki / "issuer.key"))
+    # Without --restricted: no [access], no https, no issuer, no member's configuration.
+    plain = topology.configs(layout(tmp_path, 2))
+    assert "get" not in plain and not any("access" in sections for sections in plain.values())
+    assert "issuer" not in [s.label for s in topology.services(layout(tmp_path, 2), Path("/venv/bin"))]
+
+
+@pytest.mark.parametrize("restrict, names, expected", [
+    ((), ["data08_cos:ds1", "user:ds2", "plain.ds3"], ("data08_cos", "user")),
+    (("cms:Run2018*",), ["cms:Run2018A", "cms:Run2017B"], ("cms:Run2018*",)),
+    ((), ["plain.ds"], "--restricted: no dataset is named SCOPE:NAME, and only those can be restricted "
+                       "(name the directories in --data so, or give --rucio)"),
+    (("atlas",), ["cms:Run2018A"], "--restrict: atlas restricts none of the datasets (cms:Run2018A): a restricted "
+                                   "dataset is named SCOPE:NAME"),
+    (("at las",), ["cms:x"], "--restrict: restricted: at las: not a Rucio scope"),
+])
+def test_restricted_scopes(restrict, names, expected):
+    from btswarm.up import restricted_scopes
+    if isinstance(expected, tuple):
+        assert restricted_scopes(restrict, names) == expected
+    else:
+        with pytest.raises(BtswarmError) as err:
+            restricted_scopes(restrict, names)
+        assert str(err.value).startswith(expected)

@@ -91,3 +91,23 @@ def test_a_dissenting_site_is_a_warning_while_the_dataset_is_served():
     state = readiness([NAME], {"site1": status(), "site2": status("c" * 40), "site3": status()}, {NAME: decided},
                       tracker, ANNOUNCE)
     assert state.waiting == (f"{NAME}: not yet published by site2",)
+
+
+def test_the_banner_s_try_lines_plain_shaped_and_restricted(tmp_path):
+    import dataclasses
+    from btswarm import topology
+    from btswarm.up import banner
+
+    site = topology.Site("site1", "127.0.0.2", 7010, 7011, "s", 7520)
+    fed = topology.Layout(state=tmp_path, data=tmp_path / "data", tracker_port=7000, repo_port=7001, sites=(site,))
+    tail = banner(fed, [NAME]).splitlines()[-3:]
+    assert tail == ["try:", f"  bt-get {NAME} --repo http://127.0.0.1:7001 -o /tmp/btswarm-get", "Ctrl-C stops it."]
+    shaped = banner(fed, [NAME], netns_name="btswarm-x").splitlines()[-2:]
+    assert shaped == [f"  btswarm run --state {tmp_path} -- bt-get {NAME} -o /tmp/btswarm-get", "Ctrl-C stops it."]
+    members = topology.Members(("data08_cos",), "aud", tmp_path / "ca.pem", tmp_path / "ca.key", {})
+    restricted = banner(dataclasses.replace(fed, members=members, issuer_port=7770),
+                        ["plain.ds", f"data08_cos:{NAME}"], netns_name="btswarm-x").splitlines()
+    assert f"members only: data08_cos (token issuer https://127.0.0.1:7770, CA {tmp_path / 'ca.pem'})" in restricted
+    assert restricted[-3].startswith(f"  btswarm token --state {tmp_path}    # a member's token")
+    assert restricted[-2] == (f"  btswarm run --state {tmp_path} -- bt-get data08_cos:{NAME} --config "
+                              f"{tmp_path / 'config' / 'get.toml'} -o /tmp/btswarm-get")

@@ -19,7 +19,7 @@ import libtorrent as lt
 import pytest
 from aiohttp import web
 
-from tests.clients.thirdparty import Aria2c
+from tests.clients.thirdparty import Aria2c, Qbittorrent
 from torrents import bencoding, metainfo, peerca
 from torrents.build import build_torrent
 from torrents.servicekit import ltsession
@@ -242,6 +242,29 @@ def test_aria2c_gets_nothing(dataset, fed, tmp_path, procs):
         loop.call_soon_threadsafe(stop.set)
         thread.join(10)
     got = tmp_path / "aria2c-data" / NAME
+    assert not got.exists() or all(set(p.read_bytes()) <= {0} for p in got.iterdir() if p.is_file())
+
+
+def test_qbittorrent_gets_nothing(dataset, fed, tmp_path, procs):
+    """qBittorrent 4.5 (Debian 12's qbittorrent-nox, libtorrent 2.0) has no SSL torrents: no SSL socket, no way
+    to give a torrent a root or a peer certificate (its Web API has no torrents/SSLParameters; qBittorrent 5.0's
+    takes the root only from the .torrent's info, which would change the info-hash). Given both of the site's
+    endpoints, it is turned away from them and gets 0 bytes."""
+    seed = site_seed(fed, dataset)
+    torrent = tmp_path / "restricted.torrent"
+    torrent.write_bytes(dataset[0])
+    qbt = Qbittorrent(tmp_path / "qbittorrent", "127.0.0.30", procs)
+    qbt.fetch(torrent, tmp_path / "qbittorrent-data")
+    info_hash = metainfo.parse(dataset[0]).info_hash
+    assert qbt._call("GET", f"/torrents/SSLParameters?hash={info_hash}") is None  # 404: not in 4.5
+    peers = "|".join(f"{ip}:{port}" for ip, port in (seed.plain, seed.ssl))
+    assert qbt._call("POST", "/torrents/addPeers", {"hashes": info_hash, "peers": peers}) is not None, qbt.log()
+    # One refusal per endpoint given at least (libtorrent 2.0 tries a failed peer again a few times, then not).
+    seed.wait(lambda: seed.refused.count("127.0.0.30") >= 2, 60, "qBittorrent's attempts on both ports")
+    assert seed.handle.status().total_payload_upload == 0
+    [torrent_info] = qbt._call("GET", "/torrents/info", json_answer=True)
+    assert (torrent_info["downloaded"], torrent_info["progress"]) == (0, 0) and not qbt.finished()
+    got = tmp_path / "qbittorrent-data" / NAME
     assert not got.exists() or all(set(p.read_bytes()) <= {0} for p in got.iterdir() if p.is_file())
 
 

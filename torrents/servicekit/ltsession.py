@@ -205,9 +205,16 @@ class PeerCerts:
         peerca.load_cert(self.cert, subject)
         self.renewals = 0
         self._handles: dict[str, Any] = {}  # info-hash → handle of an SSL torrent that holds our certificate
+        self._held: dict[str, Any] = {}  # info-hash → the start flags of a torrent added, not yet given one
 
     def add(self, atp: "lt.add_torrent_params") -> "lt.add_torrent_params":
         atp.root_certificate = self.ca
+        # Held (paused, out of the queue) until libtorrent asks for the certificate, then started as the
+        # caller added it (on_need_cert): started at once, its first announce left without one, the
+        # restricted swarm's tracker refused it, and the fetch waited for the announce again (4.3 s at 100 ms).
+        start = lt.torrent_flags.paused | lt.torrent_flags.auto_managed
+        self._held[str(atp.ti.info_hashes().v1)] = atp.flags & start
+        atp.flags = (atp.flags & ~start) | lt.torrent_flags.paused
         return atp
 
     def check(self, name: str) -> None:
@@ -216,9 +223,15 @@ class PeerCerts:
         peerca.check_usable(self.cert, self.key, self.ca, name, self._clock(), self.subject)
 
     def on_need_cert(self, alert: Any) -> None:
+        ih = str(alert.handle.info_hashes().v1)
         with self._lock:
             self._set(alert.handle)
-            self._handles[str(alert.handle.info_hashes().v1)] = alert.handle
+            self._handles[ih] = alert.handle
+            flags = self._held.pop(ih, None)
+        if flags is not None and flags & lt.torrent_flags.auto_managed:
+            alert.handle.set_flags(lt.torrent_flags.auto_managed)  # the queue starts it
+        elif flags is not None and not flags & lt.torrent_flags.paused:
+            alert.handle.resume()
 
     def forget(self, info_hash: str) -> None:
         with self._lock:
