@@ -211,7 +211,7 @@ class PeerCerts:
         atp.root_certificate = self.ca
         # Held (paused, out of the queue) until libtorrent asks for the certificate, then started as the
         # caller added it (on_need_cert): started at once, its first announce left without one, the
-        # restricted swarm's tracker refused it, and the fetch waited for the announce again (4.3 s at 100 ms).
+        # restricted swarm's tracker refused it, and the fetch waited for the next announce.
         start = lt.torrent_flags.paused | lt.torrent_flags.auto_managed
         self._held[str(atp.ti.info_hashes().v1)] = atp.flags & start
         atp.flags = (atp.flags & ~start) | lt.torrent_flags.paused
