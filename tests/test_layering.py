@@ -121,7 +121,7 @@ def test_the_checker_catches_what_it_should(tmp_path, monkeypatch):
                             "btrepo/views.py:1: imports tracker (btrepo must not import tracker)"),
         "btswarm/up.py": ("import importlib\nimportlib.import_module('tracker.cli')\n",
                           f"btswarm/up.py:2: imports tracker.cli ({umbrella} tracker)"),
-        "btget/plan.py": ("import btswarm\n", "btget/plan.py:1: imports btswarm (btget must not import btswarm)"),
+        "btget/resolve/plan.py": ("import btswarm\n", "btget/resolve/plan.py:1: imports btswarm (btget must not import btswarm)"),
         # allowed: the library, the module's own package (relative too), third-party code
         "btget/cli.py": ("from torrents import metainfo\nfrom . import plan\nimport aiohttp\n", None),
         "btrepo/app.py": ("from . import db\nfrom torrents.servicekit import web\n", None),
@@ -218,8 +218,8 @@ def test_a_benchmark_imports_no_deployable(path):
 
 
 # Parsing, planning and policy, apart from I/O: each loads the standard library and other pure modules only.
-PURE = ["btget.runstate", "btget.webseeds", "btget.sources", "btget.plan", "btget.ratecap", "btget.reannounce",
-        "btget.siteshare", "btget.stall", "btget.steering", "btget.sitechoice", "btget.readout", "tracker.handout",
+PURE = ["btget.transfer.runstate", "btget.transfer.webseeds", "btget.worker.sources", "btget.resolve.plan", "btget.transfer.ratecap", "btget.worker.reannounce",
+        "btget.worker.siteshare", "btget.worker.stall", "btget.worker.steering", "btget.transfer.sitechoice", "btget.display.readout", "tracker.handout",
         "tracker.siteseeds", "tracker.protocol",
         "btrepo.identity", "btrepo.rights", "btrepo.served", "btserver.layout", "btserver.policy", "btserver.stuck",
         "btswarm.shaping", "btswarm.delayline", "btswarm.topology"]

@@ -1,10 +1,10 @@
-"""btget.links: the dataset's links get back the text the site wrote, and nothing else is touched."""
+"""btget.transfer.links: the dataset's links get back the text the site wrote, and nothing else is touched."""
 
 from __future__ import annotations
 
 import os
 
-from btget import links
+from btget.transfer import links
 from torrents import build
 
 

@@ -6,9 +6,11 @@ import pytest
 
 from torrents.errors import BtswarmError, ConfigError, NotFound, UsageError
 
-from btget import client, errors, report
+from btget import errors
+from btget.display import result
+from btget.resolve import client
 from btget.events import Progress
-from btget.runstate import stop_seeding
+from btget.transfer.runstate import stop_seeding
 from torrents.exitstatus import ExitStatus, status_for
 
 
@@ -57,7 +59,7 @@ def test_stop_seeding(elapsed, uploaded, seed_time, seed_ratio, stop):
     (10, 10, True, True, "verified"), (10, 10, True, False, "corrupt"), (0, 0, True, None, "complete"),
 ])
 def test_file_status(size, done, selected, verified, status):
-    assert report.file_status(size, done, selected, verified) == status
+    assert result.file_status(size, done, selected, verified) == status
 
 
 def test_name_sources():
@@ -66,18 +68,18 @@ def test_name_sources():
     # 127.0.0.1:55555: a connection from worker 3 (known by its peer id); 127.0.0.1:46020: a
     # qBittorrent on bt-get's own address, which is no worker of ours.
     workers = {"127.0.0.1:40001": 2, "127.0.0.1:55555": 3}
-    named = report.name_sources(raw, {"127.0.0.2:6881": "site1"}, workers)
+    named = result.name_sources(raw, {"127.0.0.2:6881": "site1"}, workers)
     assert named == {"site1": 102, "127.0.0.3:6881": 50, "127.0.0.1:46020": 20, "worker 2": 7, "worker 3": 3,
                      "10.0.0.9:1": 1}
 
 
 def test_bad_sources():
-    workers = [report.WorkerReport(1, 1, 1, Progress(1, peer_hash_failures={"127.0.0.9:6881": 2, "127.0.0.3:6881": 1},
+    workers = [result.WorkerReport(1, 1, 1, Progress(1, peer_hash_failures={"127.0.0.9:6881": 2, "127.0.0.3:6881": 1},
                                                      banned=("127.0.0.9:6881",))),
-               report.WorkerReport(2, 1, 1, Progress(2, peer_hash_failures={"127.0.0.9:6881": 1},
+               result.WorkerReport(2, 1, 1, Progress(2, peer_hash_failures={"127.0.0.9:6881": 1},
                                                      banned=("127.0.0.9:6881", "127.0.0.3:7000"))),
-               report.WorkerReport(3, 1, 1, None)]
-    failures, banned = report.bad_sources(workers, {"127.0.0.3:6881": "site2"}, {})
+               result.WorkerReport(3, 1, 1, None)]
+    failures, banned = result.bad_sources(workers, {"127.0.0.3:6881": "site2"}, {})
     assert failures == {"127.0.0.9:6881": 3, "site2": 1}
     assert banned == ["127.0.0.9:6881", "site2"]
 

@@ -20,7 +20,7 @@ from torrents.config import default_state_dir
 from torrents.errors import BtswarmError, ConfigError
 from torrents.servicekit.httpclient import client_session
 
-from btget.bearer import TokenSource, carries_token
+from btget.resolve.bearer import TokenSource, carries_token
 
 FLAGS = "--peer-cert, --peer-key and --peer-ca (or [get] peer_cert, peer_key, peer_ca)"
 

@@ -12,7 +12,7 @@ from torrents.metainfo import Metainfo
 from torrents.units import human_duration, human_rate, human_size
 
 from btget.events import Progress
-from btget.sources import WEB_SEED
+from btget.worker.sources import WEB_SEED
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapp
 
 def sources_over_time(samples: Sequence[tuple[float, Mapping[str, int]]], sites: Mapping[str, str],
                       workers: Mapping[str, int], web_sites: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """btget.sourcelog's samples → `[{"t": seconds from the start, "sources": {name: bytes so far}}]`."""
+    """btget.display.sourcelog's samples → `[{"t": seconds from the start, "sources": {name: bytes so far}}]`."""
     return [{"t": round(t, 3), "sources": name_sources(raw, sites, workers, web_sites)} for t, raw in samples]
 
 

@@ -1,7 +1,7 @@
 """A share's state on disk: the parameters a session resumes it from, and its resume file, written kill-safe.
 
-Used by every session that fetches a share: a bt-get worker (btget/worker.py), `bt-get --serve`
-(btget/serve.py) and the swarm reader (btget/swarmpieces.py).
+Used by every session that fetches a share: a bt-get worker (btget/worker/process.py), `bt-get --serve`
+(btget/swarmread/serve.py) and the swarm reader (btget/swarmread/swarmpieces.py).
 """
 
 from __future__ import annotations
@@ -11,28 +11,28 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from btget import recover
+from btget.worker import recover
 
 if TYPE_CHECKING:
-    from btget.worker import WorkerSpec
+    from btget.worker.process import WorkerSpec
 
 log = logging.getLogger("btget.worker")
 
 ELSEWHERE = "elsewhere"  # under a part dir: where other shares' files would be (never created)
 # A rerun hashes at most this much (+ 2% of its share) of what is on disk beyond the saved state: the
-# saves' lag behind the pieces (btget/recover.py), not a whole dataset on a file system without holes.
+# saves' lag behind the pieces (btget/worker/recover.py), not a whole dataset on a file system without holes.
 RECOVER_BUDGET = 64 * 2**20
 
 
 def torrent_params(lt: Any, spec: "WorkerSpec") -> Any:
     """add_torrent_params for a share: its saved resume state if any, its files wanted, the rest not.
 
-    Shared with `bt-get --serve` (btget.serve), which keeps its state the same way.
+    Shared with `bt-get --serve` (btget.swarmread.serve), which keeps its state the same way.
     """
     from torrents.servicekit import ltsession
 
     ti = ltsession.torrent_info(spec.torrent)
-    # The torrent's own web seeds are the parent's to use (btget/webseeds.py), never libtorrent's at once.
+    # The torrent's own web seeds are the parent's to use (btget/transfer/webseeds.py), never libtorrent's at once.
     ti.set_web_seeds([])
     atp = None
     if not spec.recheck and os.path.isfile(spec.resume_path):
@@ -52,7 +52,7 @@ def torrent_params(lt: Any, spec: "WorkerSpec") -> Any:
     wanted = set(spec.wanted)
     atp.renamed_files = {**atp.renamed_files, **elsewhere(ti, wanted, spec.part_dir)}
     if resumed:
-        # What arrived after the last save that reached the disk is there all the same (btget/recover.py).
+        # What arrived after the last save that reached the disk is there all the same (btget/worker/recover.py).
         share = sum(ti.layout().file_size(i) for i in wanted)
         found = recover.find(ti, spec.save_path, spec.own_names, list(atp.have_pieces), wanted,
                              RECOVER_BUDGET + share // 50)

@@ -6,7 +6,7 @@ wire. The first go through the proxy `http_proxy`/`https_proxy`/`no_proxy`
 name for each URL (torrents/proxyenv.py): the repository through bt-get's
 aiohttp session, the announces through libtorrent's own proxy setting (one
 per session: the proxy of the first tracker that has one), the web seeds
-through btget/doorrelay.py. The peer wire cannot go through an HTTP proxy
+through btget/worker/doorrelay.py. The peer wire cannot go through an HTTP proxy
 (a site's squid allows CONNECT to port 443 only, and BitTorrent is no HTTP).
 
 So bt-get takes a tracker reached through a proxy as the sign of a node whose
@@ -14,7 +14,7 @@ way out is that proxy, and plans for it at once rather than after
 web_seed_after of silence:
 
 - the sites' web seeds are used from the start, through the proxy; peers are
-  still tried, and take over as soon as they send (btget/webseeds.py), so a
+  still tried, and take over as soon as they send (btget/transfer/webseeds.py), so a
   node that can in fact connect out directly loses a few seconds of its
   sites' HTTP doors, no more;
 - the announces say `inbound=0`: they reach the tracker from the proxy's
@@ -42,7 +42,7 @@ from torrents.proxyenv import Proxies, Proxy
 CLOSED_PARAM = "inbound=0"  # in an announce: this peer accepts no inbound connection (tracker/protocol.py)
 # How long a closed T3 stays once complete, whatever it sees (within [get] linger): its completion's announce
 # brings it the T3s that came since the last one, and it must connect to them before it can tell whether
-# they still need it (btget/runstate.py).
+# they still need it (btget/transfer/runstate.py).
 CLOSED_STAY = 5.0
 
 

@@ -1,8 +1,8 @@
 """The terminal display: one rich Progress on stderr, a line per worker and a total.
 
-Imported only when stderr is a terminal (btget.progress.make_display): rich
+Imported only when stderr is a terminal (btget.display.progress.make_display): rich
 is costly to import (docs/benchmarks.md "cost"), and a --json or piped run
-never draws with it. What each line says is btget.readout's
+never draws with it. What each line says is btget.display.readout's
 (pure); this only draws it.
 """
 
@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID, TextColumn
 from rich.text import Text
 
-from btget import events, readout
+from btget import events
+from btget.display import readout
 from btget.events import Listening
 
 

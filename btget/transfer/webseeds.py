@@ -17,14 +17,14 @@ mode (`auto`), the web seeds are used only when BitTorrent does not deliver:
 - peers connected but silent for `idle_after` seconds (a swarm stuck on
   pieces none of them has; sooner than bt-get's blocked_after, 30 s);
 - at once, when the peer wire is presumed out of reach (`unreachable`, the
-  reason: the tracker is reached through an HTTP proxy, btget/reach.py).
+  reason: the tracker is reached through an HTTP proxy, btget/resolve/reach.py).
 
 A peer that is connected and waits its turn (a site serves `upload_slots`
 T3s at a time, the others take pieces from those) is no reason: the web
 seeds are the sites' uplinks too, and spared while the swarm works.
 
 While they are in use the workers keep asking the tracker for peers
-(btget/worker.py), so a peer that becomes reachable is tried again; once
+(btget/worker/process.py), so a peer that becomes reachable is tried again; once
 BitTorrent peers have sent `back_bytes` since the switch, the web seeds are
 dropped and the rest comes from peers. A web seed that sent pieces failing
 their SHA1 check (libtorrent bans it) is never used again in this run.

@@ -15,7 +15,7 @@ twice as long each time, from `gap` to `every`: a tracker that keeps
 handing out the same unreachable peers (refused at once on loopback) sees
 one announce a second at most, then one per `every`.
 
-Sites the worker let go itself (btget/siteshare.py: its share of them,
+Sites the worker let go itself (btget/worker/siteshare.py: its share of them,
 their turns, their slices held around it) count as seeds had: the tracker
 would only hand them back. Counted as lost, a T3 of a 2-site swarm that let
 both go asked every second, and just after a Redis failover, before the

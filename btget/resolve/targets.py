@@ -3,7 +3,7 @@
 `bt-get A B C` and `bt-get -i LIST` (one target a line; `#` starts a
 comment; blank lines are skipped) name datasets, DIDs (a dataset, a
 container or a file), .torrent files, URLs or magnets; each is resolved
-as a lone target would be (btget/target.py) and fetched in turn.
+as a lone target would be (btget/resolve/target.py) and fetched in turn.
 
 The run ends with the worst of the targets' statuses, by `SEVERITY`: a
 status that says "a rerun alone will not fix this" outranks one that says

@@ -1,5 +1,5 @@
-"""The web seeds one worker's torrent uses now: added and dropped as the parent says (btget/webseeds.py
-decides when), each through its relay (btget/doorrelay.py), and those that sent bad pieces dropped and
+"""The web seeds one worker's torrent uses now: added and dropped as the parent says (btget/transfer/webseeds.py
+decides when), each through its relay (btget/worker/doorrelay.py), and those that sent bad pieces dropped and
 reported to the parent."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from torrents.hostport import url_endpoint
 from torrents.proxyenv import NONE, Proxies
 from torrents.servicekit import tls
 
-from btget import doorrelay, events, sources
-from btget.bearer import TokenSource
+from btget import events
+from btget.worker import doorrelay, sources
+from btget.resolve.bearer import TokenSource
 
 PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
 # A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent

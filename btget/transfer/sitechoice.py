@@ -7,7 +7,7 @@ site the tracker knows, or a choice that cannot be enforced because the
 tracker did not say where the sites are, is an error before anything is
 fetched, not a silent connection to the site the user meant to avoid. A
 preferred site is tried first; the others wait while it sends
-(btget/steering.py).
+(btget/worker/steering.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from torrents.errors import UsageError
 from torrents.hostport import host_of
 
-from btget import webseeds
+from btget.transfer import webseeds
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 The physicist's view of the catalog from the shell, with the one command a
 T3 has installed (like `rucio list-dids` and `rucio list-files`). The
-repository is asked through btget.client, the same client that resolves a
-name for a download; the tables are btget.listing's. Results on stdout
+repository is asked through btget.resolve.client, the same client that resolves a
+name for a download; the tables are btget.display.tables's. Results on stdout
 (one JSON document with --json), notes on stderr.
 """
 
@@ -22,9 +22,10 @@ from torrents.proxyenv import NONE, Proxies
 
 from torrents.servicekit.httpclient import client_session
 
-from btget import listing, plan
-from btget.bearer import TokenSource
-from btget.client import Client
+from btget.display import tables
+from btget.resolve import plan
+from btget.resolve.bearer import TokenSource
+from btget.resolve.client import Client
 
 MAX_LISTED = 2000  # datasets shown by one search (10 pages of the repository's largest)
 
@@ -49,17 +50,17 @@ def search(repo: str, query: str, *, json_output: bool, hint: str = "", limit: i
     Members-only datasets are listed only when `token` may read them (the repository leaves them out)."""
     total, docs = asyncio.run(_search(repo, query, hint, limit, token, ca, proxies))
 
-    rows = [listing.dataset_row(d) for d in docs]
+    rows = [tables.dataset_row(d) for d in docs]
     if json_output:
-        _dump(listing.search_document(query, repo, total, rows))
+        _dump(tables.search_document(query, repo, total, rows))
     else:
-        for line in listing.search_table(rows) if rows else ():
+        for line in tables.search_table(rows) if rows else ():
             click.echo(line)
         if total > len(rows):
             click.echo(f"bt-get: note: {total} datasets match; the first {len(rows)} by name are shown "
                        f"(add words to the query to narrow it)", err=True)
         if rows and any(r.seeds is None for r in rows):
-            click.echo(f"bt-get: note: seeds '{listing.UNKNOWN}': the repository could not ask the tracker",
+            click.echo(f"bt-get: note: seeds '{tables.UNKNOWN}': the repository could not ask the tracker",
                        err=True)
     if not rows:
         if query.strip():
@@ -74,13 +75,13 @@ def list_files(meta: metainfo.Metainfo, record: dict[str, Any] | None, chosen: S
     """Print the file table of the files `chosen` (all of them, or what --files/--nrandom/--shard pick)."""
     picked = {f.index for f in chosen}
     entries = [(f.lfn, f.length, f.target) for i, f in enumerate(meta.files) if not f.pad and i in picked]
-    rows = listing.file_rows(entries, record)
+    rows = tables.file_rows(entries, record)
     of = len(meta.data_files)
     if json_output:
-        _dump(listing.files_document(meta.name, meta.info_hash, rows, of))
+        _dump(tables.files_document(meta.name, meta.info_hash, rows, of))
         return 0
     click.echo(f"{meta.name}  {meta.info_hash}" + (f"  ({len(rows)} of {of} files chosen)" if len(rows) != of
                                                    else ""))
-    for line in listing.files_table(rows):
+    for line in tables.files_table(rows):
         click.echo(line)
     return 0

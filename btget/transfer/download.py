@@ -1,7 +1,7 @@
 """Orchestration: start the workers, feed their events to the decisions, carry those out.
 
 The parent process owns the terminal and every decision (timeout, stall,
-blocked files, seeding, verification, exit status: btget.runstate.step,
+blocked files, seeding, verification, exit status: btget.transfer.runstate.step,
 pure); the workers only move bytes. Workers trade pieces with each other:
 once all listen, each is told the others' endpoints, so a piece one worker
 fetched for a boundary is not fetched twice from a storage site.
@@ -27,18 +27,19 @@ from torrents.hostport import ANY, format_hostport
 from torrents.metainfo import Metainfo
 from torrents.proxyenv import NONE, Proxies, Proxy
 
-from btget import links, plan, ratecap, reach, timeline, verify, webseeds
-from btget.bearer import TokenSource
+from btget.resolve import plan, reach
+from btget.transfer import links, ratecap, timeline, verify, webseeds
+from btget.resolve.bearer import TokenSource
 
-from btget.report import WorkerReport
+from btget.display.result import WorkerReport
 from btget.errors import Blocked, Interrupted, TransferError, VerifyFailed
-from btget.sourcelog import SourceLog
+from btget.display.sourcelog import SourceLog
 from btget.events import Connect, Event, Listening, Progress, Rates, Stop, Tick, Verified, WebSeeds, WorkerGone
-from btget.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, SetRates, SetWebSeeds, Show,
+from btget.transfer.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, SetRates, SetWebSeeds, Show,
                             StartVerify, observe, step)
-from btget.sharestate import remove_stale
-from btget.worker import STOP_WITHIN, WorkerSpec
-from btget.worker import run as worker_main
+from btget.worker.sharestate import remove_stale
+from btget.worker.process import STOP_WITHIN, WorkerSpec
+from btget.worker.process import run as worker_main
 
 log = logging.getLogger("btget.download")
 STATE_DIR = ".bt-get"
@@ -65,17 +66,17 @@ class Job:
     blocked_after: float = 30.0  # seeds connected, nothing arriving this long: name the files that are stuck
     checksums: dict[str, str] = field(default_factory=dict)  # LFN → adler32 hex, when the catalog has them
     folder: str | None = None  # the dataset's directory in DIR; None: the torrent's name (target.placement)
-    site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (btget/siteshare.py)
-    prefer_ips: tuple[str, ...] = ()  # addresses of the sites preferred and left out (btget/sitechoice.py)
+    site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (btget/worker/siteshare.py)
+    prefer_ips: tuple[str, ...] = ()  # addresses of the sites preferred and left out (btget/transfer/sitechoice.py)
     exclude_ips: tuple[str, ...] = ()
     excluded: tuple[str, ...] = ()  # the names of the sites left out, for the messages
     max_rate: int = 0  # bytes/s, the whole run (--max-rate; 0: none)
     max_upload_rate: int = 0
     proxies: Proxies = NONE  # the web seeds' (torrents/proxyenv.py)
-    tracker_proxy: Proxy | None = None  # the proxy of the announces (btget/reach.py)
-    closed: bool = False  # this host accepts no inbound connection (btget/reach.py)
-    token: TokenSource | None = None  # a members-only dataset: the user's token for its web seeds (btget/bearer.py)
-    peer_cert: tuple[str, str, str] = ()  # a restricted dataset: (peer CA, certificate, key) files (btget/worker.py)
+    tracker_proxy: Proxy | None = None  # the proxy of the announces (btget/resolve/reach.py)
+    closed: bool = False  # this host accepts no inbound connection (btget/resolve/reach.py)
+    token: TokenSource | None = None  # a members-only dataset: the user's token for its web seeds (btget/resolve/bearer.py)
+    peer_cert: tuple[str, str, str] = ()  # a restricted dataset: (peer CA, certificate, key) files (btget/worker/process.py)
     peer_cert_repo: tuple[str, str] = ()  # (repository, CA file) when the certificate is the repository's
 
 
@@ -103,7 +104,7 @@ class Outcome:
     verify_results: dict[str, bool]  # LFN → adler32 matched
     endpoints: dict[str, int]  # "ip:port" of each worker, and of connections from one → worker number
     web_switches: list[dict] = field(default_factory=list)  # when the web seeds were switched on or off, and why
-    # (seconds from the start, endpoint → payload bytes from it so far), btget.sourcelog
+    # (seconds from the start, endpoint → payload bytes from it so far), btget.display.sourcelog
     source_samples: list[tuple[float, dict[str, int]]] = field(default_factory=list)
 
 
@@ -174,7 +175,7 @@ def sibling_prefix(whole: bool) -> str:
 def run(job: Job, display: Display) -> Outcome:
     """Download `job`; return how it ended (errors are returned, not raised, so the summary can report them).
 
-    The decisions are btget.runstate.step's; this carries them out: worker
+    The decisions are btget.transfer.runstate.step's; this carries them out: worker
     processes, their pipes, the display, the checksum thread.
     """
     sdir = state_dir(job)

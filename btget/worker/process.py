@@ -1,11 +1,11 @@
 """One bt-get worker: a libtorrent session in its own process, fetching one share.
 
-The parent (btget.download) starts `run(spec, conn)` in a forked process
+The parent (btget.transfer.download) starts `run(spec, conn)` in a forked process
 and talks over a duplex pipe: the worker sends events and receives commands,
 each a dataclass of btget.events (Listening, Progress, WorkerFailed,
 TrackerReply, WebSeedBanned; Connect, WebSeeds, Stop). The worker never
 draws anything and decides nothing about the run: the parent owns the
-terminal and the outcome, and when to use web seeds (btget/webseeds.py): a
+terminal and the outcome, and when to use web seeds (btget/transfer/webseeds.py): a
 torrent's own url-list is never used by libtorrent on its own.
 
 Layout on disk: save_path is DIR, so libtorrent writes DIR/NAME/<LFN>.
@@ -32,10 +32,11 @@ from torrents import peerid
 from torrents.hostport import ANY, format_hostport, own_addresses
 from torrents.proxyenv import NONE, Proxies, Proxy
 
-from btget import events, peersteer, resumesaves, sharestate, sources, steering, trackerwatch, webseeduse
-from btget.bearer import TokenSource
+from btget import events
+from btget.worker import peersteer, resumesaves, sharestate, sources, steering, trackerwatch, webseeduse
+from btget.resolve.bearer import TokenSource
 
-from btget.reannounce import Reannounce
+from btget.worker.reannounce import Reannounce
 
 log = logging.getLogger("btget.worker")
 
@@ -74,12 +75,12 @@ class WorkerSpec:
     # its address.
     peer_prefix: str = ""
     part: str = ""  # torrents.peerid.part_tag of its files when it wants part of the dataset, else ""
-    site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (the tracker's /api/sites): btget/siteshare.py
-    prefer_ips: tuple[str, ...] = ()  # the addresses of the sites the user prefers (--prefer-site): btget/steering.py
+    site_peers: tuple[str, ...] = ()  # the sites' seeds, 'ip:port' (the tracker's /api/sites): btget/worker/siteshare.py
+    prefer_ips: tuple[str, ...] = ()  # the addresses of the sites the user prefers (--prefer-site): btget/worker/steering.py
     exclude_ips: tuple[str, ...] = ()  # and of those left out (--exclude-site): never connected
     rates: tuple[int, int] = (0, 0)  # its part of the run's caps, (download, upload) bytes/s; 0: none
     proxies: Proxies = NONE  # the web seeds' proxies, for the relay (torrents/proxyenv.py)
-    tracker_proxy: Proxy | None = None  # the proxy libtorrent announces through (btget/reach.py)
+    tracker_proxy: Proxy | None = None  # the proxy libtorrent announces through (btget/resolve/reach.py)
     token: TokenSource | None = None  # a members-only dataset: the user's token, sent to its web seeds
     # A restricted dataset (torrents.access): (peer CA, certificate, key) files; the torrent is an SSL torrent
     # of that CA on an SSL socket of its own, and the certificate is read again when it is due for renewal.
@@ -141,7 +142,7 @@ class Worker:
         self.spec = spec
         self.conn = conn
         self.stop = stop
-        # Bytes per source and what is known of each peer (btget/sources.py); web seeds (given and
+        # Bytes per source and what is known of each peer (btget/worker/sources.py); web seeds (given and
         # the torrent's url-list) by endpoint, so that one is never taken for a sibling worker.
         self.ledger = sources.Ledger(spec.listen_ip, spec.peer_prefix, webseeduse.endpoints(spec.web_seeds + spec.url_list))
         self.phase = WorkerPhase.FETCHING
@@ -205,7 +206,7 @@ class Worker:
         self.piece_length = atp.ti.piece_length()
         self.file_sizes = [files.file_size(i) for i in range(files.num_files())]
         self.saves.sized(sum(self.file_sizes[i] for i in self.spec.wanted), self.piece_length)
-        from btget.streaming import PieceMap
+        from btget.swarmread.streaming import PieceMap
 
         self.layout = PieceMap(self.file_sizes, self.piece_length)
         return atp
@@ -426,9 +427,9 @@ class Worker:
 
     def _seeds_gone(self, seeds: int) -> None:
         """No seed connected while fetching: every one left (a site that cannot read its replica stops
-        seeding it), was banned, or could not be reached. Ask the tracker now (btget/reannounce.py), whose
+        seeding it), was banned, or could not be reached. Ask the tracker now (btget/worker/reannounce.py), whose
         answer carries a site's seed or starts one, rather than wait out the announce interval. Not for
-        the sites we let go ourselves (btget/siteshare.py): the tracker would only hand them back."""
+        the sites we let go ourselves (btget/worker/siteshare.py): the tracker would only hand them back."""
         seedless = (self.had_seeds or self.connected) and self.phase is WorkerPhase.FETCHING
         if self.reannounce.due(time.monotonic(), seeds, seedless, let_go=len(self.steer.let_go())):
             self.handle.force_reannounce(0, -1, self.lt.reannounce_flags_t.ignore_min_interval)
@@ -474,7 +475,7 @@ class Worker:
             self._attribute_rest()
         # Paused before the state is saved and the files counted, so that the last report counts what
         # the saved state holds: pieces that passed their check after the count still reached the disk,
-        # a rerun found them (btget/recover.py), and its "resuming: ..." said more than the summary had.
+        # a rerun found them (btget/worker/recover.py), and its "resuming: ..." said more than the summary had.
         if not self.handle.flags() & self.lt.torrent_flags.paused:
             self.handle.pause()
             self._wait_for(self.lt.torrent_paused_alert, min(SAVE_WITHIN, deadline - SAVE_WITHIN - time.monotonic()))
@@ -520,7 +521,7 @@ class Worker:
 
     # --- reports --------------------------------------------------------------------
     def _count_sources(self) -> list:
-        """Sample each peer's bytes received (btget/sources.py); the peers, as libtorrent describes them."""
+        """Sample each peer's bytes received (btget/worker/sources.py); the peers, as libtorrent describes them."""
         try:
             peers = self.handle.get_peer_info()
         except RuntimeError:
@@ -585,7 +586,7 @@ class Worker:
 
     def _found(self, pieces: Any) -> int:
         """Wanted bytes that the pieces of a status (`pieces`, one flag each) held before this run fetched
-        any: a rerun's "resuming: ..." (btget/readout.py). The status lags the check by up to a report
+        any: a rerun's "resuming: ..." (btget/display/readout.py). The status lags the check by up to a report
         interval, in which the run completes pieces, some from blocks the last run left on disk."""
         return sum(self._held_bytes([bool(v) and i not in self.fetched for i, v in enumerate(pieces)]).values())
 
@@ -608,7 +609,7 @@ def peer_certs_of(spec: WorkerSpec) -> Any:
 
     certs = ltsession.peer_certs(*spec.peer_cert, "get")
     if spec.peer_cert_repo:
-        from btget import peercert
+        from btget.resolve import peercert
 
         certs.load = peercert.renewer(*spec.peer_cert_repo, ltsession.torrent_info(spec.torrent).name(),
                                       token=spec.token)

@@ -5,9 +5,9 @@
     GET /  and  /NAME/     JSON: the files, and what the swarm session has done
 
 A request's pieces get deadlines in reading order; the response waits for
-each piece to be on disk and match its SHA1 (btget.swarmpieces), then sends
+each piece to be on disk and match its SHA1 (btget.swarmread.swarmpieces), then sends
 it from disk. A reader that keeps reading where it stopped gets pieces read
-ahead (btget.streaming.ReadAhead). A client that goes away drops the
+ahead (btget.swarmread.streaming.ReadAhead). A client that goes away drops the
 deadlines of the pieces nobody else waits for. Unknown file: 404; a Range
 outside the file: 416; a piece no peer delivers within --piece-timeout: 503
 with the reason (or, once the response has begun, the connection is cut:
@@ -37,9 +37,9 @@ from aiohttp import web
 from torrents.errors import BtswarmError
 from torrents.metainfo import Metainfo
 
-from btget import worker
-from btget.streaming import PieceMap, RangeNotSatisfiable, ReadAhead, content_range, deadlines, parse_range
-from btget.swarmpieces import PieceUnavailable, SwarmPieces
+from btget.worker import process
+from btget.swarmread.streaming import PieceMap, RangeNotSatisfiable, ReadAhead, content_range, deadlines, parse_range
+from btget.swarmread.swarmpieces import PieceUnavailable, SwarmPieces
 
 log = logging.getLogger("btget.serve")
 
@@ -58,7 +58,7 @@ class ServeOptions:
     port: int = DEFAULT_ADDRESS[1]
     prefetch: bool = True
     piece_timeout: float = 60.0
-    parent_pid: int | None = None  # stop when this process is gone (a launcher such as btget.swarmfs)
+    parent_pid: int | None = None  # stop when this process is gone (a launcher such as btget.swarmread.swarmfs)
     json_output: bool = False
 
 
@@ -210,12 +210,12 @@ def _text(status: int, message: str, headers: dict[str, str] | None = None) -> w
     return web.Response(status=status, text=message + "\n", headers=headers)
 
 
-def run(meta: Metainfo, spec: worker.WorkerSpec, opts: ServeOptions, announce: Callable[[dict[str, Any]], None]) -> int:
+def run(meta: Metainfo, spec: process.WorkerSpec, opts: ServeOptions, announce: Callable[[dict[str, Any]], None]) -> int:
     """Serve until SIGINT/SIGTERM (or the parent process is gone); `announce` gets the URL once listening."""
     return asyncio.run(_serve(meta, spec, opts, announce))
 
 
-async def _serve(meta: Metainfo, spec: worker.WorkerSpec, opts: ServeOptions,
+async def _serve(meta: Metainfo, spec: process.WorkerSpec, opts: ServeOptions,
                  announce: Callable[[dict[str, Any]], None]) -> int:
     pieces = SwarmPieces(meta, spec, prefetch=opts.prefetch, piece_timeout=opts.piece_timeout)
     server = Server(meta, pieces, opts)

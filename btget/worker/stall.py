@@ -64,7 +64,7 @@ class StallWatch:
 
     def step(self, now: float, peers: Iterable[PeerSample], out: Collection[str] = ()) -> list[str]:
         """Addresses to shut out now (each once), from this sample of the connected peers; `out`: those
-        shut out already (for BAN_FOR, by the caller: btget/steering.py)."""
+        shut out already (for BAN_FOR, by the caller: btget/worker/steering.py)."""
         seen, stalled = {}, []
         for p in peers:
             key = (p.ip, p.port)

@@ -23,9 +23,9 @@ from torrents import urls
 from torrents.errors import MetainfoError, NotFound, TokenRefused
 from torrents.servicekit import tls
 
-from btget import bearer
+from btget.resolve import bearer
 from btget.errors import RepoError, ReplicaConflict
-from btget.target import not_a_torrent, torrent_link
+from btget.resolve.target import not_a_torrent, torrent_link
 
 TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)
 SITES_TIMEOUT = aiohttp.ClientTimeout(total=3, connect=2)  # site names are for the summary only
@@ -51,7 +51,7 @@ class Client:
         self.repo = repo.rstrip("/")
         self.session = session
         self.hint = hint  # said after a repository error: how to name another one
-        self.token = token  # the user's bearer token (btget/bearer.py), sent to the repository only (https/loopback)
+        self.token = token  # the user's bearer token (btget/resolve/bearer.py), sent to the repository only (https/loopback)
 
     async def _get(self, url: str, limit: int, what: str) -> tuple[int, bytes]:
         mine = self.token and _base(url) == _base(self.repo) and bearer.carries_token(url)

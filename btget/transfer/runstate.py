@@ -1,6 +1,6 @@
 """The parent's decisions during a download, as a pure function: `step(state, event, now) -> actions`.
 
-btget.download feeds every worker event (and the passing of time) through
+btget.transfer.download feeds every worker event (and the passing of time) through
 `step` and carries out what it returns: introduce the workers to each
 other, show progress, say a note, start the checksum check, end the run.
 Nothing here touches a process, a pipe or a clock, so every rule —
@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from torrents.errors import BtswarmError
 
-from btget import ratecap, sources, webseeds
+from btget.transfer import ratecap, webseeds
+from btget.worker import sources
 from btget.errors import Incomplete, TrackersRefuse, TransferError
 from btget.events import (Event, Listening, Phase, Progress, TrackerReply, Verified, WebSeedBanned, WorkerFailed,
                           WorkerGone)
@@ -34,7 +35,7 @@ class Policy:
     seed_time: float = 0.0
     seed_ratio: float = 0.0
     linger: float = 0.0  # with neither seed_time nor seed_ratio: serving the T3s still downloading (serving)
-    # A closed T3 (btget/reach.py) stays this long after completion (within linger) whatever it sees: nobody
+    # A closed T3 (btget/resolve/reach.py) stays this long after completion (within linger) whatever it sees: nobody
     # can find it, and the T3s that came since its last announce reach it only once its completion's announce
     # has brought them and it has connected to them (docs/benchmarks.md "closed").
     closed_stay: float = 0.0
@@ -98,7 +99,7 @@ class End:
 
 @dataclass(frozen=True)
 class SetWebSeeds:
-    """Every worker uses exactly these web seeds from now on (btget/webseeds.py decided)."""
+    """Every worker uses exactly these web seeds from now on (btget/transfer/webseeds.py decided)."""
 
     sources: tuple[webseeds.Source, ...]
     probe: bool = False
@@ -106,7 +107,7 @@ class SetWebSeeds:
 
 @dataclass(frozen=True)
 class SetRates:
-    """Each worker's part of the run's caps from now on (btget/ratecap.py split them)."""
+    """Each worker's part of the run's caps from now on (btget/transfer/ratecap.py split them)."""
 
     rates: dict[int, tuple[int, int]]  # worker → (download, upload) bytes/s
     using: dict[int, float] = field(default_factory=dict)  # worker → capped bytes/s lately (for the log)
@@ -147,7 +148,7 @@ class RunState:
     reshared_at: float = float("-inf")
     # (when, each worker's capped bytes) of the looks within ratecap.WINDOW, oldest first
     capped_seen: list[tuple[float, dict[int, int]]] = field(default_factory=list)
-    cap_gain: float = 1.0  # the workers' parts add up to this times the cap (btget/ratecap.py gain)
+    cap_gain: float = 1.0  # the workers' parts add up to this times the cap (btget/transfer/ratecap.py gain)
 
     @classmethod
     def start(cls, policy: Policy, now: float) -> "RunState":
@@ -304,7 +305,7 @@ def _done_seeding(state: RunState, now: float) -> list[Action]:
 
 
 def _rates(state: RunState, now: float) -> list[Action]:
-    """The run's download cap goes where it is used (btget/ratecap.py), looked at every RESHARE s."""
+    """The run's download cap goes where it is used (btget/transfer/ratecap.py), looked at every RESHARE s."""
     p = state.policy
     views = state.workers
     if not p.max_rate or now - state.reshared_at < RESHARE or not all(v.last is not None for v in views.values()):

@@ -21,7 +21,7 @@ asks for the door's absolute URL, as a proxy is asked; libtorrent's own
 connections stay on loopback (torrents/servicekit/ltsession.proxy_settings).
 
 For a members-only dataset the relay also puts the user's bearer token on
-every request (`Authorization: Bearer`, btget/bearer.py), read anew for each
+every request (`Authorization: Bearer`, btget/resolve/bearer.py), read anew for each
 one: a token file renewed during a long fetch is used from the next request
 on, which a header fixed when libtorrent was given the web seed could not do.
 The token must not cross a network in clear: it goes only to https doors,
@@ -48,10 +48,10 @@ from urllib.parse import urlsplit
 
 from torrents.proxyenv import NONE, Proxies, Proxy
 
-from btget.bearer import carries_token
+from btget.resolve.bearer import carries_token
 
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("btget.doorrelay")
 
 PARALLEL = 4  # requests of one libtorrent connection in flight to the door at once
 HEAD_LIMIT = 64 * 1024  # a request's or an answer's head beyond this is refused

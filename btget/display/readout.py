@@ -1,6 +1,6 @@
 """What the progress display says (pure): the start and resume lines, each row's figures.
 
-btget.terminal draws these with rich; everything a person reads is decided
+btget.display.progressbars draws these with rich; everything a person reads is decided
 here, so it is tested without a terminal (tests/btget/test_readout.py):
 
 - a row's total is the bytes of its selected files (the number the summary

@@ -5,17 +5,17 @@ has arrived: on a fast link half a second is many pieces, which a kill -9
 would cost again. After a failed write (a full disk) libtorrent's idea of
 what it holds may not be on disk: the state saved before the failure is set
 aside, and only one taken after the files were checked again is written
-(btget/worker.py's recheck); btget/sharestate.py writes it kill-safe.
+(btget/worker/process.py's recheck); btget/worker/sharestate.py writes it kill-safe.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from btget import sharestate
+from btget.worker import sharestate
 
 if TYPE_CHECKING:
-    from btget.worker import WorkerSpec
+    from btget.worker.process import WorkerSpec
 
 SAVE_FRACTION = 100
 

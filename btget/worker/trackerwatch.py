@@ -2,7 +2,7 @@
 
 libtorrent reports each announce that failed as an alert; the worker hands
 its parts here (`Failure`) and sends what comes back to the parent, whose
-btget/runstate.py decides the run. A dead or refusing tracker is the usual
+btget/transfer/runstate.py decides the run. A dead or refusing tracker is the usual
 reason for "0 seeds": the user is told, rather than left to watch a still bar.
 """
 

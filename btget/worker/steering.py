@@ -1,6 +1,6 @@
 """How a T3 steers its sources, as one pure function: `step(state, seen) -> actions`.
 
-A worker (btget/worker.py) samples its connections every SAMPLE_EVERY —
+A worker (btget/worker/process.py) samples its connections every SAMPLE_EVERY —
 bytes each way, the requests each peer holds, who unchokes us, and when
 asked for (`cover_due`) the pieces we lack and those the T3s around us
 hold — into a `Seen`, feeds it through `step`, and carries out what comes
@@ -11,10 +11,10 @@ libtorrent or a clock, so each rule is a line of tests/btget/test_steering.py.
 
 Who is shut out, why and until when is one registry keyed by reason (`ShutOut`):
 
-- STALLED: it holds our requests and sends nothing (btget/stall.py), for BAN_FOR;
+- STALLED: it holds our requests and sends nothing (btget/worker/stall.py), for BAN_FOR;
 - CORRUPT: libtorrent banned it for pieces that failed their check, for the run (`ban`);
-- SHED: a site unchoking us beyond our share or past its turn (btget/siteshare.py), for SHED_FOR;
-- SPARED: a site whose slice the T3s around us hold (btget/siteshare.py), while they do;
+- SHED: a site unchoking us beyond our share or past its turn (btget/worker/siteshare.py), for SHED_FOR;
+- SPARED: a site whose slice the T3s around us hold (btget/worker/siteshare.py), while they do;
 - EXCLUDED: a site the user left out (--exclude-site), for the run (`exclude`);
 - DEFERRED: a site other than those the user prefers (--prefer-site), while one of those sends to us.
 
@@ -35,10 +35,10 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from btget import siteshare, stall
+from btget.worker import siteshare, stall
 
-SAMPLE_EVERY = 0.05  # s between samples while fetching (the worker's loop; btget/worker.py says why so often)
-STALL_EVERY = 0.5  # s between looks for peers that hold our requests and send nothing (btget/stall.py)
+SAMPLE_EVERY = 0.05  # s between samples while fetching (the worker's loop; btget/worker/process.py says why so often)
+STALL_EVERY = 0.5  # s between looks for peers that hold our requests and send nothing (btget/worker/stall.py)
 # The looks at which sites' slices the T3s around us hold take at most 1/COVER_SHARE of the time:
 # reading every T3's bitfield is costly on large torrents.
 COVER_SHARE = 100
@@ -54,7 +54,7 @@ class Reason(enum.Enum):
 
 
 # The sites we let go ourselves, not for a fault of theirs, while others stand in for them: the tracker would
-# only hand them back (btget/reannounce.py counts them as had).
+# only hand them back (btget/worker/reannounce.py counts them as had).
 LET_GO = (Reason.SHED, Reason.SPARED, Reason.DEFERRED)
 
 
@@ -250,7 +250,7 @@ def _defer(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]:
 
 
 def _share_sites(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]:
-    """btget/siteshare.py's rules at one sample: which sites to let go or take back, which slices first."""
+    """btget/worker/siteshare.py's rules at one sample: which sites to let go or take back, which slices first."""
     now, sites = seen.now, state.sites
     site_peers = [siteshare.SitePeer(p.ip, p.received, p.unchokes_us) for p in seen.peers
                   if p.kind is Kind.SITE and p.ip in sites]

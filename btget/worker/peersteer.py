@@ -1,4 +1,4 @@
-"""The worker's side of the steering core (btget/steering.py): libtorrent's peer list sampled into a
+"""The worker's side of the steering core (btget/worker/steering.py): libtorrent's peer list sampled into a
 `steering.Seen`, and what `steering.step` returns carried out on the session."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from torrents.hostport import format_hostport, host_of, own_addresses
 
-from btget import siteshare, sources, stall, steering
-from btget.siteshare import mask
+from btget.worker import siteshare, sources, stall, steering
+from btget.worker.siteshare import mask
 
 if TYPE_CHECKING:
-    from btget.worker import WorkerSpec
+    from btget.worker.process import WorkerSpec
 
 log = logging.getLogger("btget.worker")
 
@@ -33,7 +33,7 @@ class PeerSteer:
             self._apply(action, False)
 
     def let_go(self) -> set[str]:
-        """The site addresses we let go ourselves (btget/siteshare.py): the tracker would only hand them back."""
+        """The site addresses we let go ourselves (btget/worker/siteshare.py): the tracker would only hand them back."""
         return self.state.let_go()
 
     def sample(self, now: float, connections: list, fetching: bool) -> None:

@@ -1,6 +1,6 @@
-"""The display of a download: drawn on a terminal (btget.terminal), or nothing.
+"""The display of a download: drawn on a terminal (btget.display.progressbars), or nothing.
 
-Only the parent draws; workers send events (see btget.worker). When stderr
+Only the parent draws; workers send events (see btget.worker.process). When stderr
 is not a terminal, or with -q / --json, `make_display` returns a display
 that draws nothing, so logs and pipes stay clean.
 """
@@ -14,7 +14,7 @@ from btget import events
 from btget.events import Listening
 
 if TYPE_CHECKING:
-    from btget.terminal import RichDisplay
+    from btget.display.progressbars import RichDisplay
 
 
 class NullDisplay:
@@ -42,6 +42,6 @@ def make_display(quiet: bool, json_output: bool, stream: TextIO | None = None) -
     stream = stream or sys.stderr
     if quiet or json_output or not stream.isatty():
         return NullDisplay(stream)  # -q leaves out progress and summary, not warnings
-    from btget.terminal import RichDisplay  # rich only when there is something to draw
+    from btget.display.progressbars import RichDisplay  # rich only when there is something to draw
 
     return RichDisplay(stream)

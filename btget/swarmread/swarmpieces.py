@@ -11,7 +11,7 @@ read back from the file and matching the torrent's SHA1 are known to be on
 disk. `release(reader)` drops the deadlines nobody else waits for.
 
 Decisions (which pieces, which deadlines, what to cancel) are in
-btget.streaming; this module only tells libtorrent and waits.
+btget.swarmread.streaming; this module only tells libtorrent and waits.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from torrents.errors import BtswarmError
 from torrents.hostport import ANY
 from torrents.metainfo import Metainfo
 
-from btget import sharestate, worker
-from btget.streaming import Demand, PieceMap
+from btget.worker import sharestate, process
+from btget.swarmread.streaming import Demand, PieceMap
 
 log = logging.getLogger("btget.serve")
 
@@ -57,7 +57,7 @@ class Stats:
 
 
 class SwarmPieces:
-    def __init__(self, meta: Metainfo, spec: worker.WorkerSpec, *, prefetch: bool, piece_timeout: float) -> None:
+    def __init__(self, meta: Metainfo, spec: process.WorkerSpec, *, prefetch: bool, piece_timeout: float) -> None:
         import libtorrent as lt
 
         from torrents.servicekit import ltsession
@@ -86,7 +86,7 @@ class SwarmPieces:
         # keeps share mode from fetching pieces of its own to trade (at most
         # one, while nothing has been read). With prefetch the session is
         # downloading until it has everything, when reads are local anyway.
-        self.peer_certs = worker.peer_certs_of(spec)  # a restricted dataset: its SSL torrent
+        self.peer_certs = process.peer_certs_of(spec)  # a restricted dataset: its SSL torrent
         self._next_renewal = 0.0
         self.ses = ltsession.session(spec.listen_ip, 0, close_redundant_connections=False,
                                      ssl_port=0 if self.peer_certs else None,
@@ -122,7 +122,7 @@ class SwarmPieces:
             if time.monotonic() >= self._next_save:
                 self.save_resume()
             if self.peer_certs is not None and time.monotonic() >= self._next_renewal:
-                self._next_renewal = time.monotonic() + worker.RENEW_CHECK_EVERY
+                self._next_renewal = time.monotonic() + process.RENEW_CHECK_EVERY
                 try:  # a repository's renewal is an HTTP request: off the loop
                     await asyncio.to_thread(self.peer_certs.renew_if_due)
                 except Exception as exc:  # noqa: BLE001 - the current certificate holds; tried again later
