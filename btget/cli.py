@@ -37,14 +37,14 @@ from torrents.servicekit.httpclient import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget.display import readout, result
-from btget.resolve import bearer, peercert, plan, reach, targets
-from btget.transfer import download, sitechoice, timeline, webseeds
-from btget.resolve.client import Client, Resolved
 from btget.config import GetConfig
-from btget.errors import RepoError
+from btget.display import readout, result
 from btget.display.progress import make_display
+from btget.errors import RepoError
+from btget.resolve import bearer, peercert, plan, reach, targets
+from btget.resolve.client import Client, Resolved
 from btget.resolve.target import Target, classify, not_a_torrent, placement
+from btget.transfer import download, sitechoice, timeline, webseeds
 
 log = logging.getLogger("btget")
 SERVE_DEFAULT = "127.0.0.1:8765"

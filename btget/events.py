@@ -22,6 +22,8 @@ class Phase(enum.Enum):
 # Progress.state values before libtorrent knows what is on disk (resume state read, files hashed).
 CHECKING = frozenset({"starting", "checking_resume_data", "checking_files", "allocating"})
 
+WEB_SEED = "web seed "  # Progress.sources: the key of a web seed's bytes is this and its endpoint
+
 
 # --- worker → parent --------------------------------------------------------------------------
 

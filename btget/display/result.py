@@ -1,4 +1,11 @@
-"""The result of a run: the --json document and the human summary (pure)."""
+"""The result of a run: the --json document and the human summary (pure).
+
+`SourceLog` keeps the bytes per source over a run, for --json's `sources_over_time` (what `btswarm plot`
+draws). The parent sees each worker's cumulative bytes per peer endpoint in its Progress events (sampled
+from libtorrent every 50 ms); it keeps their sum at most once a second, and the last one, so a run of an
+hour is a few hundred points whatever its events. Past MAX_SAMPLES every other sample is dropped and the
+interval doubles: a long run keeps its whole span at a coarser step. Time is passed in.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +18,10 @@ from torrents.hostport import host_of
 from torrents.metainfo import Metainfo
 from torrents.units import human_duration, human_rate, human_size
 
-from btget.events import Progress
-from btget.worker.sources import WEB_SEED
+from btget.events import WEB_SEED, Progress
+
+INTERVAL = 0.25  # SourceLog: seconds between samples, at first
+MAX_SAMPLES = 600
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,7 @@ def name_sources(raw: Mapping[str, int], sites: Mapping[str, str], workers: Mapp
 
 def sources_over_time(samples: Sequence[tuple[float, Mapping[str, int]]], sites: Mapping[str, str],
                       workers: Mapping[str, int], web_sites: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """btget.display.sourcelog's samples → `[{"t": seconds from the start, "sources": {name: bytes so far}}]`."""
+    """SourceLog's samples → `[{"t": seconds from the start, "sources": {name: bytes so far}}]`."""
     return [{"t": round(t, 3), "sources": name_sources(raw, sites, workers, web_sites)} for t, raw in samples]
 
 
@@ -165,3 +174,26 @@ def human(doc: Mapping[str, Any]) -> str:
         lines.append("  banned     " + ", ".join(doc["banned"]) + " (sent corrupt pieces)")
     lines.append(f"  status     {doc['exit_status'].lower()}")
     return "\n".join(lines)
+
+
+class SourceLog:
+    def __init__(self, interval: float = INTERVAL, max_samples: int = MAX_SAMPLES) -> None:
+        self.interval = interval
+        self.max_samples = max_samples
+        self.samples: list[tuple[float, dict[str, int]]] = []  # (seconds from the start, endpoint → bytes so far)
+
+    def sample(self, t: float, raw: Mapping[str, int]) -> None:
+        """The cumulative bytes per endpoint at `t` seconds from the start."""
+        if self.samples and t - self.samples[-1][0] < self.interval:
+            return
+        self.samples.append((t, dict(raw)))
+        if len(self.samples) > self.max_samples:
+            self.samples = [*self.samples[:-1:2], self.samples[-1]]  # the first and the newest stay
+            self.interval *= 2
+
+    def finish(self, t: float, raw: Mapping[str, int]) -> list[tuple[float, dict[str, int]]]:
+        """Every sample kept, with the end of the run (`t`, `raw`) last."""
+        if self.samples and self.samples[-1][0] >= t:
+            self.samples.pop()
+        self.samples.append((t, dict(raw)))
+        return self.samples

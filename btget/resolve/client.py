@@ -23,8 +23,8 @@ from torrents import urls
 from torrents.errors import MetainfoError, NotFound, TokenRefused
 from torrents.servicekit import tls
 
-from btget.resolve import bearer
 from btget.errors import RepoError, ReplicaConflict
+from btget.resolve import bearer
 from btget.resolve.target import not_a_torrent, torrent_link
 
 TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)

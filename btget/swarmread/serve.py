@@ -37,9 +37,9 @@ from aiohttp import web
 from torrents.errors import BtswarmError
 from torrents.metainfo import Metainfo
 
-from btget.worker import process
 from btget.swarmread.streaming import PieceMap, RangeNotSatisfiable, ReadAhead, content_range, deadlines, parse_range
 from btget.swarmread.swarmpieces import PieceUnavailable, SwarmPieces
+from btget.worker import process
 
 log = logging.getLogger("btget.serve")
 

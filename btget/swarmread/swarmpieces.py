@@ -29,8 +29,8 @@ from torrents.errors import BtswarmError
 from torrents.hostport import ANY
 from torrents.metainfo import Metainfo
 
-from btget.worker import sharestate, process
 from btget.swarmread.streaming import Demand, PieceMap
+from btget.worker import sharestate, process
 
 log = logging.getLogger("btget.serve")
 

@@ -27,19 +27,17 @@ from torrents.hostport import ANY, format_hostport
 from torrents.metainfo import Metainfo
 from torrents.proxyenv import NONE, Proxies, Proxy
 
-from btget.resolve import plan, reach
-from btget.transfer import links, ratecap, timeline, verify, webseeds
-from btget.resolve.bearer import TokenSource
-
-from btget.display.result import WorkerReport
+from btget.display.result import SourceLog, WorkerReport
 from btget.errors import Blocked, Interrupted, TransferError, VerifyFailed
-from btget.display.sourcelog import SourceLog
 from btget.events import Connect, Event, Listening, Progress, Rates, Stop, Tick, Verified, WebSeeds, WorkerGone
-from btget.transfer.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, SetRates, SetWebSeeds, Show,
-                            StartVerify, observe, step)
-from btget.worker.sharestate import remove_stale
+from btget.resolve import plan, reach
+from btget.resolve.bearer import TokenSource
+from btget.transfer import finish, ratecap, timeline, webseeds
+from btget.transfer.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, SetRates,
+                                     SetWebSeeds, Show, StartVerify, observe, step)
 from btget.worker.process import STOP_WITHIN, WorkerSpec
 from btget.worker.process import run as worker_main
+from btget.worker.sharestate import remove_stale
 
 log = logging.getLogger("btget.download")
 STATE_DIR = ".bt-get"
@@ -104,7 +102,7 @@ class Outcome:
     verify_results: dict[str, bool]  # LFN → adler32 matched
     endpoints: dict[str, int]  # "ip:port" of each worker, and of connections from one → worker number
     web_switches: list[dict] = field(default_factory=list)  # when the web seeds were switched on or off, and why
-    # (seconds from the start, endpoint → payload bytes from it so far), btget.display.sourcelog
+    # (seconds from the start, endpoint → payload bytes from it so far), btget.display.result.SourceLog
     source_samples: list[tuple[float, dict[str, int]]] = field(default_factory=list)
 
 
@@ -252,7 +250,7 @@ def run(job: Job, display: Display) -> Outcome:
     results: dict[str, bool] = verifier.result() if verifier is not None else {}
     executor.shutdown(wait=True)
     if state.completed_at is not None:
-        links.restore(job.root, job.meta)
+        finish.restore(job.root, job.meta)
     end = state.completed_at if state.completed_at is not None else time.monotonic()
     endpoints = {format_hostport(*v.endpoint): k for k, v in state.workers.items() if v.endpoint}
     for v in state.workers.values():
@@ -320,7 +318,7 @@ def _carry_out(action: Action, job: Job, procs: dict[int, WorkerProcess], displa
                 except OSError:
                     pass  # it died: its WorkerGone follows
     elif isinstance(action, StartVerify):
-        return executor.submit(verify.verify_files, job.root,
+        return executor.submit(finish.verify_files, job.root,
                                {f.lfn: job.checksums[f.lfn] for f in job.selected if f.lfn in job.checksums})
     elif isinstance(action, Completed):
         log.info("%s: complete in %.1f s%s", job.meta.name, action.seconds, "; seeding" if action.seeding else "")

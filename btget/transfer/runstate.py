@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 
 from torrents.errors import BtswarmError
 
-from btget.transfer import ratecap, webseeds
-from btget.worker import sources
 from btget.errors import Incomplete, TrackersRefuse, TransferError
-from btget.events import (Event, Listening, Phase, Progress, TrackerReply, Verified, WebSeedBanned, WorkerFailed,
-                          WorkerGone)
+from btget.events import (WEB_SEED, Event, Listening, Phase, Progress, TrackerReply, Verified, WebSeedBanned,
+                          WorkerFailed, WorkerGone)
+from btget.transfer import ratecap, webseeds
 
 
 @dataclass(frozen=True)
@@ -339,7 +338,7 @@ def _rates(state: RunState, now: float) -> list[Action]:
 
 def _capped_bytes(p: Progress) -> int:
     """What a worker took through the cap: from remote peers and web seeds, not from its siblings."""
-    return p.peer_bytes + sum(n for key, n in p.sources.items() if key.startswith(sources.WEB_SEED))
+    return p.peer_bytes + sum(n for key, n in p.sources.items() if key.startswith(WEB_SEED))
 
 
 def _trackers_refuse(state: RunState) -> list[Action]:

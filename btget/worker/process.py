@@ -33,8 +33,8 @@ from torrents.hostport import ANY, format_hostport, own_addresses
 from torrents.proxyenv import NONE, Proxies, Proxy
 
 from btget import events
-from btget.worker import peersteer, resumesaves, sharestate, sources, steering, trackerwatch, webseeduse
 from btget.resolve.bearer import TokenSource
+from btget.worker import peersteer, resumesaves, sharestate, sources, steering, trackerwatch, webseeduse
 
 from btget.worker.reannounce import Reannounce
 

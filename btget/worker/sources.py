@@ -33,7 +33,8 @@ from typing import Any, Iterable
 
 from torrents.hostport import format_hostport, host_of, own_addresses
 
-WEB_SEED = "web seed "
+from btget.events import WEB_SEED
+
 SEED_WEIGHT = 1000  # a seed weighs this much more than a leecher when nothing was ever seen moving
 
 

@@ -11,8 +11,8 @@ from torrents.proxyenv import NONE, Proxies
 from torrents.servicekit import tls
 
 from btget import events
-from btget.worker import doorrelay, sources
 from btget.resolve.bearer import TokenSource
+from btget.worker import doorrelay, sources
 
 PROBE_EVERY = 5.0  # seconds between announces while web seeds stand in for peers (peers blocked: try again)
 # A web seed dropped once it took part in this many pieces that failed their SHA1 check: libtorrent

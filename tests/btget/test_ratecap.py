@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from btget.transfer import ratecap
 from btget.events import Progress
+from btget.transfer import ratecap
 from btget.transfer.runstate import Policy, RunState, SetRates, step
 from torrents.errors import BtswarmError
 from torrents.units import parse_byte_rate

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from btget.worker import siteshare, stall
-from btget.worker.steering import (STALL_EVERY, Announce, Filter, Kind, Peer, Prioritize, Reason, Said, Seen, Steering, ban,
-                            cover_due, exclude, step)
+from btget.worker.steering import (STALL_EVERY, Announce, Filter, Kind, Peer, Prioritize, Reason, Said, Seen, Steering,
+                                   ban, cover_due, exclude, step)
 
 SITES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]  # slices 0, 1, 2
 PIECES, PIECE = 30, 1_000_000  # a slice is 10 pieces, 10 MB

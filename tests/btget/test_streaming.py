@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from btget.swarmread.streaming import (Demand, PieceMap, RangeNotSatisfiable, ReadAhead, content_range, deadlines,
-                             parse_range)
+                                       parse_range)
 
 
 # --- Range headers ------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ from torrents.errors import BtswarmError, ConfigError, NotFound, UsageError
 
 from btget import errors
 from btget.display import result
-from btget.resolve import client
 from btget.events import Progress
+from btget.resolve import client
 from btget.transfer.runstate import stop_seeding
 from torrents.exitstatus import ExitStatus, status_for
 
