@@ -657,7 +657,7 @@ def serve(opts: Options, cfg: GetConfig, target: Target, found: Found) -> int:
 
     """--serve: join the swarm and serve the files over HTTP until stopped (btget.swarmread.serve)."""
     from btget.swarmread import serve as serving
-    from btget.worker.process import WorkerSpec
+    from btget.worker.spec import WorkerSpec
 
     found, way, proxies = reached(cfg, found)
     resolved, meta = found.resolved, found.meta

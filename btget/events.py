@@ -150,3 +150,4 @@ class Verified:
 
 WorkerEvent = Listening | Progress | WorkerFailed | TrackerReply | WebSeedBanned
 Event = WorkerEvent | WorkerGone | Tick | Verified
+Command = Connect | WebSeeds | Rates | Stop

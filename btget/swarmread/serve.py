@@ -39,7 +39,7 @@ from torrents.metainfo import Metainfo
 
 from btget.swarmread.streaming import PieceMap, RangeNotSatisfiable, ReadAhead, content_range, deadlines, parse_range
 from btget.swarmread.swarmpieces import PieceUnavailable, SwarmPieces
-from btget.worker import process
+from btget.worker.spec import WorkerSpec
 
 log = logging.getLogger("btget.serve")
 
@@ -210,12 +210,12 @@ def _text(status: int, message: str, headers: dict[str, str] | None = None) -> w
     return web.Response(status=status, text=message + "\n", headers=headers)
 
 
-def run(meta: Metainfo, spec: process.WorkerSpec, opts: ServeOptions, announce: Callable[[dict[str, Any]], None]) -> int:
+def run(meta: Metainfo, spec: WorkerSpec, opts: ServeOptions, announce: Callable[[dict[str, Any]], None]) -> int:
     """Serve until SIGINT/SIGTERM (or the parent process is gone); `announce` gets the URL once listening."""
     return asyncio.run(_serve(meta, spec, opts, announce))
 
 
-async def _serve(meta: Metainfo, spec: process.WorkerSpec, opts: ServeOptions,
+async def _serve(meta: Metainfo, spec: WorkerSpec, opts: ServeOptions,
                  announce: Callable[[dict[str, Any]], None]) -> int:
     pieces = SwarmPieces(meta, spec, prefetch=opts.prefetch, piece_timeout=opts.piece_timeout)
     server = Server(meta, pieces, opts)

@@ -17,9 +17,7 @@ btget.swarmread.streaming; this module only tells libtorrent and waits.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +27,10 @@ from torrents.errors import BtswarmError
 from torrents.hostport import ANY
 from torrents.metainfo import Metainfo
 
+from btget.swarmread.piecefiles import PieceFiles
 from btget.swarmread.streaming import Demand, PieceMap
-from btget.worker import sharestate, process
+from btget.worker import sharestate
+from btget.worker.spec import CertRenewal, WorkerSpec, peer_certs_of
 
 log = logging.getLogger("btget.serve")
 
@@ -57,7 +57,7 @@ class Stats:
 
 
 class SwarmPieces:
-    def __init__(self, meta: Metainfo, spec: process.WorkerSpec, *, prefetch: bool, piece_timeout: float) -> None:
+    def __init__(self, meta: Metainfo, spec: WorkerSpec, *, prefetch: bool, piece_timeout: float) -> None:
         import libtorrent as lt
 
         from torrents.servicekit import ltsession
@@ -69,11 +69,10 @@ class SwarmPieces:
         self.prefetch = prefetch
         self.base_priority = LOW if prefetch else 0
         self.piece_timeout = piece_timeout
-        self.root = Path(spec.save_path) / meta.name
+        self.files = PieceFiles(meta, Path(spec.save_path) / meta.name, self.map)
         self.demand = Demand()
         self.verified: set[int] = set()
         self._waiters: dict[int, list[asyncio.Future]] = {}
-        self._fds: dict[int, int] = {}
         self.hash_failures = 0
         self.errors: list[str] = []
         # A reader may want a piece long after the last one arrived: keep the
@@ -86,8 +85,8 @@ class SwarmPieces:
         # keeps share mode from fetching pieces of its own to trade (at most
         # one, while nothing has been read). With prefetch the session is
         # downloading until it has everything, when reads are local anyway.
-        self.peer_certs = process.peer_certs_of(spec)  # a restricted dataset: its SSL torrent
-        self._next_renewal = 0.0
+        self.peer_certs = peer_certs_of(spec)  # a restricted dataset: its SSL torrent
+        self.renewal = CertRenewal(self.peer_certs, log)
         self.ses = ltsession.session(spec.listen_ip, 0, close_redundant_connections=False,
                                      ssl_port=0 if self.peer_certs else None,
                                      share_mode_target=1 << 30, connections_limit=spec.max_connections,
@@ -121,12 +120,8 @@ class SwarmPieces:
                 self.alerts.drain(self.ses)
             if time.monotonic() >= self._next_save:
                 self.save_resume()
-            if self.peer_certs is not None and time.monotonic() >= self._next_renewal:
-                self._next_renewal = time.monotonic() + process.RENEW_CHECK_EVERY
-                try:  # a repository's renewal is an HTTP request: off the loop
-                    await asyncio.to_thread(self.peer_certs.renew_if_due)
-                except Exception as exc:  # noqa: BLE001 - the current certificate holds; tried again later
-                    log.warning("peer certificate: renewal failed: %s", exc)
+            if self.renewal.due(time.monotonic()):
+                await asyncio.to_thread(self.renewal.renew)  # a repository's renewal is an HTTP request: off the loop
 
     def _alert_table(self) -> Any:
         from torrents.servicekit import ltsession
@@ -139,7 +134,7 @@ class SwarmPieces:
             lt.listen_failed_alert: lambda a: (log.info("%s", a.message()) if self.spec.listen_ip == ANY
                                                else self._on_error(a)),  # one address of many: the others listen
             lt.peer_connect_alert: lambda a: log.debug("%s", a.message()),
-            lt.torrent_need_cert_alert: lambda a: self.peer_certs and self.peer_certs.on_need_cert(a),
+            lt.torrent_need_cert_alert: self.renewal.on_need_cert,
             lt.peer_disconnected_alert: lambda a: log.debug("%s", a.message()),
             lt.tracker_reply_alert: lambda a: log.info("tracker %s: %d peers", a.tracker_url(), a.num_peers),
             lt.tracker_error_alert: lambda a: log.warning("tracker %s: %s", a.tracker_url(),
@@ -252,7 +247,7 @@ class SwarmPieces:
         expected = self.meta.piece_hash(piece)
         deadline = time.monotonic() + REREAD_WAIT
         while True:
-            digest = await asyncio.to_thread(self._hash_from_disk, piece)
+            digest = await asyncio.to_thread(self.files.sha1, piece)
             if digest == expected:
                 self.verified.add(piece)
                 return True
@@ -260,36 +255,9 @@ class SwarmPieces:
                 return False
             await asyncio.sleep(0.02)
 
-    def _hash_from_disk(self, piece: int) -> bytes | None:
-        h = hashlib.sha1()
-        try:
-            for seg in self.map.segments(piece):
-                if self.meta.files[seg.file].pad:
-                    h.update(bytes(seg.length))
-                    continue
-                data = os.pread(self._fd(seg.file), seg.length, seg.offset)
-                if len(data) != seg.length:
-                    return None
-                h.update(data)
-        except FileNotFoundError:
-            return None
-        return h.digest()
-
     def read(self, file: int, start: int, end: int) -> bytes:
         """Bytes [start, end) of a file, from disk (only call it for verified pieces)."""
-        if self.meta.files[file].pad:
-            return bytes(end - start)
-        data = os.pread(self._fd(file), end - start, start)
-        if len(data) != end - start:
-            raise BtswarmError(self.meta.files[file].lfn, f"short read at {start} ({len(data)} of {end - start} bytes)")
-        return data
-
-    def _fd(self, file: int) -> int:
-        fd = self._fds.get(file)
-        if fd is None:
-            fd = os.open(self.root.joinpath(*self.meta.files[file].path), os.O_RDONLY)
-            self._fds[file] = fd
-        return fd
+        return self.files.read(file, start, end)
 
     # --- state --------------------------------------------------------------------------
     def stats(self) -> Stats:
@@ -314,6 +282,4 @@ class SwarmPieces:
             if self.ses.wait_for_alert(200) is not None:
                 self.alerts.drain(self.ses)
         self.ses.pause()
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+        self.files.close()

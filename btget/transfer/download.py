@@ -35,9 +35,10 @@ from btget.resolve.bearer import TokenSource
 from btget.transfer import finish, ratecap, timeline, webseeds
 from btget.transfer.runstate import (Action, Completed, Ending, Introduce, Note, Policy, RunState, SetRates,
                                      SetWebSeeds, Show, StartVerify, observe, step)
-from btget.worker.process import STOP_WITHIN, WorkerSpec
+from btget.worker.process import STOP_WITHIN
 from btget.worker.process import run as worker_main
 from btget.worker.sharestate import remove_stale
+from btget.worker.spec import WorkerSpec
 
 log = logging.getLogger("btget.download")
 STATE_DIR = ".bt-get"

@@ -13,7 +13,7 @@ from btget.worker import siteshare, sources, stall, steering
 from btget.worker.siteshare import mask
 
 if TYPE_CHECKING:
-    from btget.worker.process import WorkerSpec
+    from btget.worker.spec import WorkerSpec
 
 log = logging.getLogger("btget.worker")
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from btget.worker import recover
 
 if TYPE_CHECKING:
-    from btget.worker.process import WorkerSpec
+    from btget.worker.spec import WorkerSpec
 
 log = logging.getLogger("btget.worker")
 

@@ -1,7 +1,7 @@
 """What a worker makes of its trackers' failures: what the parent is told, and whether it is final.
 
 libtorrent reports each announce that failed as an alert; the worker hands
-its parts here (`Failure`) and sends what comes back to the parent, whose
+its parts here (`failure_of`: a `Failure`) and sends what comes back to the parent, whose
 btget/transfer/runstate.py decides the run. A dead or refusing tracker is the usual
 reason for "0 seeds": the user is told, rather than left to watch a still bar.
 """
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass, field
+from typing import Any
 
-from torrents.hostport import ANY, url_endpoint
+from torrents.hostport import ANY, format_hostport, url_endpoint
 from torrents.servicekit import tls
 
 from btget import events
@@ -32,12 +33,22 @@ class Failure:
     local: str  # the listen endpoint it was announced from
 
 
+def failure_of(alert: Any) -> Failure:
+    """A tracker_error_alert's parts."""
+    return Failure(alert.tracker_url(), alert.failure_reason(), alert.error.message(), alert.error.value(),
+                   alert.times_in_row, format_hostport(str(alert.local_endpoint[0]), int(alert.local_endpoint[1])))
+
+
 @dataclass
 class TrackerWatch:
     index: int  # the worker's
     listen_ip: str
     listening: set[str] = field(default_factory=set)  # TCP listen endpoints: one per address of the host with ANY
     skipped: dict[str, set[str]] = field(default_factory=dict)  # URL → the endpoints with no route to it
+
+    def replied(self, alert: Any) -> events.TrackerReply:
+        """A tracker_reply_alert, for the parent."""
+        return events.TrackerReply(self.index, True, alert.tracker_url(), f"{alert.num_peers} peers")
 
     def failed(self, f: Failure) -> tuple[events.TrackerReply | None, float | None]:
         """What to tell the parent (None: nothing yet), and in how many seconds to ask again (None: when

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from btget import events
-from btget.worker.process import Worker, WorkerSpec
+from btget.worker.process import Worker
+from btget.worker.spec import WorkerSpec
 from tests.btget.conftest import make_dataset, next_ip, start_seed
 from tests.support import wait_for
 
