@@ -112,19 +112,8 @@ class Server:
         except RangeNotSatisfiable as exc:
             return _text(416, f"{lfn}: {exc}", {"Content-Range": f"bytes */{size}"})
         ranges = asked if asked is not None else [(0, size)]
-        headers = {"Accept-Ranges": "bytes", "ETag": f'"{self.meta.info_hash}-{file}"'}
         boundary = secrets.token_hex(12)
-        if asked is not None and len(ranges) > 1:
-            parts = [_part_header(boundary, s, e, size) for s, e in ranges]
-            length = sum(len(p) + e - s for p, (s, e) in zip(parts, ranges)) + len(_closing(boundary))
-            headers["Content-Type"] = f"multipart/byteranges; boundary={boundary}"
-        else:
-            parts = []
-            length = sum(e - s for s, e in ranges)
-            headers["Content-Type"] = "application/octet-stream"
-            if asked is not None:
-                headers["Content-Range"] = content_range(*ranges[0], size)
-        status = 206 if asked is not None else 200
+        status, headers, parts, length = _shape(asked, ranges, size, boundary, f'"{self.meta.info_hash}-{file}"')
         if request.method == "HEAD":
             return web.Response(status=status, headers={**headers, "Content-Length": str(length)})
 
@@ -132,13 +121,7 @@ class Server:
         for s, e in ranges:
             self.ranges.append((lfn, s, e))
         reader = next(self._ids)
-        order = _ordered(self.map.pieces(file, s, e) for s, e in ranges)
-        ahead: list[int] = []
-        for s, e in ranges:
-            a_start, a_end = self.readahead.on_request(file, s, e, size)
-            ahead += [p for p in self.map.pieces(file, a_start, a_end) if p not in order]
-        ahead = _ordered([ahead])
-        ahead_deadlines = deadlines(ahead, AHEAD_BASE_MS, AHEAD_STEP_MS)
+        order, ahead_deadlines = self._wanted(file, ranges, size)
         completed = False
         try:
             self.pieces.want(reader, deadlines(order[:self.window], 0, URGENT_STEP_MS) + ahead_deadlines)
@@ -150,22 +133,7 @@ class Server:
             resp = web.StreamResponse(status=status, headers=headers)
             resp.content_length = length
             await resp.prepare(request)
-            position = 0  # index in `order` of the next piece to send
-            for k, (s, e) in enumerate(ranges):
-                if parts:
-                    await resp.write(parts[k])
-                for piece in self.map.pieces(file, s, e):
-                    if position + self.window < len(order):
-                        self.pieces.want(reader, [(order[position + self.window], URGENT_STEP_MS * self.window)])
-                    position += 1
-                    try:
-                        await self.pieces.wait(reader, piece, 0)
-                    except PieceUnavailable as exc:
-                        log.warning("%s: %s; closing the response after %d bytes", lfn, exc, resp.body_length)
-                        raise _Abort() from exc
-                    lo, hi = self.map.piece_range_in_file(piece, file)
-                    lo, hi = max(lo, s), min(hi, e)
-                    await resp.write(await asyncio.to_thread(self.pieces.read, file, lo, hi))
+            await self._send(resp, reader, lfn, file, ranges, order, parts)
             if parts:
                 await resp.write(_closing(boundary))
             await resp.write_eof()
@@ -182,6 +150,54 @@ class Server:
                 # of this stream is what it is for. It belongs to the file now.
                 self.pieces.want(-1 - file, ahead_deadlines)
             self.pieces.release(reader)
+
+    def _wanted(self, file: int, ranges: list[tuple[int, int]], size: int) -> tuple[list[int], list[tuple[int, int]]]:
+        """The pieces a request needs, in reading order, and the read-ahead it earns with their deadlines."""
+        order = _ordered(self.map.pieces(file, s, e) for s, e in ranges)
+        ahead: list[int] = []
+        for s, e in ranges:
+            a_start, a_end = self.readahead.on_request(file, s, e, size)
+            ahead += [p for p in self.map.pieces(file, a_start, a_end) if p not in order]
+        ahead = _ordered([ahead])
+        return order, deadlines(ahead, AHEAD_BASE_MS, AHEAD_STEP_MS)
+
+    async def _send(self, resp: web.StreamResponse, reader: int, lfn: str, file: int, ranges: list[tuple[int, int]],
+                    order: list[int], parts: list[bytes]) -> None:
+        """The ranges' bytes (each after its part header when multipart), each piece once it is verified; as
+        each is sent, the piece a window past it is asked for."""
+        position = 0  # index in `order` of the next piece to send
+        for k, (s, e) in enumerate(ranges):
+            if parts:
+                await resp.write(parts[k])
+            for piece in self.map.pieces(file, s, e):
+                if position + self.window < len(order):
+                    self.pieces.want(reader, [(order[position + self.window], URGENT_STEP_MS * self.window)])
+                position += 1
+                try:
+                    await self.pieces.wait(reader, piece, 0)
+                except PieceUnavailable as exc:
+                    log.warning("%s: %s; closing the response after %d bytes", lfn, exc, resp.body_length)
+                    raise _Abort() from exc
+                lo, hi = self.map.piece_range_in_file(piece, file)
+                lo, hi = max(lo, s), min(hi, e)
+                await resp.write(await asyncio.to_thread(self.pieces.read, file, lo, hi))
+
+
+def _shape(asked: list[tuple[int, int]] | None, ranges: list[tuple[int, int]], size: int, boundary: str,
+           etag: str) -> tuple[int, dict[str, str], list[bytes], int]:
+    """A file response's status, headers, multipart part headers (none for one range) and length (pure)."""
+    headers = {"Accept-Ranges": "bytes", "ETag": etag}
+    if asked is not None and len(ranges) > 1:
+        parts = [_part_header(boundary, s, e, size) for s, e in ranges]
+        length = sum(len(p) + e - s for p, (s, e) in zip(parts, ranges)) + len(_closing(boundary))
+        headers["Content-Type"] = f"multipart/byteranges; boundary={boundary}"
+    else:
+        parts = []
+        length = sum(e - s for s, e in ranges)
+        headers["Content-Type"] = "application/octet-stream"
+        if asked is not None:
+            headers["Content-Range"] = content_range(*ranges[0], size)
+    return (206 if asked is not None else 200), headers, parts, length
 
 
 class _Abort(Exception):

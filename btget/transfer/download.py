@@ -177,15 +177,7 @@ def run(job: Job, display: Display) -> Outcome:
     The decisions are btget.transfer.runstate.step's; this carries them out: worker
     processes, their pipes, the display, the checksum thread.
     """
-    sdir = state_dir(job)
-    try:
-        sdir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # a file where a directory belongs, a read-only or full file system
-        where = next((p for p in sdir.parents if p.exists()), job.directory)  # what refused us
-        problem = "not a directory" if isinstance(exc, (NotADirectoryError, FileExistsError)) else \
-            f"cannot write here ({exc.strerror})"
-        raise TransferError(where, problem) from None
-    check_case(sdir, job.meta)
+    sdir = make_state_dir(job)
     # fork, not spawn: a spawned worker re-imports Python, libtorrent and this
     # package before it can announce (docs/benchmarks.md "get"). Forking is
     # safe as no other thread exists yet: asyncio.run() has shut its
@@ -198,45 +190,13 @@ def run(job: Job, display: Display) -> Outcome:
     verifier: concurrent.futures.Future | None = None
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify")
     previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-    whole = len(job.shares) == 1 and len(job.selected) == job.meta.file_count
-    prefix = sibling_prefix(whole)
-    down = ratecap.split(job.max_rate, {k: sum(f.size for f in s) for k, s in enumerate(job.shares, 1)})
-    up = ratecap.even(job.max_upload_rate, len(job.shares))
     try:
-        for k, share in enumerate(job.shares, 1):
-            spec = WorkerSpec(index=k, torrent=job.torrent, save_path=str(job.directory), state_dir=str(sdir),
-                              key=plan.share_key(share), wanted=tuple(f.index for f in share),
-                              listen_ip=job.listen_ip, peers=job.peers,
-                              web_seeds=tuple(s.url for s in webseeds.initial(job.web)),
-                              url_list=tuple(s.url for s in job.web.sources), own_names=file_names(job.meta, job.folder),
-                              recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix,
-                              part="" if whole else peerid.part_tag(f.index for f in share),
-                              site_peers=job.site_peers, prefer_ips=job.prefer_ips, exclude_ips=job.exclude_ips,
-                              rates=(down[k], up), proxies=job.proxies, tracker_proxy=job.tracker_proxy,
-                              token=job.token, peer_cert=job.peer_cert, peer_cert_repo=job.peer_cert_repo)
-
-            parent_end, child_end = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {k}")
-            proc.start()
-            child_end.close()
-            procs[k] = WorkerProcess(spec, proc, parent_end)
+        for spec in worker_specs(job, sdir):
+            procs[spec.index] = _start(ctx, spec)
         timeline.mark("workers_started")
         display.start([(k, len(s), sum(f.size for f in s)) for k, s in enumerate(job.shares, 1)])
         while state.ended is None:
-            happened: list[Event] = []
-            live = [p.conn for p in procs.values() if not p.gone]
-            for conn in multiprocessing.connection.wait(live, timeout=0.2):
-                p = next(p for p in procs.values() if p.conn is conn)
-                try:
-                    happened.append(conn.recv())
-                except (EOFError, OSError):
-                    p.gone = True
-                    p.process.join(2)
-                    happened.append(WorkerGone(p.spec.index, p.process.exitcode))
-            if verifier is not None and verifier.done() and not state.verified:
-                happened.append(Verified())
-            happened.append(Tick())
-            for event in happened:
+            for event in _happened(procs, state, verifier):
                 _mark(event)
                 for action in step(state, event, time.monotonic()):
                     verifier = _carry_out(action, job, procs, display, executor, verifier)
@@ -252,6 +212,73 @@ def run(job: Job, display: Display) -> Outcome:
     executor.shutdown(wait=True)
     if state.completed_at is not None:
         finish.restore(job.root, job.meta)
+    return outcome_of(job, state, procs, results, interrupted, sources)
+
+
+def make_state_dir(job: Job) -> Path:
+    """DIR/NAME/.bt-get, made; a one-line error naming what refused it, or a file system that cannot hold the
+    dataset's names."""
+    sdir = state_dir(job)
+    try:
+        sdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file where a directory belongs, a read-only or full file system
+        where = next((p for p in sdir.parents if p.exists()), job.directory)  # what refused us
+        problem = "not a directory" if isinstance(exc, (NotADirectoryError, FileExistsError)) else \
+            f"cannot write here ({exc.strerror})"
+        raise TransferError(where, problem) from None
+    check_case(sdir, job.meta)
+    return sdir
+
+
+def worker_specs(job: Job, sdir: Path) -> list[WorkerSpec]:
+    """One WorkerSpec a share: its files, this run's peer-id prefix and its part, its share of the caps."""
+    whole = len(job.shares) == 1 and len(job.selected) == job.meta.file_count
+    prefix = sibling_prefix(whole)
+    down = ratecap.split(job.max_rate, {k: sum(f.size for f in s) for k, s in enumerate(job.shares, 1)})
+    up = ratecap.even(job.max_upload_rate, len(job.shares))
+    return [WorkerSpec(index=k, torrent=job.torrent, save_path=str(job.directory), state_dir=str(sdir),
+                       key=plan.share_key(share), wanted=tuple(f.index for f in share),
+                       listen_ip=job.listen_ip, peers=job.peers,
+                       web_seeds=tuple(s.url for s in webseeds.initial(job.web)),
+                       url_list=tuple(s.url for s in job.web.sources), own_names=file_names(job.meta, job.folder),
+                       recheck=job.recheck, max_connections=job.max_connections, peer_prefix=prefix,
+                       part="" if whole else peerid.part_tag(f.index for f in share),
+                       site_peers=job.site_peers, prefer_ips=job.prefer_ips, exclude_ips=job.exclude_ips,
+                       rates=(down[k], up), proxies=job.proxies, tracker_proxy=job.tracker_proxy,
+                       token=job.token, peer_cert=job.peer_cert, peer_cert_repo=job.peer_cert_repo)
+            for k, share in enumerate(job.shares, 1)]
+
+
+def _start(ctx: Any, spec: WorkerSpec) -> WorkerProcess:
+    parent_end, child_end = ctx.Pipe(duplex=True)
+    proc = ctx.Process(target=worker_main, args=(spec, child_end), name=f"bt-get worker {spec.index}")
+    proc.start()
+    child_end.close()
+    return WorkerProcess(spec, proc, parent_end)
+
+
+def _happened(procs: dict[int, WorkerProcess], state: RunState,
+              verifier: concurrent.futures.Future | None) -> list[Event]:
+    """What the workers said within 0.2 s (a worker whose pipe closed: WorkerGone), the checksum check's
+    end, and a Tick."""
+    happened: list[Event] = []
+    live = [p.conn for p in procs.values() if not p.gone]
+    for conn in multiprocessing.connection.wait(live, timeout=0.2):
+        p = next(p for p in procs.values() if p.conn is conn)
+        try:
+            happened.append(conn.recv())
+        except (EOFError, OSError):
+            p.gone = True
+            p.process.join(2)
+            happened.append(WorkerGone(p.spec.index, p.process.exitcode))
+    if verifier is not None and verifier.done() and not state.verified:
+        happened.append(Verified())
+    happened.append(Tick())
+    return happened
+
+
+def outcome_of(job: Job, state: RunState, procs: dict[int, WorkerProcess], results: dict[str, bool],
+               interrupted: bool, sources: SourceLog) -> Outcome:
     end = state.completed_at if state.completed_at is not None else time.monotonic()
     endpoints = {format_hostport(*v.endpoint): k for k, v in state.workers.items() if v.endpoint}
     for v in state.workers.values():
