@@ -21,6 +21,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -107,6 +108,16 @@ def test_layering(path):
     assert violations(path) == []
 
 
+def check_cases(tmp_path: Path, checker: Callable[[Path], list[str]], cases: dict[str, tuple[str, str | None]]) -> None:
+    """Each made-up module (path: (source, the one violation expected or None)) written in a scratch tree, and
+    what `checker` says of it."""
+    for rel, (source, expected) in cases.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+        assert checker(path) == ([expected] if expected else []), rel
+
+
 def test_the_checker_catches_what_it_should(tmp_path, monkeypatch):
     # the rule itself, on made-up modules placed in a scratch tree
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
@@ -124,16 +135,13 @@ def test_the_checker_catches_what_it_should(tmp_path, monkeypatch):
                             "btrepo/views.py:1: imports tracker (btrepo must not import tracker)"),
         "btswarm/up.py": ("import importlib\nimportlib.import_module('tracker.cli')\n",
                           f"btswarm/up.py:2: imports tracker.cli ({umbrella} tracker)"),
-        "btget/resolve/plan.py": ("import btswarm\n", "btget/resolve/plan.py:1: imports btswarm (btget must not import btswarm)"),
+        "btget/resolve/plan.py": ("import btswarm\n",
+                                  "btget/resolve/plan.py:1: imports btswarm (btget must not import btswarm)"),
         # allowed: the library, the module's own package (relative too), third-party code
         "btget/cli.py": ("from torrents import metainfo\nfrom . import plan\nimport aiohttp\n", None),
         "btrepo/app.py": ("from . import db\nfrom torrents.servicekit import web\n", None),
     }
-    for rel, (source, expected) in cases.items():
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source)
-        assert violations(path) == ([expected] if expected else []), rel
+    check_cases(tmp_path, violations, cases)
 
 
 MODULES = sorted(module_name(p) for p in FILES)
@@ -270,11 +278,7 @@ def test_the_btget_checker_catches_what_it_should(tmp_path, monkeypatch):
                                        None),
         "btget/cli.py": ("from btget.swarmread import serve\n", None),
     }
-    for rel, (source, expected) in cases.items():
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source)
-        assert btget_violations(path) == ([expected] if expected else []), rel
+    check_cases(tmp_path, btget_violations, cases)
 
 
 # --- the benchmarks and the pure cores ------------------------------------------------------------------
