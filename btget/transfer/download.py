@@ -75,7 +75,7 @@ class Job:
     tracker_proxy: Proxy | None = None  # the proxy of the announces (btget/resolve/reach.py)
     closed: bool = False  # this host accepts no inbound connection (btget/resolve/reach.py)
     token: TokenSource | None = None  # a members-only dataset: the user's token for its web seeds (btget/resolve/bearer.py)
-    peer_cert: tuple[str, str, str] = ()  # a restricted dataset: (peer CA, certificate, key) files (btget/worker/process.py)
+    peer_cert: tuple[str, str, str] = ()  # a restricted dataset: (peer CA, certificate, key) files (btget/worker/spec.py)
     peer_cert_repo: tuple[str, str] = ()  # (repository, CA file) when the certificate is the repository's
 
 
