@@ -36,9 +36,9 @@ test: $(STAMP) deps
 # The fast loop: the pure cores and the unit tests, no root, no system package, no network namespace
 # (under a minute). `make test` runs these too, with everything else.
 CHECK_TESTS := tests/unit tests/test_layering.py \
-  $(addprefix tests/btget/test_,bearer.py plan.py ratecap.py reach.py readout.py reannounce.py report.py \
+  $(addprefix tests/btget/test_,bearer.py plan.py ratecap.py reach.py readout.py reannounce.py result.py \
     runstate.py siteshare.py sitechoice.py sources.py stall.py steering.py streaming.py target.py targets.py \
-    webseeds.py) \
+    webseeds.py workerspecs.py) \
   $(addprefix tests/btserver/test_,layout.py policy.py uploadslots.py rucio_map.py) \
   $(addprefix tests/btswarm/test_,bench.py delayline.py hosts_plan.py idealflows.py topology.py ready.py) \
   $(addprefix tests/repo/test_,identity.py rights.py) \

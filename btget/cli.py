@@ -37,13 +37,14 @@ from torrents.servicekit.httpclient import client_session
 from torrents.units import parse_duration
 
 from btget import config as get_config
-from btget import (bearer, download, peercert, plan, reach, readout, report, sitechoice, targets, timeline,
-                   webseeds)
-from btget.client import Client, Resolved
 from btget.config import GetConfig
+from btget.display import readout, result
+from btget.display.progress import make_display
 from btget.errors import RepoError
-from btget.progress import make_display
-from btget.target import Target, classify, not_a_torrent, placement
+from btget.resolve import bearer, peercert, plan, reach, targets
+from btget.resolve.client import Client, Resolved
+from btget.resolve.target import Target, classify, not_a_torrent, placement
+from btget.transfer import download, sitechoice, timeline, webseeds
 
 log = logging.getLogger("btget")
 SERVE_DEFAULT = "127.0.0.1:8765"
@@ -170,7 +171,7 @@ class Options:
     share: bool = False
     web_mode: str | None = None  # --no-web-seeds: off, --web-seeds-always: always (else the config's)
     ca_file: str | None = None
-    targets: tuple[str, ...] = ()  # every TARGET, the command line's then the lists' (btget/targets.py)
+    targets: tuple[str, ...] = ()  # every TARGET, the command line's then the lists' (btget/resolve/targets.py)
     proxy: str | None = None  # --no-proxy: off (else the config's)
     closed: bool | None = None  # --closed: True (else the config's)
     token_file: str | None = None
@@ -332,7 +333,7 @@ def get(opts: Options) -> int:
     timeline.mark("configured")
     token = token_of(cfg)  # a token file named but unreadable: said now, before anything is fetched
     if opts.search is not None:
-        from btget import browse
+        from btget.display import browse
 
         return browse.search(cfg.repo, opts.search, json_output=opts.json_output, hint=repo_hint(cfg), token=token,
                              ca=cfg.ca_file, proxies=proxies_of(cfg))
@@ -357,7 +358,7 @@ def get(opts: Options) -> int:
         return serve(opts, cfg, target, found)
 
     if opts.list_files:
-        from btget import browse
+        from btget.display import browse
 
         return browse.list_files(found.meta, found.resolved.record, choose_files(found.meta, opts, found.only),
                                  json_output=opts.json_output)
@@ -372,9 +373,9 @@ def get(opts: Options) -> int:
     if opts.json_output:
         click.echo(json_text(doc))
     elif not opts.quiet:
-        click.echo(report.human(doc))
+        click.echo(result.human(doc))
         if isinstance(shared, dict):
-            from btget import handover
+            from btget.transfer import handover
 
             click.echo(handover.human(shared))
     if error is not None:
@@ -448,7 +449,7 @@ async def resolve_target(target: Target, cfg: GetConfig, opts: Options, *, site_
 
 
 def reached(cfg: GetConfig, found: Found) -> tuple[Found, reach.Reach, proxyenv.Proxies]:
-    """What a proxy or a closed host means for this dataset's download (btget/reach.py), and its .torrent as
+    """What a proxy or a closed host means for this dataset's download (btget/resolve/reach.py), and its .torrent as
     libtorrent is given it: on a closed host, its announce URLs say so (the info-hash stays)."""
     proxies = proxies_of(cfg)
     way = reach.plan(proxies, found.meta.trackers(), cfg.closed)
@@ -499,13 +500,13 @@ def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: 
     status = status_for(error) if error is not None else ExitStatus.OK
     raw_sources = outcome.source_samples[-1][1] if outcome.source_samples else {}
     web_sites = {w.endpoint: w.site for w in job.web.sources if w.site}
-    failures, banned = report.bad_sources(outcome.workers, sites, outcome.endpoints, web_sites)
-    doc = report.document(meta, str(job.root), {f.index for f in selected}, outcome.files,
+    failures, banned = result.bad_sources(outcome.workers, sites, outcome.endpoints, web_sites)
+    doc = result.document(meta, str(job.root), {f.index for f in selected}, outcome.files,
                           outcome.verify_results, outcome.workers,
-                          report.name_sources(raw_sources, sites, outcome.endpoints, web_sites),
+                          result.name_sources(raw_sources, sites, outcome.endpoints, web_sites),
                           outcome.seconds, status, hash_failures_by_source=failures, banned=banned,
                           web_switches=outcome.web_switches)
-    doc["sources_over_time"] = report.sources_over_time(outcome.source_samples, sites, outcome.endpoints, web_sites)
+    doc["sources_over_time"] = result.sources_over_time(outcome.source_samples, sites, outcome.endpoints, web_sites)
     if choice:
         doc["sites_chosen"] = {"preferred": list(choice.prefer), "excluded": list(choice.exclude)}
     shared = share(opts, directory / meta.name, meta.info_hash, doc) if opts.share and error is None else None
@@ -514,7 +515,7 @@ def fetch(opts: Options, cfg: GetConfig, target: Target, found: Found, display: 
 
 def get_many(opts: Options, cfg: GetConfig, texts: Sequence[str], known: dict[str, Container] | None = None) -> int:
     """Every TARGET in turn, each as a lone one is resolved and fetched (a container: each of its
-    datasets); one display, one summary or --json document, and the worst status (btget/targets.py).
+    datasets); one display, one summary or --json document, and the worst status (btget/resolve/targets.py).
     A target that fails is said and the next one tried; Ctrl-C ends the run."""
     display = make_display(opts.quiet, opts.json_output)
     started = time.monotonic()
@@ -583,7 +584,7 @@ def fetch_dataset(opts: Options, cfg: GetConfig, target: Target, display: downlo
         fail("bt-get", fetched.error, opts.verbose)
         doc["error"] = str(fetched.error)
     if not opts.json_output and not opts.quiet:
-        click.echo(report.human(doc))
+        click.echo(result.human(doc))
     return doc
 
 
@@ -601,8 +602,8 @@ def outcome_of(text: str, kind: str, docs: Sequence[dict[str, Any]]) -> targets.
 
 
 def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -> dict[str, Any] | BtswarmError:
-    """--share: hand the verified dataset to this T3's bt-server (btget/handover.py); said in `doc` either way."""
-    from btget import handover
+    """--share: hand the verified dataset to this T3's bt-server (btget/transfer/handover.py); said in `doc` either way."""
+    from btget.transfer import handover
 
     try:
         shared = handover.share(directory, info_hash, opts.config_path)
@@ -615,7 +616,7 @@ def share(opts: Options, directory: Path, info_hash: str, doc: dict[str, Any]) -
 
 
 def token_of(cfg: GetConfig) -> bearer.TokenSource | None:
-    """The user's bearer token (btget/bearer.py): where every request of this run finds it (looked for once
+    """The user's bearer token (btget/resolve/bearer.py): where every request of this run finds it (looked for once
     a run: the source is read again for each request, so a renewed token file is still used)."""
     return _discovered(cfg.token_file or None)
 
@@ -630,7 +631,7 @@ def web_seed_token(cfg: GetConfig, record: dict[str, Any] | None) -> bearer.Toke
 
 def peer_wire(opts: Options, cfg: GetConfig, found: Found) -> tuple[tuple[str, str, str], tuple[str, str]]:
     """Restricted or not (the repository's record, or this host's [access]), and with which certificate:
-    said now, in one line, before a worker starts (btget/peercert.py) → (peer CA, certificate, key) or (),
+    said now, in one line, before a worker starts (btget/resolve/peercert.py) → (peer CA, certificate, key) or (),
     and (repository, CA file) when the repository gave the certificate (the workers ask it again when it is
     due for renewal)."""
     name, record = found.meta.name, found.resolved.record
@@ -654,9 +655,9 @@ _access = functools.cache(access.load)  # [access] of this host's configuration,
 
 def serve(opts: Options, cfg: GetConfig, target: Target, found: Found) -> int:
 
-    """--serve: join the swarm and serve the files over HTTP until stopped (btget.serve)."""
-    from btget import serve as serving
-    from btget.worker import WorkerSpec
+    """--serve: join the swarm and serve the files over HTTP until stopped (btget.swarmread.serve)."""
+    from btget.swarmread import serve as serving
+    from btget.worker.spec import WorkerSpec
 
     found, way, proxies = reached(cfg, found)
     resolved, meta = found.resolved, found.meta
@@ -670,7 +671,7 @@ def serve(opts: Options, cfg: GetConfig, target: Target, found: Found) -> int:
     spec = WorkerSpec(index=1, torrent=resolved.torrent, save_path=str(directory), state_dir=str(sdir),
                       key=plan.share_key(files), wanted=tuple(f.index for f in files), listen_ip=cfg.listen,
                       peers=opts.peers + tuple(parse_hostport(p, "magnet x.pe") for p in target.peers),
-                      # No fall-back here (btget/webseeds.py decides only downloads): the torrent's web
+                      # No fall-back here (btget/transfer/webseeds.py decides only downloads): the torrent's web
                       # seeds from the start with --web-seeds-always or behind a proxy, else only those given.
                       web_seeds=tuple(dict.fromkeys(opts.web_seeds + (
                           meta.url_list if cfg.web_seeds == "always" or (way.unreachable and cfg.web_seeds != "off")
@@ -749,7 +750,7 @@ def repo_hint(cfg: GetConfig) -> str:
 
 def holding(sites: dict[str, str], record: dict[str, Any] | None) -> tuple[str, ...]:
     """The peer endpoints of the storage sites that hold the dataset (the repository record's `t2_sites`),
-    sorted: the sites btget/siteshare.py shares out and slices the pieces among. Without a record (a
+    sorted: the sites btget/worker/siteshare.py shares out and slices the pieces among. Without a record (a
     .torrent file, a URL) every site the tracker names."""
     t2 = record.get("t2_sites") if isinstance(record, dict) else None
     if not isinstance(t2, list):
@@ -800,7 +801,7 @@ async def resolve_magnet(client: Client, target: Target, cfg: GetConfig,
             return await client.resolve(target.display_name, target.info_hash)
         except (BtswarmError, RepoError) as exc:
             log.info("magnet: repository has no %s (%s); asking peers for the metadata", target.display_name, exc)
-    from btget.metadata import fetch_metadata
+    from btget.resolve.metadata import fetch_metadata
 
     loop = asyncio.get_running_loop()
     all_peers = list(peers) + [parse_hostport(p, "magnet x.pe") for p in target.peers]

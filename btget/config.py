@@ -36,7 +36,7 @@ class GetConfig:
     # campus link shared with everyone else. Trading between this run's own workers is not counted.
     max_rate: Rate = Rate(0)
     max_upload_rate: Rate = Rate(0)
-    # The sites' web seeds (btget/webseeds.py): "auto" when BitTorrent peers send nothing for
+    # The sites' web seeds (btget/transfer/webseeds.py): "auto" when BitTorrent peers send nothing for
     # web_seed_after (or are blocked outright), "always" from the start, "off" never.
     web_seeds: str = "auto"
     web_seed_after: Seconds = Seconds(5.0)
@@ -47,10 +47,10 @@ class GetConfig:
     # This host accepts no inbound connection (NAT, a closed firewall): the announces say so (inbound=0)
     # and the tracker never hands it out to other peers, who could not reach it (docs/bt-get.md).
     closed: bool = False
-    # The user's bearer token for members-only datasets (btget/bearer.py); "": WLCG Bearer Token Discovery
+    # The user's bearer token for members-only datasets (btget/resolve/bearer.py); "": WLCG Bearer Token Discovery
     # ($BEARER_TOKEN, $BEARER_TOKEN_FILE, $XDG_RUNTIME_DIR/bt_u$UID, /tmp/bt_u$UID).
     token_file: str = ""
-    # Sites by name (btget/sitechoice.py): preferred ones first, the others only while none of those sends;
+    # Sites by name (btget/transfer/sitechoice.py): preferred ones first, the others only while none of those sends;
     # sites left out never connected, their web seeds never used.
     prefer_sites: tuple[str, ...] = ()
     exclude_sites: tuple[str, ...] = ()

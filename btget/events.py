@@ -4,7 +4,7 @@ Both sides import these, so a renamed or missing field fails loudly where it
 is made, not as a silent 0 in the report. Workers send events; the parent
 sends commands; `WorkerGone`, `Tick` and `Verified` are the parent's own
 (a broken pipe, time passing, the checksum check done), fed to the same
-pure decision function (btget.runstate.step).
+pure decision function (btget.transfer.runstate.step).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ class Phase(enum.Enum):
 
 # Progress.state values before libtorrent knows what is on disk (resume state read, files hashed).
 CHECKING = frozenset({"starting", "checking_resume_data", "checking_files", "allocating"})
+
+WEB_SEED = "web seed "  # Progress.sources: the key of a web seed's bytes is this and its endpoint
 
 
 # --- worker → parent --------------------------------------------------------------------------
@@ -58,7 +60,7 @@ class Progress:
     siblings: dict[str, int] = field(default_factory=dict)  # endpoint of a connection from another worker → its index
     peer_hash_failures: dict[str, int] = field(default_factory=dict)  # endpoint → failed pieces it took part in
     banned: tuple[str, ...] = ()  # endpoints banned for corrupt pieces
-    # BitTorrent peers that are neither sibling workers nor web seeds (btget/webseeds.py decides on these):
+    # BitTorrent peers that are neither sibling workers nor web seeds (btget/transfer/webseeds.py decides on these):
     peer_bytes: int = 0  # payload received from them in this run
     peers_remote: int = 0  # connected now
     connect_attempts: int = 0  # connections to them tried
@@ -115,7 +117,7 @@ class WebSeeds:
 
 @dataclass(frozen=True)
 class Rates:
-    """This worker's part of the run's caps, bytes/s (0: none): btget/ratecap.py split them."""
+    """This worker's part of the run's caps, bytes/s (0: none): btget/transfer/ratecap.py split them."""
 
     download: int
     upload: int
@@ -148,3 +150,4 @@ class Verified:
 
 WorkerEvent = Listening | Progress | WorkerFailed | TrackerReply | WebSeedBanned
 Event = WorkerEvent | WorkerGone | Tick | Verified
+Command = Connect | WebSeeds | Rates | Stop

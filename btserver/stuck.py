@@ -8,7 +8,7 @@ reads pending) while nothing is uploaded. A seed in that state for `after`
 seconds is *stuck*: the heartbeat says so, and the tracker stops handing
 it out and counting it as a seed (so another site's seed is started).
 
-Clients give up on a silent seed within seconds (btget/stall.py), sooner
+Clients give up on a silent seed within seconds (btget/worker/stall.py), sooner
 than `after`: peers that leave while owed blocks do not end the stall. Only
 moving uploads end it, or, once nobody waits any more, a read of our own
 that the storage answers (`wants_probe`, `probe_done`: the seeder reads a

@@ -2,7 +2,7 @@
 """Benchmark door: a storage door as the only web seed, bt-get from a real XRootD door (XrdHttp) against nginx, on a shaped link.
 
 Debian's xrootd-server 5.5.3 does not answer pipelined requests (scripts/probe_pipelining.py);
-bt-get asks every http web seed through its relay (btget/doorrelay.py), so the door should
+bt-get asks every http web seed through its relay (btget/worker/doorrelay.py), so the door should
 serve at the rate of a server that does pipeline. Each contender serves the same copy of a
 generated multi-file dataset from a network namespace of its own making, where the door's and
 nginx's answers (their source ports) leave through an htb class at RATE and everything else,

@@ -131,7 +131,7 @@ def diff(source: Path, copy: Path) -> list[str]:
 
 def account(lines: list[str], source: Path, uncarried: dict[str, str]) -> tuple[dict[str, int], list[str]]:
     """Diff lines explained by what a torrent cannot carry (counted by why), and the rest.
-    A link arrives with its own text, `../.././x` included (btget/links.py): any link that
+    A link arrives with its own text, `../.././x` included (btget/transfer/finish.py): any link that
     differs is unexplained."""
     explained: dict[str, int] = {}
     rest = []

@@ -8,7 +8,7 @@ Sites 1 and 2 behind R, site3 behind R/10. One T3: bt-get vs curl<-nginx
 behind R, bound of the two fast sites S/(2R); then 8 T3s at once (the swarm
 of bench_wan_swarm.py, with its every-site arm) against the Kumar-Ross
 bound with the slow site: its slice must not hold the T3s back
-(btget/siteshare.py). The links, the RTTs and the results
+(btget/worker/siteshare.py). The links, the RTTs and the results
 (OUT/wan_hetero.json) as every wan scenario: scripts/wanlib.py. Root only
 (a network namespace).
 """

@@ -9,7 +9,7 @@ done: time to the last completion vs N curls from one nginx behind R;
 Kumar-Ross bound max(S/3R, N.S/(3R+N.C)); T2 egress (sites' bytes uploaded
 / S as libtorrent counts them, also what it wrote to sockets a T3 then
 closed; and "wire": what the sites' uplinks, their htb classes, carried).
-In the same runs, for N > 1, the same N bt-gets with btget/siteshare.py
+In the same runs, for N > 1, the same N bt-gets with btget/worker/siteshare.py
 off ("every site") and, for N in --aria2c (8), N aria2c BitTorrent clients
 (the .torrent with ?web_seeds=0, the same seeds, seeding on); each bt-get's
 time to its first byte, and the fraction of the bound from the median first
@@ -51,7 +51,7 @@ TARGETS = {  # issue 25's for 8 T3s and aria2c, the earlier ones for 16 and 32
     "swarm8_fraction": 0.85, "swarm8_egress_x": 1.2, "swarm8_vs_aria2c": 1.5,
     "swarm16_fraction": 0.8, "swarm16_egress_x": 1.3, "swarm32_fraction": 0.8, "swarm32_egress_x": 1.3,
 }
-EVERY_SITE = "bt-get, every site"  # the T3s as before btget/siteshare.py: each keeps every site that unchokes it
+EVERY_SITE = "bt-get, every site"  # the T3s as before btget/worker/siteshare.py: each keeps every site that unchokes it
 # What each arm's runs are called in the results: its details, and the prefix of its medians in a row.
 ARM_KEYS = {"bt-get": ("runs_detail", ""), EVERY_SITE: ("every_site_detail", "every_site_"),
             "aria2c": ("aria2c_detail", "aria2c_")}
@@ -206,7 +206,7 @@ def swarm_report(m: dict) -> None:
     """The table of N T3s at once, how busy the host was, and the issue's targets for N = 8, 16 and 32."""
     line = wanlib.line
     print(swarm_table(m))
-    print("  (every site: the T3s keep every site that unchokes them, as before btget/siteshare.py; "
+    print("  (every site: the T3s keep every site that unchokes them, as before btget/worker/siteshare.py; "
           "aria2c: the same .torrent without web seeds, from the same seeds; egress: what the sites' libtorrent "
           "wrote to its sockets, wire: what their uplinks carried)")
     for n, r in m.items():

@@ -5,6 +5,9 @@
 - a deployable (btget, btserver, tracker, btrepo) imports no other: they
   talk over HTTP and the peer wire only;
 - btswarm, the umbrella, starts the deployables as processes and imports none;
+- inside bt-get, each subpackage uses only the ones its job needs (BTGET_USES): the parent's run
+  (transfer) starts the workers and shows what they say; a worker and what the user sees (display)
+  never reach into the run, and nothing imports the command line (btget.cli);
 - importing the pure core (torrents without its service kit) pulls in
   neither aiohttp nor libtorrent;
 - every module imports on its own in a fresh interpreter (circular imports
@@ -18,6 +21,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -104,6 +108,16 @@ def test_layering(path):
     assert violations(path) == []
 
 
+def check_cases(tmp_path: Path, checker: Callable[[Path], list[str]], cases: dict[str, tuple[str, str | None]]) -> None:
+    """Each made-up module (path: (source, the one violation expected or None)) written in a scratch tree, and
+    what `checker` says of it."""
+    for rel, (source, expected) in cases.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+        assert checker(path) == ([expected] if expected else []), rel
+
+
 def test_the_checker_catches_what_it_should(tmp_path, monkeypatch):
     # the rule itself, on made-up modules placed in a scratch tree
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
@@ -121,16 +135,13 @@ def test_the_checker_catches_what_it_should(tmp_path, monkeypatch):
                             "btrepo/views.py:1: imports tracker (btrepo must not import tracker)"),
         "btswarm/up.py": ("import importlib\nimportlib.import_module('tracker.cli')\n",
                           f"btswarm/up.py:2: imports tracker.cli ({umbrella} tracker)"),
-        "btget/plan.py": ("import btswarm\n", "btget/plan.py:1: imports btswarm (btget must not import btswarm)"),
+        "btget/resolve/plan.py": ("import btswarm\n",
+                                  "btget/resolve/plan.py:1: imports btswarm (btget must not import btswarm)"),
         # allowed: the library, the module's own package (relative too), third-party code
         "btget/cli.py": ("from torrents import metainfo\nfrom . import plan\nimport aiohttp\n", None),
         "btrepo/app.py": ("from . import db\nfrom torrents.servicekit import web\n", None),
     }
-    for rel, (source, expected) in cases.items():
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source)
-        assert violations(path) == ([expected] if expected else []), rel
+    check_cases(tmp_path, violations, cases)
 
 
 MODULES = sorted(module_name(p) for p in FILES)
@@ -197,6 +208,79 @@ def test_module_imports_in_a_fresh_interpreter(module, imported):
     assert code == 0, f"import {module} failed: {last[0]}\n{error}"
 
 
+# --- inside bt-get: its subpackages by job ---------------------------------------------------------------
+# What each may import of the others; the top level (config, errors, events: the messages) is open to all.
+BTGET_USES = {
+    "resolve": set(),  # before any transfer (what TARGET names, the token, the plan): knows nothing of how it runs
+    "display": {"resolve"},  # what the user sees: fed events, never the run's or a worker's insides
+    "worker": {"resolve", "swarmread.streaming"},  # moves bytes (and uses the piece map): decides and draws nothing
+    "swarmread": {"resolve", "worker"},  # a session of its own, over a worker's share and its state
+    "transfer": {"resolve", "worker", "display"},  # the parent: starts the workers, decides, shows
+}
+
+
+def btget_violations(path: Path) -> list[str]:
+    here = module_name(path).split(".")
+    mine = here[1] if len(here) > 2 else None  # None: the top level (cli and the shared few)
+    found = imports(path)
+    # `from btget.swarmread import streaming` is judged as btget.swarmread.streaming, the most specific name
+    named = {(line, m) for line, m in found}
+    bad: dict[tuple[int, str], str] = {}
+    for line, module in found:
+        parts = module.split(".")
+        if parts[0] != "btget" or len(parts) < 2 or any(n == line and o.startswith(module + ".") for n, o in named):
+            continue
+        other = parts[1]
+        where = f"{path.relative_to(ROOT)}:{line}: imports {module}"
+        if other == "cli" and here != ["btget", "cli"]:
+            bad.setdefault((line, other), f"{where} (nothing imports the command line)")
+        elif mine is not None and other in BTGET_USES and other != mine:
+            allowed = BTGET_USES[mine]
+            if other not in allowed and ".".join(parts[1:3]) not in allowed:
+                bad.setdefault((line, other), f"{where} (btget.{mine} must not import btget.{other})")
+    return [bad[k] for k in sorted(bad)]
+
+
+BTGET_FILES = [p for p in FILES if module_name(p).startswith("btget.")]
+
+
+@pytest.mark.parametrize("path", BTGET_FILES, ids=[module_name(p) for p in BTGET_FILES])
+def test_btget_subpackages_keep_to_their_jobs(path):
+    assert btget_violations(path) == []
+
+
+def test_btget_has_the_subpackages_the_rule_names():
+    assert all((ROOT / "btget" / sub / "__init__.py").is_file() for sub in BTGET_USES)
+    assert {p.name for p in (ROOT / "btget").iterdir() if (p / "__init__.py").is_file()} == set(BTGET_USES)
+
+
+def test_the_btget_checker_catches_what_it_should(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    cases = {
+        "btget/display/readout.py": ("from btget.worker import sources\n",
+                                     "btget/display/readout.py:1: imports btget.worker.sources "
+                                     "(btget.display must not import btget.worker)"),
+        "btget/worker/process.py": ("def f():\n    from btget.transfer.runstate import step\n",
+                                    "btget/worker/process.py:2: imports btget.transfer.runstate.step "
+                                    "(btget.worker must not import btget.transfer)"),
+        "btget/worker/stall.py": ("from btget.swarmread import serve\n",
+                                  "btget/worker/stall.py:1: imports btget.swarmread.serve "
+                                  "(btget.worker must not import btget.swarmread)"),
+        "btget/resolve/client.py": ("from btget import cli\n",
+                                    "btget/resolve/client.py:1: imports btget.cli (nothing imports the command line)"),
+        "btget/worker/webseeduse.py": ("from btget.swarmread import streaming, serve\n",
+                                       "btget/worker/webseeduse.py:1: imports btget.swarmread.serve "
+                                       "(btget.worker must not import btget.swarmread)"),
+        # allowed: the top level, its own subpackage, what its job needs
+        "btget/worker/peerevents.py": ("from btget import events\nfrom . import reannounce\n"
+                                       "from btget.swarmread.streaming import PieceMap\n", None),
+        "btget/transfer/download.py": ("from btget.worker.process import run\nfrom btget.display import result\n",
+                                       None),
+        "btget/cli.py": ("from btget.swarmread import serve\n", None),
+    }
+    check_cases(tmp_path, btget_violations, cases)
+
+
 # --- the benchmarks and the pure cores ------------------------------------------------------------------
 SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
 
@@ -218,9 +302,12 @@ def test_a_benchmark_imports_no_deployable(path):
 
 
 # Parsing, planning and policy, apart from I/O: each loads the standard library and other pure modules only.
-PURE = ["btget.runstate", "btget.webseeds", "btget.sources", "btget.plan", "btget.ratecap", "btget.reannounce",
-        "btget.siteshare", "btget.stall", "btget.steering", "btget.sitechoice", "btget.readout", "tracker.handout",
-        "tracker.siteseeds", "tracker.protocol",
+PURE = ["btget.transfer.runstate", "btget.transfer.webseeds", "btget.transfer.ratecap", "btget.transfer.sitechoice",
+        "btget.worker.sources", "btget.worker.reannounce", "btget.worker.siteshare", "btget.worker.stall",
+        "btget.worker.steering", "btget.resolve.plan", "btget.resolve.target", "btget.resolve.targets",
+        "btget.resolve.reach", "btget.display.readout", "btget.display.result", "btget.display.tables",
+        "btget.swarmread.streaming",
+        "tracker.handout", "tracker.siteseeds", "tracker.protocol",
         "btrepo.identity", "btrepo.rights", "btrepo.served", "btserver.layout", "btserver.policy", "btserver.stuck",
         "btswarm.shaping", "btswarm.delayline", "btswarm.topology"]
 

@@ -13,7 +13,7 @@ from torrents.errors import ConfigError
 log = logging.getLogger("btswarm.measuring")
 _said: set[str] = set()
 
-# bt-get without the site-share rules (btget/siteshare.py): "off" for a benchmark's A/B run.
+# bt-get without the site-share rules (btget/worker/siteshare.py): "off" for a benchmark's A/B run.
 SITE_SHARE = "BTSWARM_BENCH_SITE_SHARE"
 
 

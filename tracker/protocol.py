@@ -46,7 +46,7 @@ class Announce(NamedTuple):  # a tuple: built on every announce, ~5x cheaper tha
     no_peer_id: bool
     numwant: int
     # `inbound=0`: the peer accepts no inbound connection (NAT, a closed firewall, a node behind a proxy).
-    # No BEP says it; bt-get sends it (btget/reach.py), others' trackers ignore it.
+    # No BEP says it; bt-get sends it (btget/resolve/reach.py), others' trackers ignore it.
     closed: bool = False
 
     @property

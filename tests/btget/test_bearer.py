@@ -1,4 +1,4 @@
-"""bt-get's token discovery (btget/bearer.py): the WLCG Bearer Token Discovery order, files read anew."""
+"""bt-get's token discovery (btget/resolve/bearer.py): the WLCG Bearer Token Discovery order, files read anew."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from btget import bearer
+from btget.resolve import bearer
 from torrents.errors import UsageError
 
 
@@ -65,7 +65,7 @@ def test_the_token_never_crosses_a_network_in_clear(url, carries):
 
 
 def test_a_door_gets_the_token_only_over_https_or_on_loopback():
-    from btget.doorrelay import Door
+    from btget.worker.doorrelay import Door
 
     token = {"Authorization": "Bearer t"}.copy
     assert Door.of("http://127.0.0.2:8701/data/", credentials=token).credentials() == {"Authorization": "Bearer t"}

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from btget import plan
-from btget.sharestate import write_resume
+from btget.resolve import plan
+from btget.worker.sharestate import write_resume
 from tests.btget.conftest import make_dataset, start_seed
 from tests.btget.getsupport import bt_get_json, same_bytes
 from tests.support import verified_bytes
@@ -79,7 +79,7 @@ def test_resume_state_on_a_full_disk_is_written_over_the_old_or_not_at_all(full_
 
 
 def shared_pieces(meta, workers: int) -> int:
-    """Bytes of the pieces that hold files of two workers' shares (bt-get's split, btget/plan.py). A
+    """Bytes of the pieces that hold files of two workers' shares (bt-get's split, btget/resolve/plan.py). A
     worker writes its part of such a piece to its file and the rest to its own part file: its count
     of its file is right (the piece passed its check) before the other file holds the rest."""
     shares = plan.split([plan.PlanFile(i, f.lfn, f.length) for i, f in enumerate(meta.files)], workers)

@@ -4,7 +4,7 @@ XRootD 5.5.3 answers the first of two requests written at once and holds the
 second until more bytes arrive; libtorrent writes a web seed several at once
 and waited `urlseed_timeout` (20 s) each time: 67-90 s for a 30-file dataset
 that nginx serves in 4.3 s, and a door dropped after a stall. bt-get asks
-every http web seed through its relay (btget/doorrelay.py), one request at a
+every http web seed through its relay (btget/worker/doorrelay.py), one request at a
 time per door connection.
 """
 

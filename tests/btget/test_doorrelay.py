@@ -1,4 +1,4 @@
-"""btget/doorrelay.py against a door that answers one request per read, as XRootD 5.5.3 does (the real one:
+"""btget/worker/doorrelay.py against a door that answers one request per read, as XRootD 5.5.3 does (the real one:
 tests/btget/test_door_xrootd.py): pipelined requests answered whole and in order, bad input refused."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from btget.doorrelay import Relays
+from btget.worker.doorrelay import Relays
 
 BODY = bytes(range(256)) * 1024  # 256 KiB
 
@@ -120,7 +120,7 @@ class StallingDoor:
 
 @pytest.mark.parametrize("where", ["mid", "head"])
 async def test_a_door_that_goes_silent_is_asked_again_for_the_rest(where, monkeypatch):
-    from btget import doorrelay
+    from btget.worker import doorrelay
     monkeypatch.setattr(doorrelay, "STALL", 0.3)
     door = StallingDoor(where)
     server = await asyncio.start_server(door, "127.0.0.1", 0)

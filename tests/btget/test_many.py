@@ -13,7 +13,7 @@ from tests.btget.getsupport import bt_get, bt_get_async, bt_get_json, same_bytes
 from tests.btget.repo_standin import create_app
 from tests.btget.test_repo import publish
 from tests.support import command, wait_for
-from btget import plan
+from btget.resolve import plan
 from torrents import build, sample
 
 pytestmark = pytest.mark.slow

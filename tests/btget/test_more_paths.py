@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from btget import plan
+from btget.resolve import plan
 from tests.btget.conftest import SampleDataset, next_ip, start_seed
 from tests.btget.getsupport import bt_get, bt_get_async, bt_get_json, same_bytes
 from tests.btget.repo_standin import create_app

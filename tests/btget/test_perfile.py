@@ -1,6 +1,6 @@
 """A worker's cost per file stays flat as the file count grows: what it does is counted, not timed.
 
-A real worker (btget/worker.py, its libtorrent session in this process) fetches N and then 4N small files
+A real worker (btget/worker/process.py, its libtorrent session in this process) fetches N and then 4N small files
 from a real seed. Counted for each fetch, per file:
 
 - walks of the wanted list: every element the worker reads of it, through iteration or a membership test
@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from btget import events
-from btget.worker import Worker, WorkerSpec
+from btget.worker.process import Worker
+from btget.worker.spec import WorkerSpec
 from tests.btget.conftest import make_dataset, next_ip, start_seed
 from tests.support import wait_for
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from btget import plan
+from btget.resolve import plan
 from torrents.errors import UsageError
 
 

@@ -1,5 +1,5 @@
 """bt-get's HTTP through a real squid (Debian's, on loopback): the aiohttp sessions (torrents/servicekit/httpclient.py)
-and the web-seed relay (btget/doorrelay.py) go where http_proxy and no_proxy say, and squid's log shows it."""
+and the web-seed relay (btget/worker/doorrelay.py) go where http_proxy and no_proxy say, and squid's log shows it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from aiohttp import web
 
-from btget.doorrelay import Relays
+from btget.worker.doorrelay import Relays
 from btswarm.testbed.squid import Squid
 from torrents.procs import free_port
 from torrents.proxyenv import from_environ

@@ -1,12 +1,12 @@
-"""btget.ratecap: a run's caps split among its workers, and the parent's decisions about them."""
+"""btget.transfer.ratecap: a run's caps split among its workers, and the parent's decisions about them."""
 
 from __future__ import annotations
 
 import pytest
 
-from btget import ratecap
 from btget.events import Progress
-from btget.runstate import Policy, RunState, SetRates, step
+from btget.transfer import ratecap
+from btget.transfer.runstate import Policy, RunState, SetRates, step
 from torrents.errors import BtswarmError
 from torrents.units import parse_byte_rate
 

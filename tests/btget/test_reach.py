@@ -1,11 +1,11 @@
-"""What a proxy and a closed host mean for a download (btget/reach.py), and the .torrent a closed host announces with."""
+"""What a proxy and a closed host mean for a download (btget/resolve/reach.py), and the .torrent a closed host announces with."""
 
 from __future__ import annotations
 
 from torrents import metainfo
 from torrents.proxyenv import NONE, Proxy, from_environ
 
-from btget import reach
+from btget.resolve import reach
 
 TRACKER = "http://127.20.0.1:6969/announce"
 

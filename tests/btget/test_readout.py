@@ -1,8 +1,8 @@
-"""What the progress display says (btget.readout, pure): start and resume lines, bar figures, rate, widths."""
+"""What the progress display says (btget.display.readout, pure): start and resume lines, bar figures, rate, widths."""
 
 from __future__ import annotations
 
-from btget import readout, report
+from btget.display import readout, result
 from btget.events import Phase, Progress
 
 MiB = 2**20
@@ -110,9 +110,9 @@ def test_complete_row_says_done_not_a_question_mark():
 
 def test_summary_of_an_already_complete_dataset_and_of_an_interrupted_one():
     done = {"bytes_total": 100, "bytes_done": 100, "bytes_downloaded": 0, "rate": 0.0}
-    assert report.pace(done) == "already complete: nothing to fetch"
-    assert report.size_line(done) == "100 B (0 B downloaded now)"
+    assert result.pace(done) == "already complete: nothing to fetch"
+    assert result.size_line(done) == "100 B (0 B downloaded now)"
     part = {"bytes_total": 100 * MiB, "bytes_done": 34 * MiB, "bytes_downloaded": 36 * MiB, "rate": MiB}
-    assert report.pace(part) == "average 1.0 MiB/s"
-    assert report.size_line(part) == "100.0 MiB, 34.0 MiB of it verified (36.0 MiB downloaded now)"
-    assert report.pace({**part, "bytes_downloaded": 0}) == "nothing downloaded"
+    assert result.pace(part) == "average 1.0 MiB/s"
+    assert result.size_line(part) == "100.0 MiB, 34.0 MiB of it verified (36.0 MiB downloaded now)"
+    assert result.pace({**part, "bytes_downloaded": 0}) == "nothing downloaded"

@@ -1,8 +1,8 @@
-"""When a worker with no seed asks the tracker again (btget/reannounce.py), on a made-up clock."""
+"""When a worker with no seed asks the tracker again (btget/worker/reannounce.py), on a made-up clock."""
 
 from __future__ import annotations
 
-from btget.reannounce import Reannounce
+from btget.worker.reannounce import Reannounce
 
 
 def test_nothing_before_the_first_answer_nor_while_a_seed_is_connected():

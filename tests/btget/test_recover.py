@@ -1,4 +1,4 @@
-"""btget/recover.py: pieces on disk that the saved state missed, found by their SHA1, on real sparse files."""
+"""btget/worker/recover.py: pieces on disk that the saved state missed, found by their SHA1, on real sparse files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from torrents.build import build_torrent
 from torrents.servicekit import ltsession
 
-from btget import recover
+from btget.worker import recover
 
 PIECE = 256 * 1024
 

@@ -7,7 +7,8 @@ import signal
 
 import pytest
 
-from btget import plan, sharestate
+from btget.resolve import plan
+from btget.worker import sharestate
 from tests.btget.getsupport import bt_get_json, same_bytes
 from tests.support import command, free_port, verified_bytes, wait_for
 from torrents import bencoding
@@ -71,7 +72,7 @@ def test_kill_9_then_rerun_downloads_little(dataset, seed, procs, tmp_path, caps
 
 def test_a_saved_state_that_lags_the_disk_costs_no_refetch(dataset, seed, procs, tmp_path, capsys):
     """The state on disk claims fewer pieces than the files hold (saves lag the pieces under load; here an
-    older state is put back after the kill): the rerun finds the pieces by their SHA1 (btget/recover.py)
+    older state is put back after the kill): the rerun finds the pieces by their SHA1 (btget/worker/recover.py)
     and fetches only what is really missing. Before it: everything since the old state, again."""
     slow = seed(upload_rate=RATE)
     out = tmp_path / "out"
@@ -127,7 +128,7 @@ def straddling(meta, owner: dict[int, int]) -> list[tuple[int, list[tuple[int, i
 def test_a_piece_across_two_shares_is_served_from_the_part_file_on_a_rerun(small_dataset, small_seed, tmp_path):
     """A worker keeps the bytes of a piece that straddles into a sibling's file in its own part file.
     On a rerun that sibling's file exists, holes where its worker had not yet written (an interrupt
-    does that); the worker that has the piece must still serve it whole. Before btget.sharestate.elsewhere,
+    does that); the worker that has the piece must still serve it whole. Before btget.worker.sharestate.elsewhere,
     libtorrent read such a file in place: the sibling got zeros, 30 hash failures, banned its sibling
     and never got the piece. Here the sibling is the only source: no seed runs for the rerun."""
     ds = small_dataset

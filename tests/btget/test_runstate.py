@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from btget.errors import Incomplete, TrackersRefuse, TransferError
 from btget.events import Listening, Phase, Progress, Tick, TrackerReply, Verified, WorkerFailed, WorkerGone
-from btget.runstate import End, Ending, Introduce, Note, Policy, RunState, Show, StartVerify, step
+from btget.transfer.runstate import End, Ending, Introduce, Note, Policy, RunState, Show, StartVerify, step
 
 
 def policy(**kw) -> Policy:

@@ -1,9 +1,9 @@
-"""btget/sitechoice.py: the sites the user prefers and leaves out, by name, as addresses."""
+"""btget/transfer/sitechoice.py: the sites the user prefers and leaves out, by name, as addresses."""
 
 import pytest
 
-from btget import webseeds
-from btget.sitechoice import SiteChoice, addresses, web_sources
+from btget.transfer import webseeds
+from btget.transfer.sitechoice import SiteChoice, addresses, web_sources
 from torrents.errors import UsageError
 
 SITES = {"127.0.0.2:6881": "site1", "127.0.0.3:6881": "site2", "127.0.0.3:6882": "site2", "[::1]:6883": "site3"}

@@ -1,11 +1,11 @@
-"""btget/siteshare.py: a T3 of a busy swarm keeps its share of the sites unchoking it, not all of them."""
+"""btget/worker/siteshare.py: a T3 of a busy swarm keeps its share of the sites unchoking it, not all of them."""
 
 from __future__ import annotations
 
 import math
 
-from btget.siteshare import (NORMAL, TOP, Cover, Paces, SitePeer, busy, clearing_time, feeding, helps, mask, pace,
-                              priorities, share, slice_of, span, to_shed, to_spare, turns_done)
+from btget.worker.siteshare import (NORMAL, TOP, Cover, Paces, SitePeer, busy, clearing_time, feeding, helps, mask,
+                                    pace, priorities, share, slice_of, span, to_shed, to_spare, turns_done)
 
 SITES = [SitePeer("127.0.0.2", 30_000_000, True), SitePeer("127.0.0.3", 10_000_000, True),
          SitePeer("127.0.0.4", 20_000_000, True)]

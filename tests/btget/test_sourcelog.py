@@ -1,8 +1,8 @@
-"""bt-get's bytes per source over time (btget/sourcelog.py): bounded, ordered, ending at the end."""
+"""bt-get's bytes per source over time (btget/display/result.py: SourceLog): bounded, ordered, ending at the end."""
 
 from __future__ import annotations
 
-from btget.sourcelog import SourceLog
+from btget.display.result import SourceLog
 
 
 def test_samples_are_kept_at_most_once_an_interval_and_the_end_is_last():

@@ -1,11 +1,11 @@
-"""A worker's byte accounting of its sources (btget/sources.py), from the samples and alerts libtorrent gives."""
+"""A worker's byte accounting of its sources (btget/worker/sources.py), from the samples and alerts libtorrent gives."""
 
 from __future__ import annotations
 
 import pytest
 
-from btget import report
-from btget.sources import Connection, Ledger, sibling_index
+from btget.display import result
+from btget.worker.sources import Connection, Ledger, sibling_index
 
 PREFIX = "-BW0100-abc123"
 ME = "127.0.0.1"  # the workers' shared address
@@ -27,7 +27,7 @@ def named(ledger: Ledger) -> dict[str, int]:
     """The summary's sources as the parent names them: its workers by listen endpoint and by the
     endpoints each worker knew by peer id (download.run's Outcome.endpoints)."""
     workers = {ep(L1): 1, ep(L2): 2, **ledger.siblings}
-    return report.name_sources(ledger.sources, {}, workers)
+    return result.name_sources(ledger.sources, {}, workers)
 
 
 @pytest.mark.parametrize("peer_id, index", [
@@ -172,10 +172,10 @@ def test_the_module_is_pure():
     import ast
     import sys
 
-    from btget import sources
+    from btget.worker import sources
 
     tree = ast.parse(open(sources.__file__).read())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    names -= {"torrents.hostport"}  # addresses and endpoints: standard library only
+    names -= {"torrents.hostport", "btget.events"}  # addresses and endpoints, the messages: standard library only
     assert {name.split(".")[0] for name in names} <= set(sys.stdlib_module_names) | {"__future__"}, names

@@ -1,6 +1,6 @@
-"""Which peers bt-get gives up on (btget/stall.py, pure): holding our requests, unchoked, silent for `after` s."""
+"""Which peers bt-get gives up on (btget/worker/stall.py, pure): holding our requests, unchoked, silent for `after` s."""
 
-from btget.stall import PeerSample, StallWatch
+from btget.worker.stall import PeerSample, StallWatch
 
 
 def sample(downloaded: int, queued: int = 10, choked: bool = False, ip: str = "127.0.0.3") -> PeerSample:
@@ -13,7 +13,7 @@ def test_a_silent_peer_holding_requests_is_shut_out_after_the_delay_once():
     assert w.step(1, [sample(200)]) == []  # moving
     assert w.step(3.9, [sample(200)]) == []  # silent for 2.9 s
     assert w.step(4.0, [sample(200), sample(200)]) == ["127.0.0.3"]  # two connections, one address
-    assert w.step(5, [sample(200)], out={"127.0.0.3"}) == []  # shut out already (btget/steering.py keeps it)
+    assert w.step(5, [sample(200)], out={"127.0.0.3"}) == []  # shut out already (btget/worker/steering.py keeps it)
 
 
 def test_a_peer_that_holds_nothing_of_ours_or_chokes_us_is_not_stalled():

@@ -1,10 +1,10 @@
-"""btget/steering.py: how a T3 steers its sources, one rule a test, on samples of its connections."""
+"""btget/worker/steering.py: how a T3 steers its sources, one rule a test, on samples of its connections."""
 
 from __future__ import annotations
 
-from btget import siteshare, stall
-from btget.steering import (STALL_EVERY, Announce, Filter, Kind, Peer, Prioritize, Reason, Said, Seen, Steering, ban,
-                            cover_due, exclude, step)
+from btget.worker import siteshare, stall
+from btget.worker.steering import (STALL_EVERY, Announce, Filter, Kind, Peer, Prioritize, Reason, Said, Seen, Steering,
+                                   ban, cover_due, exclude, step)
 
 SITES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]  # slices 0, 1, 2
 PIECES, PIECE = 30, 1_000_000  # a slice is 10 pieces, 10 MB

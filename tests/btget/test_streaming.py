@@ -1,4 +1,4 @@
-"""The decisions of bt-get --serve (btget.streaming): ranges, pieces, read-ahead, deadlines, cancelling."""
+"""The decisions of bt-get --serve (btget.swarmread.streaming): ranges, pieces, read-ahead, deadlines, cancelling."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from btget.streaming import (Demand, PieceMap, RangeNotSatisfiable, ReadAhead, content_range, deadlines,
-                             parse_range)
+from btget.swarmread.streaming import (Demand, PieceMap, RangeNotSatisfiable, ReadAhead, content_range, deadlines,
+                                       parse_range)
 
 
 # --- Range headers ------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from torrents.errors import UsageError
-from btget import target
-from btget.target import classify, placement
+from btget.resolve import target
+from btget.resolve.target import classify, placement
 
 NAME = "data08_cos.00091949.physics_IDCosmic.merge.DPD_IDCOMM.o4_r653_p26_tid051203"
 HASH = "ac99949e7550e0e214de20455bb2892a354d63b5"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from btget import targets
+from btget.resolve import targets
 from torrents.errors import UsageError
 from torrents.exitstatus import ExitStatus as E
 

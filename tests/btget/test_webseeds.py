@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from btget.events import Progress, Tick, TrackerReply, WebSeedBanned
-from btget.runstate import Note, Policy, RunState, SetWebSeeds, step
-from btget.webseeds import Mode, Rule, Source
+from btget.transfer.runstate import Note, Policy, RunState, SetWebSeeds, step
+from btget.transfer.webseeds import Mode, Rule, Source
 
 SITE1 = Source("http://127.0.0.2:8701/data/", "site1")
 SITE2 = Source("http://127.0.0.3:8701/data/", "site2")

@@ -78,7 +78,7 @@ def test_two_t3s_on_hosts_of_their_own_fetch_with_only_the_repository_and_trade(
 
 def test_a_t3_whose_partners_leave_mid_way_takes_the_sites_back_and_completes(fed, tmp_path):
     """Four T3s on two sites are a busy swarm: each lets sites go while the others stand in for them
-    (btget/steering.py). Three leave mid-way; the fourth takes the sites back and completes."""
+    (btget/worker/steering.py). Three leave mid-way; the fourth takes the sites back and completes."""
     leavers = {h: bt_get_on(fed, h, tmp_path / h) for h in ("t3-1", "t3-2", "t3-3")}
     stayer = bt_get_on(fed, "t3-4", tmp_path / "t3-4")
     try:

@@ -141,7 +141,7 @@ def test_fetch_completes_with_identical_bytes_when_one_of_two_sites_hangs(tmp_pa
 
 def test_four_t3s_at_once_get_identical_bytes_and_none_is_fed_by_every_site(tmp_path):
     """4 T3s start together on a 3-site federation (a batch array): every one completes with identical bytes;
-    no T3 takes a large part of the dataset from every site (btget/siteshare.py: before it the first T3 was
+    no T3 takes a large part of the dataset from every site (btget/worker/siteshare.py: before it the first T3 was
     unchoked by all three sites and took the whole dataset from them, a third from each; now a T3 keeps one
     site and may take a second back to help a lagging one); the sites'
     send at most 1.5 copies of it (each site first sends its own slice of the pieces, and a T3 lets a site go

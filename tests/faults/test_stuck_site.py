@@ -108,7 +108,7 @@ def test_site_with_frozen_storage_is_stuck_dropped_by_the_tracker_and_recovers(t
                 if p is second:
                     sources = json.loads(stdout)["sources"]
                     # Nothing from the stuck site. The rest may come from site1 or from the first T3 alone: with
-                    # two T3s the second lets site1 go once the first holds what site1 sends (btget/siteshare.py).
+                    # two T3s the second lets site1 go once the first holds what site1 sends (btget/worker/siteshare.py).
                     assert sources.get("site2", 0) == 0, sources
                     assert sum(sources.values()) >= SIZE * 0.9, sources
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from btget.verify import adler32_of
+from btget.transfer.finish import adler32_of
 from btswarm.localrucio import LocalRucio, pfn_path
 from tests.rucio.conftest import make_files, unique
 

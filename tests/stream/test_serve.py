@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from btget.streaming import PieceMap
+from btget.swarmread.streaming import PieceMap
 from torrents import build, metainfo
 from tests.btget.getsupport import bt_get_json
 from tests.stream.conftest import DATASET

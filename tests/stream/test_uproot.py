@@ -15,7 +15,7 @@ import fsspec
 import numpy as np
 import pytest
 
-from btget.streaming import PieceMap
+from btget.swarmread.streaming import PieceMap
 from torrents import metainfo
 from tests.stream.conftest import DATASET
 
@@ -86,7 +86,7 @@ def test_btswarm_url_starts_its_own_server(root_federation, tmp_path):
     cache = tmp_path / "cache"
     script = f"""
 import json, sys, uproot
-from btget import swarmfs
+from btget.swarmread import swarmfs
 tree = uproot.open("btswarm://{DATASET}/uproot-Zmumu.root:events", repo={fed.repo!r}, cache={str(cache)!r})
 print(json.dumps({{"E1": tree["E1"].array(library="np").tolist(),
                   "pids": [p.pid for p, _ in swarmfs.LAUNCHED.servers.values()]}}))

@@ -152,7 +152,7 @@ def proxy_settings(proxy: Proxy | None) -> dict[str, Any]:
 
     Only the announces: the peer wire is no HTTP (a site's squid would refuse a CONNECT to a peer port),
     and bt-get's web seeds reach libtorrent through its loopback relay, which goes through the proxy
-    itself (btget/doorrelay.py), so peer connections, web seeds' included, stay direct.
+    itself (btget/worker/doorrelay.py), so peer connections, web seeds' included, stay direct.
     """
     if proxy is None:
         return {}
