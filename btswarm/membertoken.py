@@ -3,7 +3,7 @@
 The test bed's issuer (btswarm/testbed/issuer.py) hands a token to whoever on this host asks; a real
 federation's members get theirs from their experiment's issuer with `oidc-token` or `htgettoken`, which
 write it to the same place. The token is written where WLCG Bearer Token Discovery looks (bt-get's
-btget/bearer.py): `$XDG_RUNTIME_DIR/bt_u$UID` when that directory is set, else `/tmp/bt_u$UID`, readable
+btget/resolve/bearer.py): `$XDG_RUNTIME_DIR/bt_u$UID` when that directory is set, else `/tmp/bt_u$UID`, readable
 by its owner only, so a plain `bt-get` afterwards finds it with no option.
 """
 

@@ -194,8 +194,8 @@ def hosts_main(args, runs: int) -> int:
     print(bl.table(["", "wall s", "first byte s", "transfer s", "site CPU-s/GB", "T3 CPU-s/GB"],
                    [[mode, *(f"{m[k]:.2f}" for k in keys)] for mode, m in med.items()]
                    + [["restricted/plain", *(f"{ratio[k]:.2f}x" for k in keys)]]))
-    path = bl.write_json(args.out, "sslwire-hosts", {"size": size, "rtt": args.rtt, "rate": args.rate,
-                                                     "runs": results, "medians": med, "ratios": ratio})
+    bl.write_json(args.out, "sslwire-hosts", {"size": size, "rtt": args.rtt, "rate": args.rate,
+                                              "runs": results, "medians": med, "ratios": ratio})
     return 0
 
 
