@@ -67,7 +67,8 @@ class PeerSteer:
             out.append(steering.Peer(
                 p.ip[0], p.ip[1], kind, p.total_download, p.total_upload, p.download_queue_length,
                 not p.flags & info.remote_choked, p.num_pieces, seed,
-                mask(p.pieces) if bitfields and kind is steering.Kind.T3 and not seed else None))
+                mask(p.pieces) if bitfields and kind is steering.Kind.T3 and not seed else None,
+                bool(p.flags & info.interesting)))
         return tuple(out)
 
     def _apply(self, action: steering.Action, fetching: bool) -> None:

@@ -22,9 +22,11 @@ The sites we let go (SHED and SPARED) stand aside for the T3s around us,
 so they come back at once, not when their time is over, when those T3s are
 no longer there to stand in for them: when no other T3 is connected (they
 finished and left, or were shut out as stalled), every site let go comes
-back; when the swarm is no longer busy, or a T3 around us leaves (its
-bitfield was part of what held a slice), the spared sites are looked at
-again. A site that comes back is asked for at once (`Announce`): the IP
+back, and so do they when the T3s still connected hold nothing we lack
+(each let the sites go for the others, and the pieces none of them holds
+would wait for the sites' time to run out); when the swarm is no longer
+busy, or a T3 around us leaves (its bitfield was part of what held a
+slice), the spared sites are looked at again. A site that comes back is asked for at once (`Announce`): the IP
 filter dropped its connection.
 """
 
@@ -42,6 +44,9 @@ STALL_EVERY = 0.5  # s between looks for peers that hold our requests and send n
 # The looks at which sites' slices the T3s around us hold take at most 1/COVER_SHARE of the time:
 # reading every T3's bitfield is costly on large torrents.
 COVER_SHARE = 100
+# s during which no T3 around us holds a piece we lack before the sites let go come back: libtorrent says so
+# for a moment whenever the last piece we wanted from a T3 arrives, and the sites would be asked back for it.
+NOTHING_AROUND_FOR = 0.5
 
 
 class Reason(enum.Enum):
@@ -116,6 +121,7 @@ class Peer:
     pieces: int = 0  # pieces it says it holds (a T3 announces each new one: alive)
     seed: bool = False
     bitfield: int | None = None  # its pieces (siteshare.mask) when a cover was read (cover_due)
+    lacked: bool = True  # it holds a piece we lack (libtorrent: we are interested in it)
 
 
 @dataclass(frozen=True)
@@ -174,6 +180,7 @@ class Steering:
     next_share: float = 0.0
     next_stall: float = 0.0
     nowhere_seen: deque = field(default_factory=deque)  # (time, pieces held nowhere around us)
+    nothing_since: float | None = None  # since when no T3 around us has held a piece we lack
     kept_slices: frozenset[int] = frozenset()  # the slices asked for first, as libtorrent was told
     filtered: frozenset[str] = frozenset()  # what the IP filter holds
 
@@ -260,8 +267,9 @@ def _share_sites(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]
     held = state.paces.held(site_peers)
     state.crowd = state.whole and siteshare.busy(len(sites), 1 + len(t3s), downloading)
     returned: set[str] = set()
-    if not t3s:
-        # Nobody around us to stand in for the sites (the T3s that fed us left or stalled): all come back.
+    if _nothing_around(state, now, t3s):
+        # Nobody around us stands in for the sites: the T3s that fed us left or stalled, or those still here
+        # hold nothing we lack (every one of them let the sites go too): all come back.
         returned = state.shut_out.take_back(Reason.SHED, Reason.SPARED)
     if state.crowd and now >= state.next_share and state.paces.judged(site_peers):
         # On half a second of bytes: looking every sample, T3s on loopback let sites go on their first bursts.
@@ -279,6 +287,17 @@ def _share_sites(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]
     elif seen.have is not None:
         returned |= state.shut_out.replace(Reason.SPARED, _spared(state, seen, site_peers, t3s) - held)
     return ([Announce()] if returned else []) + _prioritize(state, site_peers)
+
+
+def _nothing_around(state: Steering, now: float, t3s: list[Peer]) -> bool:
+    """Whether no T3 around us can give us anything: none is connected, or for NOTHING_AROUND_FOR none has
+    held a piece we lack."""
+    if any(p.lacked for p in t3s):
+        state.nothing_since = None
+        return False
+    if state.nothing_since is None:
+        state.nothing_since = now
+    return not t3s or now - state.nothing_since >= NOTHING_AROUND_FOR
 
 
 def _spared(state: Steering, seen: Seen, site_peers: list[siteshare.SitePeer], t3s: list[Peer]) -> set[str]:

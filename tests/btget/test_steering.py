@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from btget.worker import siteshare, stall
-from btget.worker.steering import (STALL_EVERY, Announce, Filter, Kind, Peer, Prioritize, Reason, Said, Seen, Steering,
+from btget.worker.steering import (NOTHING_AROUND_FOR, STALL_EVERY, Announce, Filter, Kind, Peer, Prioritize, Reason, Said, Seen, Steering,
                                    ban, cover_due, exclude, step)
 
 SITES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]  # slices 0, 1, 2
@@ -16,9 +16,10 @@ def site(ip: str, received: int = 0, unchokes: bool = True, queued: int = 0) -> 
     return Peer(ip, 6881, Kind.SITE, received=received, unchokes_us=unchokes, seed=True, queued=queued)
 
 
-def t3(n: int, bitfield: int | None = None, seed: bool = False, queued: int = 0, pieces: int = 0) -> Peer:
+def t3(n: int, bitfield: int | None = None, seed: bool = False, queued: int = 0, pieces: int = 0,
+       lacked: bool = True) -> Peer:
     return Peer(f"127.0.0.{100 + n}", 40000 + n, Kind.T3, bitfield=bitfield, seed=seed, queued=queued,
-                pieces=pieces)
+                pieces=pieces, lacked=lacked)
 
 
 def steering(whole: bool = True, preferred: frozenset[str] = frozenset()) -> Steering:
@@ -114,6 +115,22 @@ def test_every_site_let_go_comes_back_when_the_t3s_that_fed_us_stall():
     assert shut_out(actions) == {t.ip for t in stuck}
     assert state.let_go() == set() and Announce() in actions
     assert len([a for a in actions if isinstance(a, Said)]) == 7
+
+
+def test_every_site_let_go_comes_back_when_the_t3s_still_here_hold_nothing_we_lack():
+    """Each T3 let the sites go for the others, and what they all lack waits for no timer."""
+    state = steering()
+    judged(state, others(7), 3_000_000, 1_000_000, 2_000_000)
+    assert state.shut_out.ips(Reason.SHED) == {"127.0.0.3", "127.0.0.4"}
+    empty = others(7, lacked=False)
+    assert shut_out(look(state, 0.3, site("127.0.0.2", 3_000_000), *empty)) is None
+    # A T3 that has a piece we lack again (a moment's lull) restarts the wait.
+    look(state, 0.3 + NOTHING_AROUND_FOR / 2, site("127.0.0.2", 3_000_000), *empty[:6], t3(7))
+    start = 0.3 + NOTHING_AROUND_FOR * 3 / 4
+    assert shut_out(look(state, start, site("127.0.0.2", 3_000_000), *empty)) is None
+    actions = look(state, start + NOTHING_AROUND_FOR, site("127.0.0.2", 3_000_000), *empty)
+    assert shut_out(actions) == set() and Announce() in actions
+    assert state.let_go() == set()
 
 
 def test_spared_sites_come_back_when_the_swarm_is_no_longer_busy():
