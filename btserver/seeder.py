@@ -195,14 +195,14 @@ class Seeder:
                 if victim is None:
                     raise AtCapacity(self.max_seeds)
                 self._remove(victim, "evicted for a new seed (least recently active)")
-            atp = seed_params(info, entry, self.upload_slots)
+            atp = ltsession.torrent_params(info, entry.save_path, entry.own_names)
             if self.restricted(entry.name):
                 if self.peer_certs is None:
                     raise NotFound(info_hash, f"{entry.name}: a restricted dataset, and this site has no peer "
                                               "certificate ([server] peer_cert, peer_key, peer_ca)")
                 # The same torrent, its root certificate given now: the info-hash stays the public one.
                 self.peer_certs.add(atp)
-            handle = self._ses.add_torrent(atp)
+            handle = self._ses.add_torrent(as_seed(atp, self.upload_slots))
             seed = Seed(info_hash, entry.name, handle, time.time(), now, now, slots=self.upload_slots,
                         save_path=entry.save_path, files=info.layout(), watch=StuckWatch(self._stuck.stuck_after))
             book.seeds[info_hash] = seed
@@ -301,16 +301,15 @@ def wait_listening(ses: lt.session, where: str, *, ssl: bool) -> None:
                 raise SessionError(where, f"cannot listen ({a.message()})")
 
 
-def seed_params(info: object, entry: Seedable, upload_slots: int) -> lt.add_torrent_params:
-    """The add-torrent parameters of a site's seed of `entry`."""
-    atp = ltsession.torrent_params(info, entry.save_path, entry.own_names)
+def as_seed(atp: lt.add_torrent_params, upload_slots: int) -> lt.add_torrent_params:
+    """`atp` with the flags and upload slots of a site's seed."""
     # Not auto-managed and not paused: the queue must never hold a seed back.
     # Upload mode: a site never downloads, so a replica that fails its
     # check is never "repaired" by writing peers' bytes into storage.
     # No file check at start: the scan has just seen every file, a seed
     # mode check stats each one again (0.2 s for 10,000 files) and counts
     # the dataset's links as files of the wrong size; a file that went
-    # missing since is a read error on its first piece (see seedalerts: a file error).
+    # missing since is a read error on its first piece (see SeedAlerts._on_file_error).
     atp.flags = (lt.torrent_flags.seed_mode | lt.torrent_flags.update_subscribe | lt.torrent_flags.upload_mode
                  | lt.torrent_flags.no_verify_files)
     if upload_slots:
