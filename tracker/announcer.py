@@ -275,8 +275,8 @@ class Announcer:
         # asked its site for a seed it runs). A start is then never asked of a site for a seed it runs.
         for info_hash in site.seeding - site.stuck:
             for ep in site.seed_endpoints(info_hash):
-                await resolve(self.store.add_seed(info_hash, ep[0], ep[1], siteseeds.site_peer_id(site.name, ep), site.name,
-                                                  started=site.built))
+                await resolve(self.store.add_seed(info_hash, ep[0], ep[1], siteseeds.site_peer_id(site.name, ep),
+                                                  site.name, started=site.built))
 
     def holding_sites(self, info_hash: bytes) -> list[str]:
         """Sites that hold H now: up, and listing it in their last heartbeat (the repository lists
