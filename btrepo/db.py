@@ -423,8 +423,6 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str, curat
                                                       AND p.site_id = ?)
                             FROM versions v WHERE v.info_hash = ?""", (site_id, pub.info_hash)).fetchone()
 
-    why = ""
-    new_version = False
     if row is None:
         dataset_id = conn.execute(
             "INSERT INTO datasets (name, description, first_published, last_published) VALUES (?, ?, ?, ?)",
@@ -435,50 +433,84 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str, curat
         conn.execute("UPDATE datasets SET did_scope = ?, did_name = ? WHERE id = ?",
                      (pub.dataset.did.scope, pub.dataset.did.name, dataset_id))
     if known is None:
-        # Judged against the version served and the holdings before this publication.
-        judged = identity.classify(pub.facts(), pub.site, served, declared=pub.declared)
-        new_version = judged.relation is identity.Relation.NEW_VERSION
-        if new_version:
-            assert served is not None  # a new version replaces one
-            adds_only = not pub.declared and identity.compare(served.files, pub.facts()).adds_only
-            _may_replace(conn, pub, served, all(f.adler32 is not None for f in pub.dataset.files), curators,
-                         adds_only)
-        outcome = catalog.Outcome.of(judged.relation, False)
-        why = judged.why
-        version_id = conn.execute(
-            """INSERT INTO versions (dataset_id, info_hash, total_size, file_count, piece_length, magnet, torrent,
-                                     first_published, relation, base_version_id)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-            (dataset_id, pub.info_hash, pub.dataset.total_size, len(pub.dataset.files), pub.meta.piece_length,
-             pub.meta.magnet(), pub.torrent, now, judged.relation.value, served.order if served else None)).lastrowid
-        conn.executemany("""INSERT INTO files (version_id, idx, lfn, size, adler32, xxh3, symlink)
-                            VALUES (?, ?, ?, ?, ?, ?, ?)""",
-                         [(version_id, i, f.lfn, f.size, f.adler32, pub.xxh3.get(f.lfn), f.symlink)
-                          for i, f in enumerate(pub.dataset.files)])
+        version_id, outcome, why, new_version = _add_version(conn, pub, dataset_id, served, now, curators)
     else:
-        version_id, relation, held = known
-        outcome = catalog.Outcome.of(None, bool(held))
-        if pub.declared and relation != identity.Relation.NEW_VERSION.value:
-            # The site now says what it holds is the dataset's new version.
-            if served is not None and served.order != version_id:
-                _may_replace(conn, pub, served, next(v for v in versions if v.order == version_id).catalog_confirmed,
-                             curators)
-            conn.execute("UPDATE versions SET relation = ? WHERE id = ?",
-                         (identity.Relation.NEW_VERSION.value, version_id))
-            why = f"declared a new version by {pub.site}"
-            new_version = True
-        # Same info dict, but what lies outside it (the announce URL) may have
-        # moved with the tracker: the newest publication's .torrent is served.
-        conn.execute("UPDATE versions SET torrent = ?, magnet = ? WHERE id = ? AND torrent != ?",
-                     (pub.torrent, pub.meta.magnet(), version_id, pub.torrent))
-        # A site that checked the catalog (or summed the files) tells what an earlier one could not.
-        # Updated by primary key: `lfn` has no index, and a WHERE on it scanned the version's
-        # files once per file (docs/benchmarks.md "cost").
-        index = dict(conn.execute("SELECT lfn, idx FROM files WHERE version_id = ?", (version_id,)))
-        conn.executemany("""UPDATE files SET adler32 = coalesce(adler32, ?), xxh3 = coalesce(xxh3, ?)
-                            WHERE version_id = ? AND idx = ?""",
-                         [(f.adler32, pub.xxh3.get(f.lfn), version_id, index[f.lfn]) for f in pub.dataset.files
-                          if (f.adler32 is not None or f.lfn in pub.xxh3) and f.lfn in index])
+        version_id = known[0]
+        outcome, why, new_version = _republish(conn, pub, known, served, versions, curators)
+    _record_publication(conn, pub, version_id, site_id, dataset_id, now)
+    if row is not None:
+        # A new version brings its own description; a re-publish only fills a missing one.
+        replaces = outcome is catalog.Outcome.NEW_VERSION or not row[1]
+        conn.execute("UPDATE datasets SET last_published = ?, description = ? WHERE id = ?",
+                     (now, (pub.dataset.description if replaces else row[1]) or row[1], dataset_id))
+    decision = _decide(conn, dataset_id, now, pub.site, rights.publication_why(outcome.value, why, new_version))
+    versions_count = conn.execute("SELECT count(*) FROM versions WHERE dataset_id = ?", (dataset_id,)).fetchone()[0]
+    return Published(outcome, pub.name, pub.info_hash, versions_count, decision, why)
+
+
+def _add_version(conn: sqlite3.Connection, pub: catalog.Publication, dataset_id: int,
+                 served: identity.VersionFacts | None, now: str, curators: tuple[str, ...]
+                 ) -> tuple[int, catalog.Outcome, str, bool]:
+    """A version nobody published yet, stored with its files: (its id, the outcome, why, whether it is a new
+    version). Judged against the version served and the holdings before this publication."""
+    judged = identity.classify(pub.facts(), pub.site, served, declared=pub.declared)
+    new_version = judged.relation is identity.Relation.NEW_VERSION
+    if new_version:
+        assert served is not None  # a new version replaces one
+        adds_only = not pub.declared and identity.compare(served.files, pub.facts()).adds_only
+        _may_replace(conn, pub, served, all(f.adler32 is not None for f in pub.dataset.files), curators,
+                     adds_only)
+    outcome = catalog.Outcome.of(judged.relation, False)
+    version_id = conn.execute(
+        """INSERT INTO versions (dataset_id, info_hash, total_size, file_count, piece_length, magnet, torrent,
+                                 first_published, relation, base_version_id)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        (dataset_id, pub.info_hash, pub.dataset.total_size, len(pub.dataset.files), pub.meta.piece_length,
+         pub.meta.magnet(), pub.torrent, now, judged.relation.value, served.order if served else None)).lastrowid
+    conn.executemany("""INSERT INTO files (version_id, idx, lfn, size, adler32, xxh3, symlink)
+                        VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                     [(version_id, i, f.lfn, f.size, f.adler32, pub.xxh3.get(f.lfn), f.symlink)
+                      for i, f in enumerate(pub.dataset.files)])
+    return version_id, outcome, judged.why, new_version
+
+
+def _republish(conn: sqlite3.Connection, pub: catalog.Publication, known: tuple[int, str, int],
+               served: identity.VersionFacts | None, versions: list[identity.VersionFacts],
+               curators: tuple[str, ...]) -> tuple[catalog.Outcome, str, bool]:
+    """A version stored already (`known`: its id, relation, whether this site held it), published again: what
+    the publication adds to it (a declaration, the .torrent, checksums). The outcome, why, whether it is a new
+    version."""
+    version_id, relation, held = known
+    outcome = catalog.Outcome.of(None, bool(held))
+    why, new_version = "", False
+    if pub.declared and relation != identity.Relation.NEW_VERSION.value:
+        # The site now says what it holds is the dataset's new version.
+        if served is not None and served.order != version_id:
+            _may_replace(conn, pub, served, next(v for v in versions if v.order == version_id).catalog_confirmed,
+                         curators)
+        conn.execute("UPDATE versions SET relation = ? WHERE id = ?",
+                     (identity.Relation.NEW_VERSION.value, version_id))
+        why = f"declared a new version by {pub.site}"
+        new_version = True
+    # Same info dict, but what lies outside it (the announce URL) may have
+    # moved with the tracker: the newest publication's .torrent is served.
+    conn.execute("UPDATE versions SET torrent = ?, magnet = ? WHERE id = ? AND torrent != ?",
+                 (pub.torrent, pub.meta.magnet(), version_id, pub.torrent))
+    # A site that checked the catalog (or summed the files) tells what an earlier one could not.
+    # Updated by primary key: `lfn` has no index, and a WHERE on it scanned the version's
+    # files once per file (docs/benchmarks.md "cost").
+    index = dict(conn.execute("SELECT lfn, idx FROM files WHERE version_id = ?", (version_id,)))
+    conn.executemany("""UPDATE files SET adler32 = coalesce(adler32, ?), xxh3 = coalesce(xxh3, ?)
+                        WHERE version_id = ? AND idx = ?""",
+                     [(f.adler32, pub.xxh3.get(f.lfn), version_id, index[f.lfn]) for f in pub.dataset.files
+                      if (f.adler32 is not None or f.lfn in pub.xxh3) and f.lfn in index])
+    return outcome, why, new_version
+
+
+def _record_publication(conn: sqlite3.Connection, pub: catalog.Publication, version_id: int, site_id: int,
+                        dataset_id: int, now: str) -> None:
+    """The site holds this version (its left-out files and web seeds as it says now), and no other of the
+    dataset."""
     left_out = json.dumps({"count": pub.left_out_count, "entries": pub.left_out}) if pub.left_out_count else None
     web_seeds = json.dumps(list(pub.web_seeds)) if pub.web_seeds else None
     conn.execute(
@@ -493,14 +525,6 @@ def _publish(conn: sqlite3.Connection, pub: catalog.Publication, now: str, curat
     conn.execute("""DELETE FROM publications WHERE site_id = ? AND version_id != ?
                     AND version_id IN (SELECT id FROM versions WHERE dataset_id = ?)""",
                  (site_id, version_id, dataset_id))
-    if row is not None:
-        # A new version brings its own description; a re-publish only fills a missing one.
-        replaces = outcome is catalog.Outcome.NEW_VERSION or not row[1]
-        conn.execute("UPDATE datasets SET last_published = ?, description = ? WHERE id = ?",
-                     (now, (pub.dataset.description if replaces else row[1]) or row[1], dataset_id))
-    decision = _decide(conn, dataset_id, now, pub.site, rights.publication_why(outcome.value, why, new_version))
-    versions_count = conn.execute("SELECT count(*) FROM versions WHERE dataset_id = ?", (dataset_id,)).fetchone()[0]
-    return Published(outcome, pub.name, pub.info_hash, versions_count, decision, why)
 
 
 def _may_replace(conn: sqlite3.Connection, pub: catalog.Publication, served: identity.VersionFacts,

@@ -65,8 +65,8 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
                                    metrics=metrics, restricted=rules.is_restricted, ssl_port=config.peer_ssl_port,
                                    peer_certs=ltsession.peer_certs(config.peer_ca, config.peer_cert,
                                                                    config.peer_key, "server"))
-    if seeder.metrics is None:
-        seeder.metrics = metrics
+    if seeder.book.metrics is None:
+        seeder.book.metrics = metrics
     daemon = Daemon(
         config=config,
         inventory=deps.inventory or Inventory(config),
@@ -82,7 +82,7 @@ def create_app(config: ServerConfig, *, deps: Deps | None = None) -> web.Applica
         daemon.web = WebSeed(
             inventory=daemon.inventory, metrics=metrics, seeding=seeder.seeding,
             load=WebLoad(idle_ttl=config.idle_ttl, capacity=config.max_seeds),
-            damaged=lambda info_hash: info_hash in seeder.damaged,
+            damaged=lambda info_hash: info_hash in seeder.book.damaged,
             max_requests=config.web_max_requests, queue_timeout=config.web_queue_timeout,
             # A burst of a quarter second's worth: pacing smooth enough for TCP on a shaped link.
             bucket=TokenBucket(config.web_rate_limit, max(64 * 1024, config.web_rate_limit // 4))
@@ -149,8 +149,8 @@ async def rescan(request: web.Request) -> web.Response:
 async def status(request: web.Request) -> web.Response:
     d = request.app[DAEMON]
     loop = asyncio.get_running_loop()
-    seeds = await loop.run_in_executor(None, d.seeder.snapshot)
-    stuck = await loop.run_in_executor(None, d.seeder.stuck)
+    seeds = await loop.run_in_executor(None, d.seeder.book.snapshot)
+    stuck = await loop.run_in_executor(None, d.seeder.book.stuck)
     active = {s["info_hash"] for s in seeds}
     prepared = d.inventory.all()
     excluded = d.inventory.excluded
@@ -174,11 +174,11 @@ async def status(request: web.Request) -> web.Response:
         "datasets": datasets,
         "seeds": seeds,
         "stuck": stuck,
-        "uploaded_total": d.seeder.counters.uploaded_total,
+        "uploaded_total": d.seeder.book.counters.uploaded_total,
         "uploaded": d.uploaded(),  # per info-hash, peer wire and web seed: what the heartbeat reports
         "capacity": d.config.max_seeds,
-        "hash_failures": d.seeder.counters.hash_failures,
-        "read_errors": d.seeder.counters.read_errors,
+        "hash_failures": d.seeder.book.counters.hash_failures,
+        "read_errors": d.seeder.book.counters.read_errors,
         "web_seeds": d.web_seeds(),
         "web": None if d.web is None else {"url": d.web_url, "requests": d.web.load.requests_total,
                                            "sent_total": d.web.load.sent_total, "serving": d.web.load.snapshot()},

@@ -33,7 +33,8 @@ from btserver.config import ServerConfig
 from btserver.holdings import Catalog
 from btserver.inventory import Inventory, Prepared
 from btserver.metrics import Metrics
-from btserver.seeder import Seedable, Seeder, SessionError
+from btserver.seedbook import Seedable
+from btserver.seeder import Seeder, SessionError
 from btserver.webseed import WebSeed, create_web_app
 
 log = logging.getLogger("btswarm.server.app")
@@ -86,7 +87,7 @@ class Daemon:
         return heartbeat.heartbeat_body(self.config.site, self.control_url, [self.seeder.endpoint],
                                         self.seeder.seedable(), self.seeder.seeding(), self.config.max_seeds,
                                         kind=self.config.kind, web_busy=self.web.load.busy() if self.web else (),
-                                        stuck=self.seeder.stuck_hashes(), built=built, uploaded=self.uploaded(),
+                                        stuck=self.seeder.book.stuck_hashes(), built=built, uploaded=self.uploaded(),
                                         ssl_peers=[self.seeder.ssl_endpoint] if self.seeder.ssl_endpoint else [],
                                         restricted=self.seeder.restricted_names())
 
@@ -109,7 +110,7 @@ class Daemon:
 
     def uploaded(self) -> dict[str, int]:
         """Payload bytes sent per info-hash since the daemon started: the peer wire's and the web seed's."""
-        sent = Counter(self.seeder.uploaded())
+        sent = Counter(self.seeder.book.uploaded())
         if self.web is not None:
             sent.update(self.web.load.sent_by_hash)
         return dict(sent)

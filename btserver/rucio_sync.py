@@ -30,7 +30,7 @@ from typing import Awaitable, Callable
 import aiohttp
 
 from torrents.dataset import Dataset
-from torrents.did import DID, parse_did, parse_pattern
+from torrents.did import DID, DIDPattern, parse_did, parse_pattern
 from torrents.errors import BtswarmError
 
 from btserver import rucio_map
@@ -61,58 +61,65 @@ async def fetch(client: RucioClient, cfg: RucioConfig) -> Catalog:
     dids.update((d, None) for d in named if kinds.get(d) != "CONTAINER")
     searched: dict[DID, None] = {}
     for pattern in patterns:
-        if not pattern.wildcard:
-            continue
-        try:
-            found = await client.search_datasets(pattern.scope, pattern.pattern)
-            boxes = [d for d in await client.search(pattern.scope, pattern.pattern, "container") if pattern.matches(d)]
-        except RucioNotFound as exc:
-            problems.append(Problem("", str(pattern), exc.problem))
-            continue
-        searched.update((d, None) for d in boxes)
-        if not found and not boxes:  # Rucio answers an unknown scope with an empty list, too
-            problems.append(Problem("", str(pattern), "matches no dataset in Rucio"))
-        for did in found:
-            try:
-                did = parse_did(str(did))
-            except BtswarmError as exc:
-                problems.append(Problem(str(did), str(did), f"{exc.problem}; not served"))
-                continue
-            if pattern.matches(did):
-                dids[did] = None
+        if pattern.wildcard:
+            await _search(client, pattern, dids, searched, problems)
     held = await containers(client, [*named_containers, *searched], problems)
     for box in named_containers:  # a container named in `datasets` is served whole
         dids.update((parse_did(d), None) for d in held.get(str(box), ()))
     gate = asyncio.Semaphore(CONCURRENCY)
-
-    async def batch(chunk: list[DID]) -> list[tuple[Dataset | None, list[Problem]]]:
-        # Two calls for a whole batch of datasets: their files, then the
-        # replicas of those files at this RSE (Rucio lists each file once).
-        async with gate:
-            content = await client.bulk_files(chunk)
-            replicas = {(r.get("scope"), r.get("name")): r for r in await client.replicas(chunk, cfg.rse, cfg.schemes)}
-            out = []
-            for did in chunk:
-                files = content.get(did)
-                if files is None:  # unknown to Rucio, or empty: asked alone, a 404 tells which
-                    try:
-                        files = await client.dataset_files(did)
-                    except RucioNotFound as exc:
-                        out.append((None, [Problem(str(did), str(did), f"{exc.problem}; not served")]))
-                        continue
-                mine = [replicas[k] for k in ((f.get("scope"), f.get("name")) for f in files) if k in replicas]
-                out.append(rucio_map.dataset_from_rucio(did, files, mine, cfg.rse, cfg.pfn_map,
-                                                        source=f"rucio {cfg.rse}"))
-            return out
-
     order = list(dids)
     datasets = []
-    for results in await asyncio.gather(*(batch(order[i:i + BATCH]) for i in range(0, len(order), BATCH))):
+    for results in await asyncio.gather(*(_batch(client, cfg, order[i:i + BATCH], gate)
+                                          for i in range(0, len(order), BATCH))):
         for ds, probs in results:
             problems.extend(probs)
             if ds is not None:
                 datasets.append(ds)
     return Catalog(tuple(sorted(datasets, key=lambda d: d.name)), tuple(problems), containers=held)
+
+
+async def _search(client: RucioClient, pattern: DIDPattern, dids: dict[DID, None], searched: dict[DID, None],
+                  problems: list[Problem]) -> None:
+    """A wildcard pattern's datasets into `dids`, its containers into `searched`; what is wrong into `problems`."""
+    try:
+        found = await client.search_datasets(pattern.scope, pattern.pattern)
+        boxes = [d for d in await client.search(pattern.scope, pattern.pattern, "container") if pattern.matches(d)]
+    except RucioNotFound as exc:
+        problems.append(Problem("", str(pattern), exc.problem))
+        return
+    searched.update((d, None) for d in boxes)
+    if not found and not boxes:  # Rucio answers an unknown scope with an empty list, too
+        problems.append(Problem("", str(pattern), "matches no dataset in Rucio"))
+    for did in found:
+        try:
+            did = parse_did(str(did))
+        except BtswarmError as exc:
+            problems.append(Problem(str(did), str(did), f"{exc.problem}; not served"))
+            continue
+        if pattern.matches(did):
+            dids[did] = None
+
+
+async def _batch(client: RucioClient, cfg: RucioConfig, chunk: list[DID], gate: asyncio.Semaphore
+                 ) -> list[tuple[Dataset | None, list[Problem]]]:
+    """A batch of datasets as served here, or their problems. Two calls for the whole batch: their files, then
+    the replicas of those files at this RSE (Rucio lists each file once)."""
+    async with gate:
+        content = await client.bulk_files(chunk)
+        replicas = {(r.get("scope"), r.get("name")): r for r in await client.replicas(chunk, cfg.rse, cfg.schemes)}
+        out = []
+        for did in chunk:
+            files = content.get(did)
+            if files is None:  # unknown to Rucio, or empty: asked alone, a 404 tells which
+                try:
+                    files = await client.dataset_files(did)
+                except RucioNotFound as exc:
+                    out.append((None, [Problem(str(did), str(did), f"{exc.problem}; not served")]))
+                    continue
+            mine = [replicas[k] for k in ((f.get("scope"), f.get("name")) for f in files) if k in replicas]
+            out.append(rucio_map.dataset_from_rucio(did, files, mine, cfg.rse, cfg.pfn_map,
+                                                    source=f"rucio {cfg.rse}"))
+        return out
 
 
 async def types(client: RucioClient, dids: list[DID]) -> dict[DID, str]:

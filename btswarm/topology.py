@@ -253,26 +253,13 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
     secrets = {s.name: s.secret for s in (*fed.sites, *([fed.t3] if fed.t3 else []))}
     # The operators' word on each site's role (docs/deploy-site.md): the T3's secret shares, never publishes.
     kinds = {"site_kinds": {fed.t3.name: "T3"}} if fed.t3 else {}
-    store: dict[str, object] = {"store": "redis", "redis_url": fed.store_url} if fed.store_url else {}
-    if fed.sentinel_ports:
-        store.update(redis_sentinels=list(fed.sentinels), redis_master=redisserver.MASTER)
     m = fed.members
-    # --restricted: the tracker on https with a certificate of the peer CA, asking each client for its peer
-    # certificate (tracker/membership.py); every service's [access] the same, naming the test bed's issuer.
-    members_tracker = {**m.tls_of("tracker"), "peer_ca": str(m.ca)} if m else {}
+    # --restricted: every service's [access] the same, naming the test bed's issuer; the peer CA trusted.
     access = {"access": m.access(fed.issuer_url)} if m else {}
     trust = {"ca_file": str(m.ca)} if m else {}
     out: dict[str, dict[str, dict[str, object]]] = {
-        tracker_label(k): {"tracker": {
-            "listen": f"{fed.host}:{port}",
-            "site_secrets": secrets,
-            **kinds,
-            "repo": fed.repo_url,
-            "interval": 60,
-            **store,
-            **members_tracker,
-            **fed.extra_tracker,
-        }} for k, port in enumerate(fed.tracker_ports)
+        tracker_label(k): {"tracker": _tracker_section(fed, port, secrets, kinds)}
+        for k, port in enumerate(fed.tracker_ports)
     }
     out.update({
         "repo": {"repo": {
@@ -287,39 +274,7 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
     })
     trackers = {"trackers": list(fed.tracker_urls)} if len(fed.tracker_ports) > 1 else {}
     for i, s in enumerate(fed.sites):
-        site = out[s.name] = {"server": {
-            "site": s.name,
-            "secret": s.secret,
-            "listen": f"{s.ip}:{s.control_port}",
-            "peer_listen": s.peer,
-            "control_url": s.control_url,
-            "state": str(fed.state / "sites" / s.name),
-            "roots": [str(fed.data_of(i))],
-            "tracker": fed.tracker_url,
-            "repo": fed.repo_url,
-            "heartbeat_interval": fed.heartbeat_interval,
-            "idle_ttl": fed.idle_ttl,
-            **({"web_listen": f"{s.ip}:{s.web_port}"} if s.web_port else {}),
-            **({"web_seed_urls": list(fed.web_seed_urls[s.name])} if fed.web_seed_urls.get(s.name) else {}),
-            **trackers,
-            **({"peer_ca": str(fed.peer_files[s.name][0]), "peer_cert": str(fed.peer_files[s.name][1]),
-                "peer_key": str(fed.peer_files[s.name][2])} if s.name in fed.peer_files else {}),
-            **trust,
-        }, **access}
-        if fed.rucio is not None:
-            rse, prefix = fed.rucio.rse_of(s.name)
-            site["server"]["roots"] = []
-            site["server.rucio"] = {
-                "server": fed.rucio.url,
-                "account": fed.rucio.account,
-                "username": fed.rucio.username,
-                "password_file": str(fed.rucio.password_file),
-                "rse": rse,
-                "datasets": [f"{fed.rucio.scope}:*"],
-                # the local Rucio's POSIX protocol gives file://localhost/<prefix>/<scope>/<h1>/<h2>/<LFN>
-                "pfn_map": {f"file://localhost{prefix}/": f"{prefix}/"},
-                "refresh": fed.rucio.refresh,
-            }
+        out[s.name] = _site_sections(fed, i, s, trackers, trust, access)
     if fed.t3 is not None:
         t = fed.t3
         out[t.name] = {"server": {
@@ -333,6 +288,68 @@ def configs(fed: Layout) -> dict[str, dict[str, dict[str, object]]]:
         # (peer_ca given, no peer_cert) for what the token from `btswarm token` reads.
         out["get"] = {"get": {"repo": fed.repo_url, "ca_file": str(m.ca), "peer_ca": str(m.ca)}, **access}
     return out
+
+
+def _tracker_section(fed: Layout, port: int, secrets: dict[str, str], kinds: dict[str, object]
+                     ) -> dict[str, object]:
+    """[tracker] of the tracker on `port`: one of the federation's trackers, all in one store if several."""
+    store: dict[str, object] = {"store": "redis", "redis_url": fed.store_url} if fed.store_url else {}
+    if fed.sentinel_ports:
+        store.update(redis_sentinels=list(fed.sentinels), redis_master=redisserver.MASTER)
+    m = fed.members
+    # --restricted: the tracker on https with a certificate of the peer CA, asking each client for its peer
+    # certificate (tracker/membership.py).
+    members_tracker = {**m.tls_of("tracker"), "peer_ca": str(m.ca)} if m else {}
+    return {
+        "listen": f"{fed.host}:{port}",
+        "site_secrets": secrets,
+        **kinds,
+        "repo": fed.repo_url,
+        "interval": 60,
+        **store,
+        **members_tracker,
+        **fed.extra_tracker,
+    }
+
+
+def _site_sections(fed: Layout, i: int, s: Site, trackers: dict[str, object], trust: dict[str, object],
+                   access: dict[str, object]) -> dict[str, dict[str, object]]:
+    """[server] of the i-th site, its [access], and [server.rucio] when its datasets come from the federation's
+    Rucio."""
+    site: dict[str, dict[str, object]] = {"server": {
+        "site": s.name,
+        "secret": s.secret,
+        "listen": f"{s.ip}:{s.control_port}",
+        "peer_listen": s.peer,
+        "control_url": s.control_url,
+        "state": str(fed.state / "sites" / s.name),
+        "roots": [str(fed.data_of(i))],
+        "tracker": fed.tracker_url,
+        "repo": fed.repo_url,
+        "heartbeat_interval": fed.heartbeat_interval,
+        "idle_ttl": fed.idle_ttl,
+        **({"web_listen": f"{s.ip}:{s.web_port}"} if s.web_port else {}),
+        **({"web_seed_urls": list(fed.web_seed_urls[s.name])} if fed.web_seed_urls.get(s.name) else {}),
+        **trackers,
+        **({"peer_ca": str(fed.peer_files[s.name][0]), "peer_cert": str(fed.peer_files[s.name][1]),
+            "peer_key": str(fed.peer_files[s.name][2])} if s.name in fed.peer_files else {}),
+        **trust,
+    }, **access}
+    if fed.rucio is not None:
+        rse, prefix = fed.rucio.rse_of(s.name)
+        site["server"]["roots"] = []
+        site["server.rucio"] = {
+            "server": fed.rucio.url,
+            "account": fed.rucio.account,
+            "username": fed.rucio.username,
+            "password_file": str(fed.rucio.password_file),
+            "rse": rse,
+            "datasets": [f"{fed.rucio.scope}:*"],
+            # the local Rucio's POSIX protocol gives file://localhost/<prefix>/<scope>/<h1>/<h2>/<LFN>
+            "pfn_map": {f"file://localhost{prefix}/": f"{prefix}/"},
+            "refresh": fed.rucio.refresh,
+        }
+    return site
 
 
 def services(fed: Layout, bin_dir: Path) -> list[Service]:

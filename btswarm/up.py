@@ -163,27 +163,7 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
     """Create the state directory, the data (sample unless --data) and every config file;
     with `rucio`, register the data there and name the datasets by their DIDs."""
     opts.state.mkdir(parents=True, exist_ok=True)
-    site_data: tuple[Path, ...] = ()
-    if opts.site_data:
-        if len(opts.site_data) != opts.sites:
-            raise BtswarmError("--data", f"given {len(opts.site_data)} times for {opts.sites} sites "
-                                         "(once for all sites, or once per site)")
-        site_data = tuple(d.resolve() for d in opts.site_data)
-        for d in site_data:
-            if not d.is_dir():
-                raise BtswarmError(d, "--data is not a directory")
-        data = site_data[0]
-    elif opts.data is not None:
-        data = opts.data.resolve()
-        if not data.is_dir():
-            raise BtswarmError(data, "--data is not a directory")
-    else:
-        # --restricted: the sample named by its DID (its scope restricted), beside no plain-named one.
-        did = opts.restricted and not opts.rucio
-        data = opts.state / ("data-restricted" if did else "data")
-        report(f"sample dataset: {opts.sample_files} files, {opts.sample_size / 2**20:.0f} MiB in {data}")
-        sample.generate(data, name=f"{SAMPLE_SCOPE}:{sample.SAMPLE_NAME}" if did else sample.SAMPLE_NAME,
-                        files=opts.sample_files, total_size=opts.sample_size)
+    data, site_data = _data(opts, report)
     names = sorted(p.name for p in data.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not names:
         raise BtswarmError(data, "no dataset directories in --data")
@@ -199,16 +179,62 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
         fed = dataclasses.replace(fed, rucio=rplan)
         names = [f"{opts.rucio_scope}:{n}" for n in names]
     if fed.redis_port and not fed.redis_url:
-        redisserver.binary()  # a clear error now rather than a supervisor failure later
-        (opts.state / "redis").mkdir(exist_ok=True)
-        for k in range(len(fed.redis_replica_ports)):
-            (opts.state / f"redis-replica{k + 1}").mkdir(exist_ok=True)
-        for k, port in enumerate(fed.sentinel_ports):
-            # Fresh at each start (the sentinel rewrites it as it learns): this run's master and ports.
-            path = fed.sentinel_config(k)
-            path.parent.mkdir(exist_ok=True)
-            path.write_text(redisserver.sentinel_config(fed.host, port, (fed.host, fed.redis_port)))
-    # The federation's peer CA, and each site's certificate from it (restricted datasets: docs/deploy-site.md).
+        _redis_state(opts, fed)
+    fed = _certificates(opts, fed, names)
+    conf_dir = opts.state / "config"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    for label, sections in topology.configs(fed).items():
+        path = conf_dir / f"{label}.toml"
+        # Secrets inside: readable by the owner only.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(topology.toml(sections))
+    return fed, names
+
+
+def _data(opts: UpOptions, report: Callable[[str], None]) -> tuple[Path, tuple[Path, ...]]:
+    """The sites' data: --data (once for all, or once per site, then also returned per site), or the sample,
+    made now."""
+    site_data: tuple[Path, ...] = ()
+    if opts.site_data:
+        if len(opts.site_data) != opts.sites:
+            raise BtswarmError("--data", f"given {len(opts.site_data)} times for {opts.sites} sites "
+                                         "(once for all sites, or once per site)")
+        site_data = tuple(d.resolve() for d in opts.site_data)
+        for d in site_data:
+            if not d.is_dir():
+                raise BtswarmError(d, "--data is not a directory")
+        return site_data[0], site_data
+    if opts.data is not None:
+        data = opts.data.resolve()
+        if not data.is_dir():
+            raise BtswarmError(data, "--data is not a directory")
+        return data, site_data
+    # --restricted: the sample named by its DID (its scope restricted), beside no plain-named one.
+    did = opts.restricted and not opts.rucio
+    data = opts.state / ("data-restricted" if did else "data")
+    report(f"sample dataset: {opts.sample_files} files, {opts.sample_size / 2**20:.0f} MiB in {data}")
+    sample.generate(data, name=f"{SAMPLE_SCOPE}:{sample.SAMPLE_NAME}" if did else sample.SAMPLE_NAME,
+                    files=opts.sample_files, total_size=opts.sample_size)
+    return data, site_data
+
+
+def _redis_state(opts: UpOptions, fed: topology.Layout) -> None:
+    """The directories of our own Redis and its replicas, and each sentinel's config."""
+    redisserver.binary()  # a clear error now rather than a supervisor failure later
+    (opts.state / "redis").mkdir(exist_ok=True)
+    for k in range(len(fed.redis_replica_ports)):
+        (opts.state / f"redis-replica{k + 1}").mkdir(exist_ok=True)
+    for k, port in enumerate(fed.sentinel_ports):
+        # Fresh at each start (the sentinel rewrites it as it learns): this run's master and ports.
+        path = fed.sentinel_config(k)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(redisserver.sentinel_config(fed.host, port, (fed.host, fed.redis_port)))
+
+
+def _certificates(opts: UpOptions, fed: topology.Layout, names: list[str]) -> topology.Layout:
+    """`fed` with the federation's peer CA and each site's certificate from it (restricted datasets:
+    docs/deploy-site.md); with --restricted, the services' https certificates and the members' scopes too."""
     now = dt.datetime.now(dt.timezone.utc)
     pki = peerpki.ensure(opts.state / "pki", [s.name for s in fed.sites], now)
     fed = dataclasses.replace(fed, peer_files={name: tuple(files) for name, files in pki.items()})
@@ -219,15 +245,7 @@ def prepare(opts: UpOptions, report: Callable[[str], None],
         fed = dataclasses.replace(fed, members=topology.Members(
             restricted_scopes(opts.restrict, names), issuer.AUDIENCE, pki_dir / peerpki.CA_CERT,
             pki_dir / peerpki.CA_KEY, tls))
-    conf_dir = opts.state / "config"
-    conf_dir.mkdir(parents=True, exist_ok=True)
-    for label, sections in topology.configs(fed).items():
-        path = conf_dir / f"{label}.toml"
-        # Secrets inside: readable by the owner only.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(topology.toml(sections))
-    return fed, names
+    return fed
 
 
 SAMPLE_SCOPE = sample.SAMPLE_NAME.split(".", 1)[0]  # the sample's DID scope, as ATLAS names it (data08_cos)

@@ -9,6 +9,7 @@ and names are decoded where needed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,11 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
-_NO_KEY = object()  # a dict's next item is a key
+_NO_KEY = object()  # a dict's next item is a key (a list's is None)
+Span = tuple[int, int] | None  # where a value's bytes start and end
+# Canonical forms: a string's length and an integer without a leading zero (nor -0), at most 20 and 64 digits.
+_STRING = re.compile(rb"(0|[1-9][0-9]{0,19}):")
+_INTEGER = re.compile(rb"i(0|-?[1-9][0-9]{0,63})e")
 
 
 def decode(data: bytes, limits: Limits = DEFAULT_LIMITS, subject: str = "bencode") -> Any:
@@ -62,96 +67,101 @@ def decode_with_span(data: bytes, key: bytes, limits: Limits = DEFAULT_LIMITS, s
     return _decode(data, limits, subject, key)
 
 
-def _decode(data: bytes, limits: Limits, subject: str, span_key: bytes | None) -> tuple[Any, tuple[int, int] | None]:
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise BencodeError(subject, f"expected bytes, got {type(data).__name__}")
-    data = bytes(data)
-    n = len(data)
-    if n > limits.max_size:
-        raise BencodeError(subject, f"{n} bytes is over the limit of {limits.max_size}")
-    if n == 0:
-        raise BencodeError(subject, "empty input")
-    max_tokens, max_depth = limits.max_tokens, limits.max_depth
-    find = data.find
-    # Open containers, innermost last; for each, the key waiting for its value (_NO_KEY
-    # when the next item is a key; None for a list).
-    stack: list[Any] = []
-    keys: list[Any] = []
-    pos = tokens = 0
-    span_start = -1
-    span: tuple[int, int] | None = None
+def _decode(data: bytes, limits: Limits, subject: str, span_key: bytes | None) -> tuple[Any, Span]:
+    data = _input(data, limits, subject)
+    value, pos, span = _walk(data, limits, subject, span_key)
+    if pos != len(data):
+        raise BencodeError(subject, f"{len(data) - pos} bytes of trailing data after byte {pos}")
+    return value, span
+
+
+def _walk(data: bytes, limits: Limits, subject: str, span_key: bytes | None) -> tuple[Any, int, Span]:
+    """The first value in `data`, the byte after it, and the span of `span_key`'s value in the top-level dict."""
+    n, max_tokens, max_depth = len(data), limits.max_tokens, limits.max_depth
+    string_match, int_match, no_key = _STRING.match, _INTEGER.match, _NO_KEY
+    # Open containers innermost last, on a list for the top value; keys: each one's key waiting for a value.
+    stack: list[Any] = [[]]
+    keys: list[Any] = [None]
+    pos = tokens = span_start = 0
+    span: Span = None
     while True:
-        if pos >= n:
-            raise BencodeError(subject, f"truncated at byte {pos}")
+        if pos >= n or tokens >= max_tokens:
+            raise BencodeError(subject, f"truncated at byte {pos}" if pos >= n else f"more than {max_tokens} values")
         tokens += 1
-        if tokens > max_tokens:
-            raise BencodeError(subject, f"more than {max_tokens} values")
         c = data[pos]
-        wants_key = bool(keys) and keys[-1] is _NO_KEY
-        if span_key is not None and len(keys) == 1 and keys[0] == span_key and span_start < 0:
-            span_start = pos  # the value of the top-level key starts here
         if 0x30 <= c <= 0x39:  # a string: <length>:<bytes>
-            colon = find(b":", pos, pos + 21)
-            head = data[pos:colon]
-            if colon < 0 or not head.isdigit() or (c == 0x30 and colon - pos > 1):
+            m = string_match(data, pos)
+            if m is None:
                 raise BencodeError(subject, f"bad string length at byte {pos}")
-            here, start = pos, colon + 1
-            pos = start + int(head)
+            here, start = pos, m.end()
+            pos = start + int(m.group(1))
             if pos > n:
                 raise BencodeError(subject, f"string at byte {start} runs past the end")
             value: Any = data[start:pos]
-            if wants_key:
+            if keys[-1] is no_key:  # a dict's key
                 if value in stack[-1]:
                     raise BencodeError(subject, f"duplicate dictionary key {value!r} at byte {here}")
                 keys[-1] = value
+                if value == span_key and len(stack) == 2:
+                    span_start = pos  # its value starts here
                 continue
-        elif wants_key and c != 0x65:
+        elif keys[-1] is no_key and c != 0x65:
             raise BencodeError(subject, f"dictionary key at byte {pos} is not a string")
         elif c == 0x69:  # 'i'
-            end = find(b"e", pos + 1)
-            if end < 0:
-                raise BencodeError(subject, f"unterminated integer at byte {pos}")
-            digits = data[pos + 1:end]
-            body = digits[1:] if digits[:1] == b"-" else digits
-            if (not body.isdigit() or (body[:1] == b"0" and len(body) > 1) or digits == b"-0"
-                    or len(body) > 64):
-                raise BencodeError(subject, f"bad integer at byte {pos}")
-            value = int(digits)
-            pos = end + 1
+            m = int_match(data, pos)
+            if m is None:
+                raise BencodeError(subject, _bad_integer(data, pos))
+            value, pos = int(m.group(1)), m.end()
         elif c == 0x6C or c == 0x64:  # 'l', 'd'
-            if len(stack) >= max_depth:
+            if len(stack) > max_depth:  # the list below them is not nested
                 raise BencodeError(subject, f"nested deeper than {max_depth} at byte {pos}")
-            if c == 0x64:
-                stack.append({})
-                keys.append(_NO_KEY)
-            else:
-                stack.append([])
-                keys.append(None)
+            stack.append({} if c == 0x64 else [])
+            keys.append(no_key if c == 0x64 else None)
             pos += 1
             continue
         elif c == 0x65:  # 'e' closes a list or dict
-            if not stack:
-                raise BencodeError(subject, f"unexpected 'e' at byte {pos}")
-            if keys[-1] is not None and keys[-1] is not _NO_KEY:
-                raise BencodeError(subject, f"dictionary key without a value at byte {pos}")
-            value = stack.pop()
-            keys.pop()
+            value = _close(stack, keys, pos, subject)
             pos += 1
         else:
             raise BencodeError(subject, f"unexpected byte 0x{c:02x} at byte {pos}")
-        if not stack:
+        if len(stack) == 1:
             break
         key = keys[-1]
         if key is None:
             stack[-1].append(value)
         else:
-            if span_start >= 0 and span is None and len(stack) == 1 and key == span_key:
+            if key == span_key and len(stack) == 2:
                 span = (span_start, pos)
             stack[-1][key] = value
-            keys[-1] = _NO_KEY
-    if pos != n:
-        raise BencodeError(subject, f"{n - pos} bytes of trailing data after byte {pos}")
-    return value, span
+            keys[-1] = no_key
+    return value, pos, span
+
+
+def _input(data: bytes, limits: Limits, subject: str) -> bytes:
+    """`data` as bytes, if it is bytes within the size limit and not empty."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise BencodeError(subject, f"expected bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) > limits.max_size:
+        raise BencodeError(subject, f"{len(data)} bytes is over the limit of {limits.max_size}")
+    if not data:
+        raise BencodeError(subject, "empty input")
+    return data
+
+
+def _close(stack: list[Any], keys: list[Any], pos: int, subject: str) -> Any:
+    """The innermost open list or dict, closed by the 'e' at `pos`."""
+    if len(stack) == 1:
+        raise BencodeError(subject, f"unexpected 'e' at byte {pos}")
+    if keys[-1] is not None and keys[-1] is not _NO_KEY:
+        raise BencodeError(subject, f"dictionary key without a value at byte {pos}")
+    keys.pop()
+    return stack.pop()
+
+
+def _bad_integer(data: bytes, pos: int) -> str:
+    """What is wrong with the integer at `pos`, which is not canonical."""
+    return f"bad integer at byte {pos}" if data.find(b"e", pos + 1) >= 0 else f"unterminated integer at byte {pos}"
 
 
 def encode(value: Any) -> bytes:

@@ -30,6 +30,7 @@ only then so that importing `torrents` never loads it.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import os
 import tempfile
@@ -444,26 +445,10 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
     carried as BEP 47 symlinks, and a text other than the plain path as written.
     """
     links, texts = _link_targets(name, links or {})
-    ordered = sorted(entries, key=lambda e: e[0])
-    sized = []
-    for lfn, path in ordered:
-        try:
-            path = os.fspath(path)  # once: a Path would be converted at each use
-            sized.append((lfn, path, os.stat(path).st_size))
-        except OSError as exc:
-            raise DatasetError(path, f"cannot read ({exc.strerror})") from None
+    sized = _sized(entries)
     total = sum(s for _, _, s in sized)
 
-    def check_names() -> None:
-        # The dataset model's checks, in its order, without a DatasetFile per plain file
-        # (a stat's size needs no check): unsafe or clashing names are refused.
-        for lfn, _, _ in sized:
-            validate_lfn(lfn)
-        linked = [DatasetFile(lfn, 0, symlink=target, link_text=texts.get(lfn)) for lfn, target in links.items()]
-        validate_name(name)
-        check_listing(name, sorted([lfn for lfn, _, _ in sized] + [f.lfn for f in linked]) if linked
-                      else [lfn for lfn, _, _ in sized])
-
+    check_names = functools.partial(_check_names, name, sized, links, texts)
     if total == 0 or (hybrid and links):
         check_names()  # a bad name is the first thing said, as when there is data to hash
         if total == 0:
@@ -483,17 +468,7 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
         # What does not depend on the pieces is done while the workers hash: on many small
         # files it is as much work as the part of hashing that holds the GIL.
         check_names()
-        head, tail = metainfo.encode_info_around(name, [(lfn, s) for lfn, _, s in sized], plen,
-                                                 20 * metainfo.piece_count(total, plen), private, links, texts)
-        if not links:  # `sized` is in LFN order already
-            described[:] = [head, tail, metainfo.FileList([lfn for lfn, _, _ in sized], [s for _, _, s in sized])]
-            return
-        rows = sorted([(lfn, s, None) for lfn, _, s in sized] + [(lfn, 0, t) for lfn, t in links.items()])
-        described[:] = [head, tail, metainfo.FileList(
-            [r[0] for r in rows], [r[1] for r in rows],
-            {i: metainfo.FileEntry(tuple(r[0].split("/")), 0, symlink=tuple(r[2].split("/")),
-                                   link_text=texts.get(r[0]))
-             for i, r in enumerate(rows) if r[2] is not None})]
+        described[:] = _described(name, sized, plen, 20 * metainfo.piece_count(total, plen), private, links, texts)
 
     pieces, sums = hash_files(files, plen, threads=threads, progress=progress, adler32=adler32, meanwhile=describe)
     by_lfn = {lfn: sums[i] for i, (lfn, _, _) in enumerate(sized)}
@@ -514,6 +489,45 @@ def build_dataset(name: str, entries: Sequence[tuple[str, str | os.PathLike]], *
         url_list=tuple(url_list),
     )
     return Built(data, meta, by_lfn)
+
+
+def _sized(entries: Sequence[tuple[str, str | os.PathLike]]) -> list[tuple[str, str, int]]:
+    """(LFN, path, size) of each entry, in LFN order; DatasetError for a file that cannot be read."""
+    sized = []
+    for lfn, path in sorted(entries, key=lambda e: e[0]):
+        try:
+            path = os.fspath(path)  # once: a Path would be converted at each use
+            sized.append((lfn, path, os.stat(path).st_size))
+        except OSError as exc:
+            raise DatasetError(path, f"cannot read ({exc.strerror})") from None
+    return sized
+
+
+def _check_names(name: str, sized: list[tuple[str, str, int]], links: Mapping[str, str],
+                 texts: Mapping[str, str]) -> None:
+    """The dataset model's checks, in its order, without a DatasetFile per plain file (a stat's size needs no
+    check): unsafe or clashing names are refused."""
+    for lfn, _, _ in sized:
+        validate_lfn(lfn)
+    linked = [DatasetFile(lfn, 0, symlink=target, link_text=texts.get(lfn)) for lfn, target in links.items()]
+    validate_name(name)
+    check_listing(name, sorted([lfn for lfn, _, _ in sized] + [f.lfn for f in linked]) if linked
+                  else [lfn for lfn, _, _ in sized])
+
+
+def _described(name: str, sized: list[tuple[str, str, int]], plen: int, pieces_size: int, private: bool,
+               links: Mapping[str, str], texts: Mapping[str, str]) -> list:
+    """The info dict's encoding before and after its pieces, and its file list (the links among the files)."""
+    head, tail = metainfo.encode_info_around(name, [(lfn, s) for lfn, _, s in sized], plen, pieces_size, private,
+                                             links, texts)
+    if not links:  # `sized` is in LFN order already
+        return [head, tail, metainfo.FileList([lfn for lfn, _, _ in sized], [s for _, _, s in sized])]
+    rows = sorted([(lfn, s, None) for lfn, _, s in sized] + [(lfn, 0, t) for lfn, t in links.items()])
+    return [head, tail, metainfo.FileList(
+        [r[0] for r in rows], [r[1] for r in rows],
+        {i: metainfo.FileEntry(tuple(r[0].split("/")), 0, symlink=tuple(r[2].split("/")),
+                               link_text=texts.get(r[0]))
+         for i, r in enumerate(rows) if r[2] is not None})]
 
 
 def _link_targets(name: str, links: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:

@@ -30,7 +30,7 @@ import tomllib
 import types
 import typing
 from pathlib import Path
-from typing import Any, Mapping, NewType, TypeVar
+from typing import Any, Callable, Mapping, NewType, TypeVar
 
 from torrents.errors import BtswarmError, ConfigError
 from torrents.units import parse_duration, parse_byte_rate, parse_size
@@ -219,40 +219,9 @@ def _from_env(section: str, cls: type, env: Mapping[str, str]) -> dict[str, Any]
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
     if hint in _UNITS:
-        parse, kind, what = _UNITS[hint]
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ConfigError(where, f"expected a {what}, got {value!r}")
-        try:
-            parsed = parse(value)  # type: ignore[operator]
-        except BtswarmError as exc:
-            raise ConfigError(where, f"{exc.problem}, got {value!r}") from None
-        return kind(parsed)
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-            return value.lower() in ("1", "true", "yes", "on")
-        raise ConfigError(where, f"expected true or false, got {value!r}")
-    if hint is int:
-        # int(2.5) would quietly give 2; only ints, or digit strings from the environment
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
-            return int(value)
-        raise ConfigError(where, f"expected a whole number, got {value!r}")
-    if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(where, f"expected a number, got {value!r}")
-    if hint is str:
-        if not isinstance(value, str):
-            raise ConfigError(where, f"expected a string, got {value!r}")
-        return value
+        return _to_unit(value, hint, where)
+    if hint in _SCALARS:
+        return _SCALARS[hint](value, where)
     if origin is tuple:
         if isinstance(value, str):
             value = [value]
@@ -279,3 +248,52 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             return _coerce(value, args[0], where)
         return value
     raise ConfigError(where, f"unsupported type {hint!r}")  # a bug in this module, not in the file
+
+
+def _to_unit(value: Any, hint: Any, where: str) -> Any:
+    parse, kind, what = _UNITS[hint]
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError(where, f"expected a {what}, got {value!r}")
+    try:
+        parsed = parse(value)  # type: ignore[operator]
+    except BtswarmError as exc:
+        raise ConfigError(where, f"{exc.problem}, got {value!r}") from None
+    return kind(parsed)
+
+
+def _to_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return value.lower() in ("1", "true", "yes", "on")
+    raise ConfigError(where, f"expected true or false, got {value!r}")
+
+
+def _to_int(value: Any, where: str) -> int:
+    # int(2.5) would quietly give 2; only ints, or digit strings from the environment
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
+        return int(value)
+    raise ConfigError(where, f"expected a whole number, got {value!r}")
+
+
+def _to_float(value: Any, where: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise ConfigError(where, f"expected a number, got {value!r}")
+
+
+def _to_str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(where, f"expected a string, got {value!r}")
+    return value
+
+
+# The plain types a setting may have, each read from a file's value or the environment's string.
+_SCALARS: dict[Any, Callable[[Any, str], Any]] = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}

@@ -254,73 +254,93 @@ def scan_directory(path: str | os.PathLike, name: str | None = None, *, exclude:
     """
     root = Path(path)
     dataset_name = name or root.name
-    problems: list[Problem] = []
-    excluded: list[tuple[str, str]] = []
     if not root.is_dir():
         return DirectoryScan(None, (Problem(dataset_name, str(root), "not a directory"),))
-    real_root = os.path.realpath(root)
-    roots = None if allowed_roots is None else [os.path.realpath(r) for r in allowed_roots]
-    files: list[DatasetFile] = []
+    scan = _Scanner(root, dataset_name, exclude, allowed_roots)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=scan.walk_error):
+        dirnames[:] = scan.directory(Path(dirpath), dirnames, filenames)
+    return scan.result(require_whole)
 
-    def refuse(full: Path, problem: str) -> None:
-        problems.append(Problem(dataset_name, str(full), problem))
 
-    def walk_error(exc: OSError) -> None:
-        refuse(Path(exc.filename or root), f"cannot read ({exc.strerror})")
+class _Scanner:
+    """scan_directory's walk: each entry a file of the dataset, an excluded one, or a problem."""
 
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=walk_error):
-        here = Path(dirpath)
-        rel_dir = here.relative_to(root).as_posix()
+    def __init__(self, root: Path, name: str, exclude: Sequence[str], allowed_roots: Sequence[str] | None) -> None:
+        self.root = root
+        self.name = name
+        self.exclude = exclude
+        self.real_root = os.path.realpath(root)
+        self.roots = None if allowed_roots is None else [os.path.realpath(r) for r in allowed_roots]
+        self.problems: list[Problem] = []
+        self.excluded: list[tuple[str, str]] = []
+        self.files: list[DatasetFile] = []
+
+    def refuse(self, full: Path, problem: str) -> None:
+        self.problems.append(Problem(self.name, str(full), problem))
+
+    def walk_error(self, exc: OSError) -> None:
+        self.refuse(Path(exc.filename or self.root), f"cannot read ({exc.strerror})")
+
+    def directory(self, here: Path, dirnames: list[str], filenames: list[str]) -> list[str]:
+        """The entries of one directory, in name order; the subdirectories to walk into."""
+        rel_dir = here.relative_to(self.root).as_posix()
         entries = [(n, True) for n in dirnames] + [(n, False) for n in filenames]
         keep_dirs = []
         for entry, is_dir in sorted(entries):
-            full = here / entry
-            lfn = entry if rel_dir == "." else f"{rel_dir}/{entry}"
-            pattern = excluded_by(lfn, exclude)
-            if pattern is not None:
-                excluded.append((lfn, f"excluded by {pattern!r}"))
-                continue
-            try:
-                validate_lfn(lfn)
-                st = full.lstat()
-            except DatasetError as exc:
-                refuse(full, exc.problem)
-                continue
-            except OSError as exc:
-                refuse(full, f"cannot read ({exc.strerror})")
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                found = _link(full, lfn, real_root, roots)
-                if isinstance(found, str):
-                    refuse(full, found)
-                else:
-                    files.append(found)
-            elif stat.S_ISDIR(st.st_mode):
-                if not any(os.scandir(full)):
-                    excluded.append((lfn, "empty directory (a torrent cannot carry one)"))
+            if self.entry(here / entry, entry if rel_dir == "." else f"{rel_dir}/{entry}"):
                 keep_dirs.append(entry)
-            elif stat.S_ISREG(st.st_mode):
-                if not os.access(full, os.R_OK):
-                    refuse(full, "cannot read (Permission denied)")
-                    continue
-                files.append(DatasetFile(lfn, st.st_size, None, (str(full),)))
+        return keep_dirs
+
+    def entry(self, full: Path, lfn: str) -> bool:
+        """One entry accounted for; True for a directory to walk into."""
+        pattern = excluded_by(lfn, self.exclude)
+        if pattern is not None:
+            self.excluded.append((lfn, f"excluded by {pattern!r}"))
+            return False
+        try:
+            validate_lfn(lfn)
+            st = full.lstat()
+        except DatasetError as exc:
+            self.refuse(full, exc.problem)
+            return False
+        except OSError as exc:
+            self.refuse(full, f"cannot read ({exc.strerror})")
+            return False
+        if stat.S_ISLNK(st.st_mode):
+            found = _link(full, lfn, self.real_root, self.roots)
+            if isinstance(found, str):
+                self.refuse(full, found)
             else:
-                refuse(full, "not a regular file, a directory or a link; refused")
-        dirnames[:] = keep_dirs
-    files = _carried_links(files, problems, root, dataset_name)
-    if problems and require_whole:
-        problems.append(Problem(dataset_name, str(root), f"{len(problems)} entries refused and the dataset must "
-                                                         "be whole (require_whole); not served"))
-        return DirectoryScan(None, tuple(problems), tuple(excluded))
-    if not files:
-        problems.append(Problem(dataset_name, dataset_name, "dataset has no files", serious=bool(problems)))
-        return DirectoryScan(None, tuple(problems), tuple(excluded))
-    try:
-        ds = Dataset(dataset_name, tuple(files), source=str(root))
-    except DatasetError as exc:
-        problems.append(Problem(dataset_name, exc.subject, exc.problem))
-        return DirectoryScan(None, tuple(problems), tuple(excluded))
-    return DirectoryScan(ds, tuple(problems), tuple(excluded))
+                self.files.append(found)
+        elif stat.S_ISDIR(st.st_mode):
+            if not any(os.scandir(full)):
+                self.excluded.append((lfn, "empty directory (a torrent cannot carry one)"))
+            return True
+        elif stat.S_ISREG(st.st_mode):
+            if not os.access(full, os.R_OK):
+                self.refuse(full, "cannot read (Permission denied)")
+            else:
+                self.files.append(DatasetFile(lfn, st.st_size, None, (str(full),)))
+        else:
+            self.refuse(full, "not a regular file, a directory or a link; refused")
+        return False
+
+    def result(self, require_whole: bool) -> DirectoryScan:
+        name, problems, excluded = self.name, self.problems, tuple(self.excluded)
+        files = _carried_links(self.files, problems, self.root, name)
+        if problems and require_whole:
+            problems.append(Problem(name, str(self.root), f"{len(problems)} entries refused and the dataset must "
+                                                          "be whole (require_whole); not served"))
+            return DirectoryScan(None, tuple(problems), excluded)
+        if not files:
+            problems.append(Problem(name, name, "dataset has no files", serious=bool(problems)))
+            return DirectoryScan(None, tuple(problems), excluded)
+        try:
+            ds = Dataset(name, tuple(files), source=str(self.root))
+        except DatasetError as exc:
+            problems.append(Problem(name, exc.subject, exc.problem))
+            return DirectoryScan(None, tuple(problems), excluded)
+        return DirectoryScan(ds, tuple(problems), excluded)
 
 
 def _carried_links(files: list[DatasetFile], problems: list[Problem], root: Path, name: str) -> list[DatasetFile]:

@@ -392,6 +392,40 @@ def info_hash(info_bytes: bytes) -> str:
 
 def parse(data: bytes, limits: ReadLimits = DEFAULT_READ_LIMITS, subject: str = "torrent") -> Metainfo:
     """Decode and validate a .torrent; raise MetainfoError on anything unsafe."""
+    top, info, info_bytes = _decode(data, limits, subject)
+    name = _name(info, subject)
+    piece_length, pieces = _piece_hashes(info, limits, subject)
+    single = b"files" not in info
+    files = _files(info, name, subject, limits) if not single else _single(info, name, subject)
+    total = files.total
+    if total > limits.max_total:
+        raise MetainfoError(subject, f"total size {total} is over the limit of {limits.max_total}")
+    if total == 0:
+        raise MetainfoError(subject, "torrent has no data")
+    expected = piece_count(total, piece_length)
+    if len(pieces) // HASH_LEN != expected:
+        raise MetainfoError(subject, f"{len(pieces) // HASH_LEN} piece hashes for {expected} pieces")
+    private = info.get(b"private") == 1
+    announce, announce_list, url_list = _trackers(top)
+    v2 = hashlib.sha256(info_bytes).hexdigest() if info.get(b"meta version") == 2 else None
+    return Metainfo(
+        name=name,
+        files=files,
+        piece_length=piece_length,
+        pieces=pieces,
+        private=private,
+        info_hash=info_hash(info_bytes),
+        info_bytes=info_bytes,
+        announce=announce,
+        announce_list=announce_list,
+        url_list=url_list,
+        info_hash_v2=v2,
+        single_file=single,
+    )
+
+
+def _decode(data: bytes, limits: ReadLimits, subject: str) -> tuple[dict, dict, bytes]:
+    """The top-level dict, its info dict, and the info dict's bytes as they are in `data`."""
     if len(data) > limits.max_bytes:
         raise MetainfoError(subject, f"{len(data)} bytes is over the limit of {limits.max_bytes}")
     blimits = bencoding.Limits(max_size=limits.max_bytes, max_depth=limits.max_depth,
@@ -406,8 +440,11 @@ def parse(data: bytes, limits: ReadLimits = DEFAULT_READ_LIMITS, subject: str = 
     if not isinstance(info, dict):
         raise MetainfoError(subject, "no info dictionary")
     assert span is not None
-    info_bytes = bytes(data[span[0]:span[1]])
+    return top, info, bytes(data[span[0]:span[1]])
 
+
+def _name(info: dict, subject: str) -> str:
+    """The dataset's name: one safe path component."""
     name = _text(info.get(b"name.utf-8", info.get(b"name")), subject, "name")
     try:
         check_component(subject, name)
@@ -415,7 +452,11 @@ def parse(data: bytes, limits: ReadLimits = DEFAULT_READ_LIMITS, subject: str = 
         raise MetainfoError(subject, f"unsafe name {name!r} ({exc.problem})") from None
     if "/" in name:
         raise MetainfoError(subject, f"unsafe name {name!r} (contains '/')")
+    return name
 
+
+def _piece_hashes(info: dict, limits: ReadLimits, subject: str) -> tuple[int, bytes]:
+    """The piece length (a power of two, 16 KiB or more) and the pieces' SHA1s, within `limits`."""
     piece_length = info.get(b"piece length")
     if not _is_int(piece_length) or piece_length <= 0 or piece_length > limits.max_piece_length:
         raise MetainfoError(subject, f"bad piece length {piece_length!r}")
@@ -426,45 +467,21 @@ def parse(data: bytes, limits: ReadLimits = DEFAULT_READ_LIMITS, subject: str = 
         raise MetainfoError(subject, "pieces is not a string of 20-byte hashes")
     if len(pieces) // HASH_LEN > limits.max_pieces:
         raise MetainfoError(subject, f"{len(pieces) // HASH_LEN} pieces is over the limit of {limits.max_pieces}")
+    return piece_length, pieces
 
-    single = b"files" not in info
-    files = _files(info, name, subject, limits) if not single else _single(info, name, subject)
-    total = files.total
-    if total > limits.max_total:
-        raise MetainfoError(subject, f"total size {total} is over the limit of {limits.max_total}")
-    if total == 0:
-        raise MetainfoError(subject, "torrent has no data")
-    expected = piece_count(total, piece_length)
-    if len(pieces) // HASH_LEN != expected:
-        raise MetainfoError(subject, f"{len(pieces) // HASH_LEN} piece hashes for {expected} pieces")
-    private = info.get(b"private") == 1
 
-    announce = top.get(b"announce")
+def _trackers(top: dict) -> tuple[str | None, tuple[tuple[str, ...], ...], tuple[str, ...]]:
+    """The announce URL, the announce-list's tiers and the web seeds (url-list), what is not text left out."""
     tiers = top.get(b"announce-list")
     url_list = top.get(b"url-list")
     if isinstance(url_list, bytes):
         url_list = [url_list]
     elif not isinstance(url_list, list):  # an int or dict here is junk, not a list to iterate
         url_list = []
-    v2 = hashlib.sha256(info_bytes).hexdigest() if info.get(b"meta version") == 2 else None
-    return Metainfo(
-        name=name,
-        files=files,
-        piece_length=piece_length,
-        pieces=pieces,
-        private=private,
-        info_hash=info_hash(info_bytes),
-        info_bytes=info_bytes,
-        announce=_opt_text(announce),
-        announce_list=tuple(
-            tuple(u for u in (_opt_text(x) for x in tier) if u)
-            for tier in (tiers if isinstance(tiers, list) else [])
-            if isinstance(tier, list)
-        ),
-        url_list=tuple(u for u in (_opt_text(x) for x in (url_list or [])) if u),
-        info_hash_v2=v2,
-        single_file=single,
-    )
+    return (_opt_text(top.get(b"announce")),
+            tuple(tuple(u for u in (_opt_text(x) for x in tier) if u)
+                  for tier in (tiers if isinstance(tiers, list) else []) if isinstance(tier, list)),
+            tuple(u for u in (_opt_text(x) for x in (url_list or [])) if u))
 
 
 def _single(info: dict, name: str, subject: str) -> FileList:

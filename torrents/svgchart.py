@@ -114,26 +114,9 @@ def _value_at(points: Sequence[tuple[float, float]], x: float) -> float:
 
 def render(chart: Chart) -> str:
     """The chart as a standalone SVG document (also valid inline in HTML)."""
-    left, right, top, bottom = 72, 16, 52 if chart.subtitle else 36, 44
-    legend_h = 18 * len(chart.series) + 8 if chart.series else 0
-    w, h = chart.width, chart.height + legend_h
-    pw, ph = w - left - right, chart.height - top - bottom
     layers = _stack(chart.series) if chart.stacked else [[(x, 0.0, y) for x, y in s.points] for s in chart.series]
-    all_x = [x for layer in layers for x, _, _ in layer] + [m.x for m in chart.marks]
-    x0, x1 = chart.x_range or ((min(all_x), max(all_x)) if all_x else (0.0, 1.0))
-    if x1 <= x0:
-        x1 = x0 + 1.0
-    y_top = max([t for layer in layers for _, _, t in layer] or [0.0])
-    step_of = chart.y_step or nice_step
-    y_step = step_of(y_top or 1.0)
-    y1 = max(y_step, math.ceil(y_top / y_step) * y_step)
-
-    def sx(x: float) -> float:
-        return left + (x - x0) / (x1 - x0) * pw
-
-    def sy(y: float) -> float:
-        return top + ph - y / y1 * ph
-
+    frame = _Frame.of(chart, layers)
+    w, h = chart.width, frame.height
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" '
            f'role="img" aria-label={quoteattr(chart.title)} font-family="sans-serif" font-size="12">',
            f"<title>{escape(chart.title)}</title>",
@@ -141,28 +124,80 @@ def render(chart: Chart) -> str:
            f'<text x="12" y="22" font-size="14" font-weight="bold">{escape(fit(chart.title, w - 24, 8.5))}</text>']
     if chart.subtitle:
         out.append(f'<text x="12" y="40" fill="#444">{escape(fit(chart.subtitle, w - 24, 7))}</text>')
-    # Grid and y ticks
+    out += _axes(chart, frame)
+    out += _data(chart, layers, frame)
+    out += _legend(chart, frame.left)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """Where the plot lies in the picture, and the ranges its axes show."""
+
+    left: int
+    top: int
+    pw: float  # the plot's width and height
+    ph: float
+    height: int  # the picture's, legend included
+    x0: float
+    x1: float
+    y1: float
+    y_step: float
+
+    @classmethod
+    def of(cls, chart: Chart, layers: list[list[tuple[float, float, float]]]) -> _Frame:
+        left, right, top, bottom = 72, 16, 52 if chart.subtitle else 36, 44
+        legend_h = 18 * len(chart.series) + 8 if chart.series else 0
+        all_x = [x for layer in layers for x, _, _ in layer] + [m.x for m in chart.marks]
+        x0, x1 = chart.x_range or ((min(all_x), max(all_x)) if all_x else (0.0, 1.0))
+        if x1 <= x0:
+            x1 = x0 + 1.0
+        y_top = max([t for layer in layers for _, _, t in layer] or [0.0])
+        step_of = chart.y_step or nice_step
+        y_step = step_of(y_top or 1.0)
+        y1 = max(y_step, math.ceil(y_top / y_step) * y_step)
+        return cls(left, top, chart.width - left - right, chart.height - top - bottom, chart.height + legend_h,
+                   x0, x1, y1, y_step)
+
+    def sx(self, x: float) -> float:
+        return self.left + (x - self.x0) / (self.x1 - self.x0) * self.pw
+
+    def sy(self, y: float) -> float:
+        return self.top + self.ph - y / self.y1 * self.ph
+
+
+def _axes(chart: Chart, f: _Frame) -> list[str]:
+    """The grid with the y ticks, the x ticks, the axes and their labels."""
+    out = []
+    left, top, pw, ph, y_step = f.left, f.top, f.pw, f.ph, f.y_step
     k = 0
-    while k * y_step <= y1 + y_step / 1e6:
-        y = sy(k * y_step)
+    while k * y_step <= f.y1 + y_step / 1e6:
+        y = f.sy(k * y_step)
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e4e4e4"/>')
         out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#444">'
                    f"{escape(chart.y_format(k * y_step))}</text>")
         k += 1
-    x_step = nice_step(x1 - x0)
-    first = math.ceil(x0 / x_step) * x_step
+    x_step = nice_step(f.x1 - f.x0)
+    first = math.ceil(f.x0 / x_step) * x_step
     k = 0
-    while first + k * x_step <= x1 + x_step / 1e6:
+    while first + k * x_step <= f.x1 + x_step / 1e6:
         v = first + k * x_step
-        out.append(f'<line x1="{sx(v):.1f}" x2="{sx(v):.1f}" y1="{top + ph}" y2="{top + ph + 4}" stroke="#444"/>')
-        out.append(f'<text x="{sx(v):.1f}" y="{top + ph + 17}" text-anchor="middle" fill="#444">'
+        out.append(f'<line x1="{f.sx(v):.1f}" x2="{f.sx(v):.1f}" y1="{top + ph}" y2="{top + ph + 4}" stroke="#444"/>')
+        out.append(f'<text x="{f.sx(v):.1f}" y="{top + ph + 17}" text-anchor="middle" fill="#444">'
                    f"{escape(chart.x_format(v))}</text>")
         k += 1
     out.append(f'<line x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}" stroke="#444"/>')
     out.append(f'<text x="{left + pw / 2:.1f}" y="{top + ph + 36}" text-anchor="middle">{escape(chart.x_label)}</text>')
     out.append(f'<text transform="translate(14 {top + ph / 2:.1f}) rotate(-90)" text-anchor="middle">'
                f"{escape(chart.y_label)}</text>")
-    # The data
+    return out
+
+
+def _data(chart: Chart, layers: list[list[tuple[float, float, float]]], f: _Frame) -> list[str]:
+    """Each series, an area of the stack or a line; then the marks."""
+    out = []
+    sx, sy = f.sx, f.sy
     for i, (s, layer) in enumerate(zip(chart.series, layers)):
         colour = PALETTE[i % len(PALETTE)]
         name = quoteattr(s.name)
@@ -179,10 +214,15 @@ def render(chart: Chart) -> str:
                        f'stroke="{colour}" stroke-width="2"/>')
     for m in chart.marks:
         x = sx(m.x)
-        out.append(f'<line class="mark" x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" stroke="#333" '
+        out.append(f'<line class="mark" x1="{x:.1f}" x2="{x:.1f}" y1="{f.top}" y2="{f.top + f.ph}" stroke="#333" '
                    f'stroke-dasharray="4 3"/>')
-        out.append(f'<text x="{x + 4:.1f}" y="{top + 12}" fill="#333">{escape(m.label)}</text>')
-    # Legend, under the plot: one row per series, the largest (bottom of the stack) first.
+        out.append(f'<text x="{x + 4:.1f}" y="{f.top + 12}" fill="#333">{escape(m.label)}</text>')
+    return out
+
+
+def _legend(chart: Chart, left: int) -> list[str]:
+    """Under the plot: one row per series, the largest (bottom of the stack) first."""
+    out = []
     y = chart.height + 4
     for i, s in enumerate(chart.series):
         colour = PALETTE[i % len(PALETTE)]
@@ -190,5 +230,4 @@ def render(chart: Chart) -> str:
         label = s.name + (f"  {s.note}" if s.note else "")
         out.append(f'<text class="legend" x="{left + 18}" y="{y + 10}">{escape(label)}</text>')
         y += 18
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    return out

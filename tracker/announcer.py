@@ -28,7 +28,7 @@ from tracker.metrics import SAMPLE_EVERY, TrackerMetrics
 from tracker.peerstore import PeerStore, SwarmView, record, resolve
 from tracker.protocol import AnnounceError
 from tracker.resp import StoreUnavailable
-from tracker.seeding import SeedStarter, site_peer_id
+from tracker.seeding import SeedStarter
 from tracker.sites import Site, SiteRegistry
 
 log = logging.getLogger("btswarm.tracker.announcer")
@@ -167,7 +167,7 @@ class Announcer:
             if self.churn.may_start(h, ann.ip, ann.port, ann.downloaded):
                 return self._answer_after_seeds(ann, site, view)
             self.metrics.starts_withheld.inc()
-        return self._answer(ann, self._with_site_seed(ann, view, seeding))
+        return self._answer(ann, siteseeds.with_site_seed(self.sites, ann, view, seeding, self.rng))
 
     async def _answer_after_seeds(self, ann: protocol.Announce, site: str | None, view: SwarmView) -> bytes:
         try:
@@ -178,28 +178,7 @@ class Announcer:
         except StoreUnavailable:
             return self._store_down(ann, site)
         # No site seeds H yet: come back soon, a start may be landing (another seed may be a liar).
-        return self._answer(ann, self._with_site_seed(ann, view, seeding), retry=not seeding)
-
-    def _with_site_seed(self, ann: protocol.Announce, view: SwarmView, seeding: Iterable[str]) -> SwarmView:
-        """`view` with a seed of one of the sites `seeding` among its peers (tracker/siteseeds.py): the swarm's
-        other seeds may be liars or unreachable, however many they are."""
-        if not seeding or ann.numwant <= 0:
-            return view
-        ep = siteseeds.site_seed(self.sites, seeding, (ann.ip, ann.port), self.rng,
-                                 ssl=ann.info_hash in self.sites.restricted)
-        if ep is None:
-            return view
-        numwant = min(ann.numwant, protocol.MAX_NUMWANT)
-        if not ann.compact:
-            name = self.sites.site_at.get(ep, "")
-            return view._replace(listed=siteseeds.in_listed(view.listed or [], (*ep, site_peer_id(name, ep)), numwant))
-        try:
-            packed, ipv6 = protocol.compact_endpoint(*ep)
-        except (OSError, ValueError):
-            return view
-        if ipv6:
-            return view._replace(peers6=siteseeds.with_peer(view.peers6, packed, numwant - len(view.peers4) // 6))
-        return view._replace(peers4=siteseeds.with_peer(view.peers4, packed, numwant - len(view.peers6) // 18))
+        return self._answer(ann, siteseeds.with_site_seed(self.sites, ann, view, seeding, self.rng), retry=not seeding)
 
     def _answer(self, ann: protocol.Announce, view: SwarmView, *, retry: bool = False) -> bytes:
         config = self.config
@@ -296,8 +275,8 @@ class Announcer:
         # asked its site for a seed it runs). A start is then never asked of a site for a seed it runs.
         for info_hash in site.seeding - site.stuck:
             for ep in site.seed_endpoints(info_hash):
-                await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep), site.name,
-                                                  started=site.built))
+                await resolve(self.store.add_seed(info_hash, ep[0], ep[1], siteseeds.site_peer_id(site.name, ep),
+                                                  site.name, started=site.built))
 
     def holding_sites(self, info_hash: bytes) -> list[str]:
         """Sites that hold H now: up, and listing it in their last heartbeat (the repository lists

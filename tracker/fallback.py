@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from tracker.peerstore import LocalPeerStore, SwarmView, record
 from tracker.protocol import Announce
-from tracker.seeding import site_peer_id
+from tracker.siteseeds import site_peer_id
 from tracker.sites import SiteRegistry
 
 

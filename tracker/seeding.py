@@ -18,7 +18,6 @@ wait is over). A site that answered 429 or failed is left alone for
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
 import time
@@ -105,9 +104,20 @@ def parse_started(data: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def site_peer_id(site: str, endpoint: tuple[str, int]) -> bytes:
-    """A stable 20-byte id for a seed the tracker added on a site's word (its own announce replaces it)."""
-    return hashlib.sha1(f"{site}\0{endpoint[0]}:{endpoint[1]}".encode()).digest()
+async def _ended(starts: set[asyncio.Task[Started | None]], timeout: float) -> set[asyncio.Task[Started | None]]:
+    """The starts that ended within `timeout` (the first to end and any with it); with none to wait for, the
+    time passes."""
+    if not starts:
+        await asyncio.sleep(timeout)
+        return set()
+    done, _ = await asyncio.wait(starts, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    return done
+
+
+def _started(task: asyncio.Task[Started | None]) -> bool:
+    """Whether an ended start added a seed."""
+    started = None if task.cancelled() or task.exception() else task.result()
+    return started is not None and bool(started.endpoints)
 
 
 class SeedStarter:
@@ -193,19 +203,11 @@ class SeedStarter:
             if (not waiting and not remote) or remaining <= 0:
                 break
             # Another process's start shows only in the swarm: look again shortly.
-            timeout = min(remaining, WATCH_EVERY) if remote else remaining
-            if waiting:
-                done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            else:
-                done = set()
-                await asyncio.sleep(timeout)
+            done = await _ended(waiting, min(remaining, WATCH_EVERY) if remote else remaining)
             if not done and not remote:
                 break
             waiting -= done
-            for task in done:
-                started = None if task.cancelled() or task.exception() else task.result()
-                if started is not None and started.endpoints:
-                    gained = True
+            gained |= any([_started(task) for task in done])  # a list: every task's outcome is read
             # A failed site frees its share: the loop asks the next candidate
             # while time remains; a success may already satisfy the swarm.
         return gained
@@ -263,8 +265,9 @@ class SeedStarter:
                     outcome = "started"
                     started = parse_started(data)
                     for ep in endpoints:
-                        await resolve(self.store.add_seed(info_hash, ep[0], ep[1], site_peer_id(site.name, ep),
-                                                          site.name, started=started))
+                        await resolve(self.store.add_seed(info_hash, ep[0], ep[1],
+                                                          siteseeds.site_peer_id(site.name, ep), site.name,
+                                                          started=started))
                     log.info("%s: seed started at %s: %s", hex_hash, site.name, endpoints)
                     return Started(site.name, endpoints)
                 log.warning("%s: %s answered 200 without peers", hex_hash, site.name)

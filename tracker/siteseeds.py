@@ -28,9 +28,12 @@ could not reach the others finds it in its next answer.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from typing import Iterable, Sequence
 
+from tracker import protocol
+from tracker.peerstore import SwarmView
 from tracker.sites import SiteRegistry
 
 Endpoint = tuple[str, int]
@@ -84,6 +87,33 @@ def site_seed(registry: SiteRegistry, sites: Iterable[str], requester: Endpoint,
     same = [ep for ep in endpoints if (":" in ep[0]) == (":" in requester[0])]
     endpoints = same or endpoints
     return endpoints[rng.randrange(len(endpoints))] if len(endpoints) > 1 else endpoints[0] if endpoints else None
+
+
+def site_peer_id(site: str, endpoint: tuple[str, int]) -> bytes:
+    """A stable 20-byte id for a seed the tracker added on a site's word (its own announce replaces it)."""
+    return hashlib.sha1(f"{site}\0{endpoint[0]}:{endpoint[1]}".encode()).digest()
+
+
+def with_site_seed(registry: SiteRegistry, ann: protocol.Announce, view: SwarmView, seeding: Iterable[str],
+                   rng: random.Random) -> SwarmView:
+    """`view` with a seed of one of the sites `seeding` among its peers: the swarm's other seeds may be liars
+    or unreachable, however many they are."""
+    if not seeding or ann.numwant <= 0:
+        return view
+    ep = site_seed(registry, seeding, (ann.ip, ann.port), rng, ssl=ann.info_hash in registry.restricted)
+    if ep is None:
+        return view
+    numwant = min(ann.numwant, protocol.MAX_NUMWANT)
+    if not ann.compact:
+        name = registry.site_at.get(ep, "")
+        return view._replace(listed=in_listed(view.listed or [], (*ep, site_peer_id(name, ep)), numwant))
+    try:
+        packed, ipv6 = protocol.compact_endpoint(*ep)
+    except (OSError, ValueError):
+        return view
+    if ipv6:
+        return view._replace(peers6=with_peer(view.peers6, packed, numwant - len(view.peers4) // 6))
+    return view._replace(peers4=with_peer(view.peers4, packed, numwant - len(view.peers6) // 18))
 
 
 def with_peer(peers: bytes, peer: bytes, numwant: int) -> bytes:

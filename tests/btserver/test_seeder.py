@@ -15,7 +15,8 @@ from torrents.build import build_torrent
 from torrents.errors import NotFound
 from torrents.servicekit import ltsession
 
-from btserver.seeder import Seedable, Seeder
+from btserver.seedbook import Seedable
+from btserver.seeder import Seeder
 from tests.support import wait_for
 
 
@@ -113,7 +114,7 @@ def test_two_shards_are_served_at_once_each_by_a_slot_of_its_own(slow_seed, tmp_
             client("127.0.0.4", torrent, tmp_path / "c2", at, [0, 1], peerid.fingerprint(two, 1, peerid.part_tag([1]))) as h2:
         wait_for(lambda: unchoked_by(h1, at) and unchoked_by(h2, at), timeout=30,
                  what="the site unchoking both shards at once")
-        status = seeder.snapshot()[0]
+        status = seeder.book.snapshot()[0]
         assert (status["upload_slots"], status["parts_wanted"]) == (2, 2), status
 
 
@@ -123,6 +124,6 @@ def test_t3s_that_want_every_piece_share_the_one_slot(slow_seed, tmp_path):
             client("127.0.0.4", torrent, tmp_path / "c2", at, [1, 1], peerid.run_prefix(True, "bbbbbb") + "01") as h2:
         # Either one: round robin keeps the first unchoked for a minute (CI once waited on h1 while h2 had it).
         wait_for(lambda: unchoked_by(h1, at) or unchoked_by(h2, at) or None, timeout=30, what="the site unchoking a T3")
-        status = wait_for(lambda: (d := seeder.snapshot()[0])["interested"] == 2 and d, timeout=30,
+        status = wait_for(lambda: (d := seeder.book.snapshot()[0])["interested"] == 2 and d, timeout=30,
                           what="the site's look at two interested T3s")
         assert (status["upload_slots"], status["parts_wanted"]) == (1, 1), status

@@ -68,6 +68,83 @@ def free_port_everywhere() -> int:
         return free_port("0.0.0.0")
 
 
+# Nothing leaves the federation by itself: no DHT, local discovery, UPnP or NAT-PMP; TCP only.
+_ISOLATED: dict[str, Any] = {
+    "enable_outgoing_utp": False,
+    "enable_incoming_utp": False,
+    "enable_dht": False,
+    "enable_lsd": False,
+    "enable_upnp": False,
+    "enable_natpmp": False,
+    "dht_bootstrap_nodes": "",
+}
+
+# How the session talks to the federation's trackers.
+_ANNOUNCES: dict[str, Any] = {
+    # Trackers here are on private addresses; libtorrent's SSRF guard
+    # would refuse announce URLs on loopback that have a query path.
+    "ssrf_mitigation": False,
+    # An https tracker's certificate is checked (name or IP included) against the system's
+    # CAs and a federation's own (torrents.servicekit.tls.trust_in_libtorrent).
+    "validate_https_trackers": True,
+    "tick_interval": 100,
+    "announce_to_all_trackers": True,
+    "stop_tracker_timeout": 1,
+    # Failover between the federation's trackers (one announce-list tier):
+    # libtorrent asks them in turn, and moves on when one does not answer
+    # in time. A hung tracker host (it accepts, never answers) cost the
+    # default 30 s before the next was asked; our trackers answer in
+    # milliseconds, or after at most start_wait (2 s) while a site starts
+    # a seed, so 5 s is enough and a new T3 is served in ~5 s
+    # (docs/reliability.md). A dead one (connection refused) costs nothing.
+    "tracker_completion_timeout": 5,
+    "tracker_receive_timeout": 4,
+    # The federation's tracker sets the interval (60 s by default); libtorrent
+    # would stretch anything under 300 s to 300 s, so after a tracker restart
+    # peers would stay unknown to it for five minutes.
+    "min_announce_interval": 5,
+}
+
+# Peers, requests, buffers and disk: sized for a few fast links between sites, not thousands of slow ones.
+_TRANSFER: dict[str, Any] = {
+    "connection_speed": 200,
+    "smooth_connects": False,
+    "min_reconnect_time": 1,
+    "peer_connect_timeout": 3,
+    "handshake_timeout": 5,
+    "connections_limit": 500,
+    "unchoke_slots_limit": 64,
+    "max_out_request_queue": 1500,
+    "max_allowed_in_request_queue": 4000,
+    "request_queue_time": 2,
+    "send_buffer_watermark": 8 * 1024 * 1024,
+    "send_buffer_low_watermark": 1024 * 1024,
+    "send_buffer_watermark_factor": 150,
+    "max_queued_disk_bytes": 256 * 1024 * 1024,
+    "aio_threads": 8,
+    "hashing_threads": 2,
+    "file_pool_size": 500,
+    "active_downloads": -1,
+    "active_seeds": -1,
+    "active_limit": -1,
+    "active_checking": 4,
+    "auto_manage_startup": 0,
+    "allow_multiple_connections_per_ip": True,
+}
+
+# A site's seeding session on top.
+_SEEDING: dict[str, Any] = {
+    "seeding_outgoing_connections": False,
+    "close_file_interval": 30,
+    # A seed's upload slots change with what its peers want (btserver/uploadslots.py) and a
+    # slot is freed when a T3 completes; libtorrent hands a slot out only at its next unchoke
+    # round (15 s by default), so a second shard waited 15 s. A round costs a sort of the
+    # peers; rotation is not faster for it (round robin keeps a peer unchoked for at least a
+    # minute and `seeding_piece_quota` pieces).
+    "unchoke_interval": 1,
+}
+
+
 def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, ssl_port: int | None = None,
              **extra: Any) -> dict[str, Any]:
     """A settings pack for a session on `listen_ip:port` (ANY: every address; port 0: a free port), with an
@@ -76,72 +153,14 @@ def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, ssl_port: 
         "listen_interfaces": listen_interfaces(listen_ip, port, ssl_port),
         # Bound to one address, every connection leaves from it; listening on a wildcard, from where the route says.
         "outgoing_interfaces": "" if is_wildcard(listen_ip) else listen_ip,
-        "enable_outgoing_utp": False,
-        "enable_incoming_utp": False,
-        "enable_dht": False,
-        "enable_lsd": False,
-        "enable_upnp": False,
-        "enable_natpmp": False,
-        "dht_bootstrap_nodes": "",
+        **_ISOLATED,
         "alert_mask": int(ALERTS),
         "user_agent": "btswarm/0.1 libtorrent/" + lt.__version__,
-        # Trackers here are on private addresses; libtorrent's SSRF guard
-        # would refuse announce URLs on loopback that have a query path.
-        "ssrf_mitigation": False,
-        # An https tracker's certificate is checked (name or IP included) against the system's
-        # CAs and a federation's own (torrents.servicekit.tls.trust_in_libtorrent).
-        "validate_https_trackers": True,
-        "tick_interval": 100,
-        "announce_to_all_trackers": True,
-        "stop_tracker_timeout": 1,
-        # Failover between the federation's trackers (one announce-list tier):
-        # libtorrent asks them in turn, and moves on when one does not answer
-        # in time. A hung tracker host (it accepts, never answers) cost the
-        # default 30 s before the next was asked; our trackers answer in
-        # milliseconds, or after at most start_wait (2 s) while a site starts
-        # a seed, so 5 s is enough and a new T3 is served in ~5 s
-        # (docs/reliability.md). A dead one (connection refused) costs nothing.
-        "tracker_completion_timeout": 5,
-        "tracker_receive_timeout": 4,
-        # The federation's tracker sets the interval (60 s by default); libtorrent
-        # would stretch anything under 300 s to 300 s, so after a tracker restart
-        # peers would stay unknown to it for five minutes.
-        "min_announce_interval": 5,
-        "connection_speed": 200,
-        "smooth_connects": False,
-        "min_reconnect_time": 1,
-        "peer_connect_timeout": 3,
-        "handshake_timeout": 5,
-        "connections_limit": 500,
-        "unchoke_slots_limit": 64,
-        "max_out_request_queue": 1500,
-        "max_allowed_in_request_queue": 4000,
-        "request_queue_time": 2,
-        "send_buffer_watermark": 8 * 1024 * 1024,
-        "send_buffer_low_watermark": 1024 * 1024,
-        "send_buffer_watermark_factor": 150,
-        "max_queued_disk_bytes": 256 * 1024 * 1024,
-        "aio_threads": 8,
-        "hashing_threads": 2,
-        "file_pool_size": 500,
-        "active_downloads": -1,
-        "active_seeds": -1,
-        "active_limit": -1,
-        "active_checking": 4,
-        "auto_manage_startup": 0,
-        "allow_multiple_connections_per_ip": True,
+        **_ANNOUNCES,
+        **_TRANSFER,
     }
     if seeding:
-        pack.update({
-            "seeding_outgoing_connections": False,
-            "close_file_interval": 30,
-            # A seed's upload slots change with what its peers want (btserver/uploadslots.py) and a
-            # slot is freed when a T3 completes; libtorrent hands a slot out only at its next unchoke
-            # round (15 s by default), so a second shard waited 15 s. A round costs a sort of the
-            # peers; rotation is not faster for it (round robin keeps a peer unchoked for at least a
-            # minute and `seeding_piece_quota` pieces).
-            "unchoke_interval": 1,
-        })
+        pack.update(_SEEDING)
     pack.update(extra)
     pack.update(_from_env(ENV_SEED if seeding else ENV_GET))
     return pack
