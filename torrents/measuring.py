@@ -5,8 +5,10 @@ shows in its log."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+from typing import Any
 
 from torrents.errors import ConfigError
 
@@ -15,6 +17,9 @@ _said: set[str] = set()
 
 # bt-get without the site-share rules (btget/worker/siteshare.py): "off" for a benchmark's A/B run.
 SITE_SHARE = "BTSWARM_BENCH_SITE_SHARE"
+# JSON objects of libtorrent settings added to every session's pack (torrents/servicekit/ltsession.py):
+# the seeds' (bt-server) and bt-get's apart.
+LT_SEED, LT_GET = "BTSWARM_LT_SEED_SETTINGS", "BTSWARM_LT_GET_SETTINGS"
 
 
 def override(name: str, what: str) -> str | None:
@@ -35,3 +40,19 @@ def site_share() -> bool:
     if value not in (None, "on", "off"):
         raise ConfigError(f"${SITE_SHARE}", f"expected on or off, got {value!r}")
     return value != "off"
+
+
+def libtorrent_settings(seeding: bool) -> dict[str, Any]:
+    """The libtorrent settings a benchmark adds to a seed's session (`seeding`) or to bt-get's; {} when none."""
+    name = LT_SEED if seeding else LT_GET
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"${name}", f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"${name}", "not a JSON object of libtorrent settings")
+    override(name, "overrides libtorrent's settings " + ", ".join(f"{k}={v!r}" for k, v in sorted(value.items())))
+    return value

@@ -38,3 +38,22 @@ def test_a_value_other_than_on_or_off_is_an_error_naming_the_variable(monkeypatc
         measuring.site_share()
     monkeypatch.setenv(measuring.SITE_SHARE, "on")
     assert measuring.site_share() is True
+
+
+def test_libtorrent_settings_of_a_benchmark_are_said_with_what_they_set(monkeypatch, caplog):
+    monkeypatch.setenv(measuring.LT_GET, '{"request_queue_time": 1, "strict_end_game_mode": false}')
+    monkeypatch.delenv(measuring.LT_SEED, raising=False)
+    with caplog.at_level("WARNING", logger="btswarm.measuring"):
+        assert measuring.libtorrent_settings(seeding=False) == {"request_queue_time": 1, "strict_end_game_mode": False}
+        assert measuring.libtorrent_settings(seeding=True) == {}
+    [said] = [r.getMessage() for r in caplog.records]
+    assert said.startswith("$BTSWARM_LT_GET_SETTINGS=")
+    assert said.endswith("overrides libtorrent's settings request_queue_time=1, strict_end_game_mode=False: "
+                         "a benchmark's override, not for production")
+
+
+@pytest.mark.parametrize("text, problem", [("{nope", "not JSON"), ("[1, 2]", "not a JSON object of libtorrent settings")])
+def test_libtorrent_settings_that_are_not_a_json_object_are_an_error_naming_the_variable(monkeypatch, text, problem):
+    monkeypatch.setenv(measuring.LT_SEED, text)
+    with pytest.raises(ConfigError, match=rf"\$BTSWARM_LT_SEED_SETTINGS: {problem}"):
+        measuring.libtorrent_settings(seeding=True)

@@ -14,26 +14,19 @@ libtorrent: use it only from the processes that run a session.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import libtorrent as lt
 
-from torrents import metainfo, peerca
+from torrents import measuring, metainfo, peerca
 from torrents.errors import ConfigError
 from torrents.hostport import ANY, is_wildcard
 from torrents.proxyenv import Proxy
 from torrents.procs import free_port
 
-# Extra settings from the environment, for measuring a setting without a release
-# (scripts/bench_wan.py): a JSON object, seeds and clients apart. A process that takes them says so at
-# WARNING, once: they are for benchmarks, never for a production site or T3.
-ENV_SEED, ENV_GET = "BTSWARM_LT_SEED_SETTINGS", "BTSWARM_LT_GET_SETTINGS"
-_warned: set[str] = set()
 log = logging.getLogger("btswarm.ltsession")
 
 ALERTS = (lt.alert.category_t.error_notification | lt.alert.category_t.status_notification
@@ -162,7 +155,7 @@ def settings(listen_ip: str, port: int = 0, *, seeding: bool = False, ssl_port: 
     if seeding:
         pack.update(_SEEDING)
     pack.update(extra)
-    pack.update(_from_env(ENV_SEED if seeding else ENV_GET))
+    pack.update(measuring.libtorrent_settings(seeding))  # a benchmark's, said at WARNING
     return pack
 
 
@@ -179,23 +172,6 @@ def proxy_settings(proxy: Proxy | None) -> dict[str, Any]:
             "proxy_hostname": proxy.host, "proxy_port": proxy.port,
             "proxy_username": proxy.username, "proxy_password": proxy.password,
             "proxy_hostnames": True, "proxy_tracker_connections": True, "proxy_peer_connections": False}
-
-
-def _from_env(name: str) -> dict[str, Any]:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(name, f"not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ConfigError(name, "not a JSON object of libtorrent settings")
-    if name not in _warned:
-        _warned.add(name)
-        log.warning("$%s overrides libtorrent's settings %s: a benchmark's knob, not for production", name,
-                    ", ".join(f"{k}={v!r}" for k, v in sorted(value.items())))
-    return value
 
 
 def session(listen_ip: str, port: int = 0, **kw: Any) -> "lt.session":
