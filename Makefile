@@ -35,7 +35,7 @@ test: $(STAMP) deps
 
 # The fast loop: the pure cores and the unit tests, no root, no system package, no network namespace
 # (under a minute). `make test` runs these too, with everything else.
-CHECK_TESTS := tests/unit tests/test_layering.py \
+CHECK_TESTS := tests/unit tests/test_layering.py tests/test_sizes.py \
   $(addprefix tests/btget/test_,bearer.py plan.py ratecap.py reach.py readout.py reannounce.py result.py \
     runstate.py siteshare.py sitechoice.py sources.py stall.py steering.py streaming.py target.py targets.py \
     webseeds.py workerspecs.py) \
