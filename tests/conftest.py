@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -13,6 +14,12 @@ from tests.support import Proc
 # here listens on loopback unless a test says otherwise (the hosts test bed runs the default, in namespaces
 # whose only addresses are loopback-range).
 os.environ.setdefault("BTSWARM_GET_LISTEN", "127.0.0.1")
+
+# A suite started in the background of a script (`make test &`, nohup) inherits SIGINT ignored, and every
+# process it starts would too (an ignored signal survives exec): bt-get would not see the Ctrl-C that the
+# tests of Ctrl-C send. Taking SIGINT here gives the processes started from now on its default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

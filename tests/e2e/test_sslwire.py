@@ -64,12 +64,23 @@ class Peer:
         self.alerts = ltsession.Alerts({
             lt.torrent_need_cert_alert: self._need_cert,
             lt.peer_disconnected_alert: self._gone, lt.peer_error_alert: self._gone,
-            lt.alert: lambda a: None})
+            lt.cache_flushed_alert: self._flushed, lt.alert: lambda a: None})
+        self.flushes = 0
         self.wait(lambda: self.ses.listen_port() and self.ses.ssl_listen_port(), 10, "listening")
 
     def _need_cert(self, alert) -> None:
         if self.certs is not None:
             self.certs.on_need_cert(alert)
+
+    def _flushed(self, _alert) -> None:
+        self.flushes += 1
+
+    def on_disk(self, *others: "Peer") -> None:
+        """Wait until libtorrent has written what it holds (flush_cache, then its alert), as bt-get does before
+        it calls a download complete: the bytes on disk are then what a user would read."""
+        before = self.flushes
+        self.handle.flush_cache()
+        self.wait(lambda: self.flushes > before, 30, "cache flushed", *others)
 
     def _gone(self, alert) -> None:
         self.failed += 1
@@ -149,6 +160,7 @@ def test_member_gets_identical_bytes(dataset, fed, tmp_path):
               certs=PeerCerts(fed.cert, lambda c=fed.holder([NAME]): c, "t3"))
     t3.handle.connect_peer(seed.ssl)
     t3.wait(t3.complete, 30, "complete download", seed)
+    t3.on_disk(seed)
     assert same_bytes(tmp_path / "t3", sums)
 
 
@@ -295,6 +307,7 @@ def test_renewed_mid_fetch(dataset, fed, tmp_path):
     t3.handle.connect_peer(seed_b.ssl)
     t3.wait(t3.complete, 60, "complete download", seed_a, seed_b)
     assert seed_b.handle.status().total_payload_upload > 0
+    t3.on_disk(seed_a, seed_b)
     assert same_bytes(tmp_path / "t3", sums)
 
 
@@ -311,4 +324,5 @@ def test_t3_to_t3_between_members(dataset, fed, tmp_path):
     b.handle.connect_peer(a.ssl)
     b.wait(b.complete, 30, "complete download from the other T3", a)
     assert a.handle.status().total_payload_upload > 0
+    b.on_disk(a)
     assert same_bytes(tmp_path / "b", sums)
