@@ -307,7 +307,7 @@ def as_seed(atp: lt.add_torrent_params, upload_slots: int) -> lt.add_torrent_par
     # Upload mode: a site never downloads, so a replica that fails its
     # check is never "repaired" by writing peers' bytes into storage.
     # No file check at start: the scan has just seen every file, a seed
-    # mode check stats each one again (0.2 s for 10,000 files) and counts
+    # mode check stats each one again (seconds on a large dataset) and counts
     # the dataset's links as files of the wrong size; a file that went
     # missing since is a read error on its first piece (see SeedAlerts._on_file_error).
     atp.flags = (lt.torrent_flags.seed_mode | lt.torrent_flags.update_subscribe | lt.torrent_flags.upload_mode

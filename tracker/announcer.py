@@ -261,8 +261,8 @@ class Announcer:
         await resolve(self.sites.beat(site))
         # A heartbeat may arrive after a seed start it was built before (it went out just before the
         # site answered the start): it says nothing about that seed, so the store keeps a seed whose
-        # start the site stamped after site.built (2 runs in 10 of two trackers' 200 first announces
-        # lost the new seed that way, and asked the site again).
+        # start the site stamped after site.built (without it, two trackers' first announces lost
+        # the new seed now and then, and asked the site again).
         for info_hash in site.stuck:
             for host, port in site.seed_endpoints(info_hash):
                 await resolve(self.store.remove(info_hash, host, port, site.name, built=site.built))
