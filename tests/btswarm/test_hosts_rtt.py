@@ -92,7 +92,9 @@ def test_a_bulk_flow_reaches_its_uplinks_rate_at_that_round_trip(fed, src, dst, 
     marks = received["marks"]
     half = next(m for m in marks if m[1] >= payload / 2)
     goodput = (payload - half[1]) * 8 / (marks[-1][0] - half[0])
-    assert 0.85 * rate * 1448 / 1500 <= goodput <= 1.05 * rate, goodput
+    # Not a measurement (bench_hosts.py's is): the delay line is a process of this busy machine, so the floor
+    # only catches a delay line that throttles the link (a read per frame held it to a fraction of the rate).
+    assert 0.6 * rate * 1448 / 1500 <= goodput <= 1.05 * rate, goodput
 
 
 def test_two_t3s_fetch_the_dataset_across_the_delay_lines_bytes_identical(fed, tmp_path):
