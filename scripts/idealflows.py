@@ -123,7 +123,7 @@ def ideal_all(fed, n: int, work: Path, size: int, site_rate: float, client_rate:
             sends = [f"{address[to]}:{PORT}:{b}" for (src, to), b in flows.items() if src == h.name]
             procs.start([sys.executable, __file__, "host", "--listen", f"{h.address}:{PORT}", "--expect",
                          str(expect), "--go", str(go), "--timeout", str(timeout), "--send", *sends],
-                        logs[h.name], stdout=open(logs[h.name], "wb"), preexec_fn=netns.preexec(h.netns))
+                        logs[h.name], preexec_fn=netns.preexec(h.netns))
         bl.wait_for(lambda: all("ready" in p.read_text() for p in logs.values()), 60, "the flows' hosts ready")
         t0 = time.time()
         go.touch()
