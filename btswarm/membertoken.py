@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 import aiohttp
 
 from btswarm import netns, run
+from torrents import access
 from torrents.access import READ
 from torrents.errors import BtswarmError
 from torrents.servicekit.httpclient import client_error, client_session
@@ -29,9 +30,8 @@ def scope_claim(scopes: Sequence[str]) -> str:
 
 
 def discovery_path(environ: Mapping[str, str], uid: int) -> Path:
-    """Where Bearer Token Discovery finds a token file with no variable naming it."""
-    runtime = environ.get("XDG_RUNTIME_DIR")
-    return Path(runtime) / f"bt_u{uid}" if runtime else Path(f"/tmp/bt_u{uid}")
+    """Where Bearer Token Discovery looks first for a token file when no variable names one."""
+    return Path(access.discovery_files(environ.get("XDG_RUNTIME_DIR"), uid)[0])
 
 
 async def request(issuer: str, ca_file: str | os.PathLike, scope: str, lifetime: float) -> str:

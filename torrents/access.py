@@ -199,3 +199,8 @@ def granted_globs(paths: Iterable[str]) -> tuple[str, ...]:
             globs.append(f"{parts[0]}:{parts[1]}")
     return tuple(globs)
 
+
+def discovery_files(runtime_dir: str | None, uid: int) -> list[str]:
+    """The token files WLCG Bearer Token Discovery reads when no variable names one, in order:
+    `$XDG_RUNTIME_DIR/bt_u$UID` (`runtime_dir`, when set), then `/tmp/bt_u$UID`."""
+    return ([f"{runtime_dir}/bt_u{uid}"] if runtime_dir else []) + [f"/tmp/bt_u{uid}"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Mapping
 from urllib.parse import urlsplit
 
+from torrents import access
 from torrents.devsecret import is_loopback_host
 from torrents.errors import UsageError
 
@@ -61,9 +62,8 @@ def carries_token(url: str) -> bool:
 
 def places(environ: Mapping[str, str], uid: int) -> list[str]:
     """The places discovery looks at, as a message lists them."""
-    runtime = environ.get("XDG_RUNTIME_DIR")
-    return ["--token-file", "$BEARER_TOKEN", "$BEARER_TOKEN_FILE",
-            *([f"$XDG_RUNTIME_DIR/bt_u{uid}"] if runtime else []), f"/tmp/bt_u{uid}"]
+    runtime = "$XDG_RUNTIME_DIR" if environ.get("XDG_RUNTIME_DIR") else None
+    return ["--token-file", "$BEARER_TOKEN", "$BEARER_TOKEN_FILE", *access.discovery_files(runtime, uid)]
 
 
 def discover(token_file: str | None, environ: Mapping[str, str] | None = None,
@@ -78,8 +78,7 @@ def discover(token_file: str | None, environ: Mapping[str, str] | None = None,
         return TokenSource("$BEARER_TOKEN", value=env["BEARER_TOKEN"])
     if env.get("BEARER_TOKEN_FILE"):
         return _named(env["BEARER_TOKEN_FILE"], "$BEARER_TOKEN_FILE")
-    runtime = env.get("XDG_RUNTIME_DIR")
-    for path in ([os.path.join(runtime, f"bt_u{uid}")] if runtime else []) + [f"/tmp/bt_u{uid}"]:
+    for path in access.discovery_files(env.get("XDG_RUNTIME_DIR"), uid):
         source = TokenSource(path, path=path)
         if source.current():
             return source
