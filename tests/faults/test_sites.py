@@ -85,8 +85,10 @@ def test_corrupted_replica_at_one_site_download_still_correct(fed, tmp_path, rec
         try:
             # libtorrent's seed mode hashes each piece before its first send: the bad piece
             # never leaves site2, which counts it and drops the seed; the probe cannot finish.
-            status = wait_for(lambda: (s := fed.site_status("site2"))["hash_failures"] >= 1 and s
-                              or probe.poll() is not None, timeout=90, what="site2 to count the hash failure")
+            # The count comes first, the seed's removal just after (btserver/seedalerts.py): wait for both.
+            status = wait_for(lambda: (s := fed.site_status("site2"))["hash_failures"] >= 1 and not s["seeds"]
+                              and s or probe.poll() is not None, timeout=90,
+                              what="site2 to count the hash failure and drop the seed")
             assert probe.poll() is None, probe.communicate()[1]
         finally:
             probe.terminate()
