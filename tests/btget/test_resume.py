@@ -156,7 +156,9 @@ def test_a_piece_across_two_shares_is_served_from_the_part_file_on_a_rerun(small
     nobody = f"127.0.0.1:{free_port('127.0.0.1')}"
     result, doc = bt_get_json(str(ds.torrent), "-o", str(out), "--peer", nobody, "--workers", "2")
     assert (result.returncode, doc["hash_failures"], doc["banned"]) == (0, 0, []), result.stderr
-    assert doc["bytes_downloaded"] == ds.meta.piece_length
+    # The one piece and nothing else. Not exactly its length: on a loaded host a block whose request
+    # timed out is asked again and may arrive twice (CI once counted 16 KiB more).
+    assert ds.meta.piece_length <= doc["bytes_downloaded"] < 2 * ds.meta.piece_length, doc
     for f in ds.meta.files:
         assert same_bytes(ds.root / f.lfn, out / ds.name / f.lfn), f.lfn
     assert not list((out / ds.name / ".bt-get").rglob(sharestate.ELSEWHERE)), "a file of another share was created"
