@@ -68,7 +68,7 @@ class PeerSteer:
                 p.ip[0], p.ip[1], kind, p.total_download, p.total_upload, p.download_queue_length,
                 not p.flags & info.remote_choked, p.num_pieces, seed,
                 mask(p.pieces) if bitfields and kind is steering.Kind.T3 and not seed else None,
-                bool(p.flags & info.interesting)))
+                bool(p.flags & info.interesting), bool(p.flags & info.endgame_mode)))
         return tuple(out)
 
     def _apply(self, action: steering.Action, fetching: bool) -> None:

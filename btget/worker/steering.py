@@ -16,7 +16,16 @@ Who is shut out, why and until when is one registry keyed by reason (`ShutOut`):
 - SHED: a site unchoking us beyond our share or past its turn (btget/worker/siteshare.py), for SHED_FOR;
 - SPARED: a site whose slice the T3s around us hold (btget/worker/siteshare.py), while they do;
 - EXCLUDED: a site the user left out (--exclude-site), for the run (`exclude`);
-- DEFERRED: a site other than those the user prefers (--prefer-site), while one of those sends to us.
+- DEFERRED: a site other than those the user prefers (--prefer-site), while one of those sends to us;
+- PARKED: a T3 holding more of our requests than it sends in PARKED_AFTER, in end game while a site
+  unchokes us, for PARKED_FOR.
+
+Why PARKED: libtorrent asks each peer for a block only once until end game, and queues at each peer
+request_queue_time of its rate, more in slow start. A T3 fed by another T3 alone (the sites' slots serve
+the first T3 of a swarm) has seconds of its remaining blocks queued at that T3 when the sites come to it;
+in end game each site is then asked for one busy block at a time, and the rest arrives at one T3's
+uplink. Dropping that T3's connection gives its blocks back to the picker, and the sites take them at
+their rate. A site unchoking us holds every piece, so nothing is lost.
 
 The sites we let go (SHED and SPARED) stand aside for the T3s around us,
 so they come back at once, not when their time is over, when those T3s are
@@ -44,6 +53,9 @@ STALL_EVERY = 0.5  # s between looks for peers that hold our requests and send n
 # The looks at which sites' slices the T3s around us hold take at most 1/COVER_SHARE of the time:
 # reading every T3's bitfield is costly on large torrents.
 COVER_SHARE = 100
+BLOCK = 16 * 1024  # bytes libtorrent asks a peer for at a time
+PARKED_AFTER = 0.5  # s: a T3 holding more of our requests than it sends in this much is dropped in end game
+PARKED_FOR = 5.0  # s it stays out (it would be asked for the same blocks again at once)
 # s during which no T3 around us holds a piece we lack before the sites let go come back: libtorrent says so
 # for a moment whenever the last piece we wanted from a T3 arrives, and the sites would be asked back for it.
 NOTHING_AROUND_FOR = 0.5
@@ -56,6 +68,7 @@ class Reason(enum.Enum):
     SPARED = "spared"
     EXCLUDED = "excluded"
     DEFERRED = "deferred"
+    PARKED = "parked"
 
 
 # The sites we let go ourselves, not for a fault of theirs, while others stand in for them: the tracker would
@@ -122,6 +135,7 @@ class Peer:
     seed: bool = False
     bitfield: int | None = None  # its pieces (siteshare.mask) when a cover was read (cover_due)
     lacked: bool = True  # it holds a piece we lack (libtorrent: we are interested in it)
+    endgame: bool = False  # libtorrent asks it for blocks already asked of others: none is left unasked
 
 
 @dataclass(frozen=True)
@@ -181,6 +195,8 @@ class Steering:
     next_stall: float = 0.0
     nowhere_seen: deque = field(default_factory=deque)  # (time, pieces held nowhere around us)
     nothing_since: float | None = None  # since when no T3 around us has held a piece we lack
+    paced: dict = field(default_factory=dict)  # (ip, port) -> (time, bytes received): each T3's pace
+    next_parked: float = 0.0
     kept_slices: frozenset[int] = frozenset()  # the slices asked for first, as libtorrent was told
     filtered: frozenset[str] = frozenset()  # what the IP filter holds
 
@@ -226,6 +242,8 @@ def step(state: Steering, seen: Seen) -> list[Action]:
         for ip in sorted(stalled):
             actions.append(Said(f"{ip} holds our requests and nothing moved either way: shut out for "
                                 f"{stall.BAN_FOR:.0f} s"))
+    if seen.fetching and now >= state.next_parked:
+        actions += _parked(state, seen, stalled)
     if seen.fetching and state.preferred:
         actions += _defer(state, seen, stalled)
     if seen.fetching and state.sites:
@@ -241,6 +259,28 @@ def _stalled(state: Steering, seen: Seen) -> set[str]:
     for ip in out:
         state.shut_out.add(Reason.STALLED, ip, seen.now + stall.BAN_FOR)
     return out
+
+
+def _parked(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]:
+    """The T3s to drop for a while: in end game, while a site unchokes us, those holding more of our requests
+    than they sent us in the last PARKED_AFTER (their pace over the last STALL_EVERY)."""
+    now = seen.now
+    state.next_parked = now + STALL_EVERY
+    paced, state.paced = state.paced, {(p.ip, p.port): (now, p.received) for p in seen.peers if p.kind is Kind.T3}
+    out = state.shut_out.ips(Reason.STALLED) | stalled
+    if not any(p.kind is Kind.SITE and p.unchokes_us and p.endgame and p.ip not in out for p in seen.peers):
+        return []
+    said: list[Action] = []
+    for p in seen.peers:
+        if p.kind is not Kind.T3 or p.ip in out or (p.ip, p.port) not in paced or not p.queued:
+            continue
+        then, before = paced[(p.ip, p.port)]
+        pace = max(0, p.received - before) / (now - then)  # a new connection counts from 0
+        if p.queued * BLOCK > PARKED_AFTER * pace:
+            state.shut_out.add(Reason.PARKED, p.ip, now + PARKED_FOR)
+            said.append(Said(f"{p.ip} holds {p.queued} of our requests, {p.queued * BLOCK / max(pace, 1):.1f} s at "
+                             f"its pace, in end game while a site unchokes us: dropped for {PARKED_FOR:.0f} s"))
+    return said
 
 
 def _defer(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from btget.worker import siteshare, stall
-from btget.worker.steering import (NOTHING_AROUND_FOR, STALL_EVERY, Announce, Filter, Kind, Peer, Prioritize, Reason, Said, Seen, Steering,
+from btget.worker.steering import (BLOCK, NOTHING_AROUND_FOR, PARKED_AFTER, PARKED_FOR, STALL_EVERY, Announce, Filter, Kind, Peer, Prioritize, Reason, Said, Seen, Steering,
                                    ban, cover_due, exclude, step)
 
 SITES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]  # slices 0, 1, 2
@@ -12,14 +12,15 @@ SLICE0 = siteshare.span(0, 10)
 EVERY = siteshare.span(0, PIECES)
 
 
-def site(ip: str, received: int = 0, unchokes: bool = True, queued: int = 0) -> Peer:
-    return Peer(ip, 6881, Kind.SITE, received=received, unchokes_us=unchokes, seed=True, queued=queued)
+def site(ip: str, received: int = 0, unchokes: bool = True, queued: int = 0, endgame: bool = False) -> Peer:
+    return Peer(ip, 6881, Kind.SITE, received=received, unchokes_us=unchokes, seed=True, queued=queued,
+                endgame=endgame)
 
 
 def t3(n: int, bitfield: int | None = None, seed: bool = False, queued: int = 0, pieces: int = 0,
-       lacked: bool = True) -> Peer:
+       lacked: bool = True, received: int = 0) -> Peer:
     return Peer(f"127.0.0.{100 + n}", 40000 + n, Kind.T3, bitfield=bitfield, seed=seed, queued=queued,
-                pieces=pieces, lacked=lacked)
+                pieces=pieces, lacked=lacked, received=received)
 
 
 def steering(whole: bool = True, preferred: frozenset[str] = frozenset()) -> Steering:
@@ -154,6 +155,39 @@ def test_a_site_holding_our_requests_that_sends_nothing_is_shut_out_for_a_while(
     assert shut_out(actions) == {"127.0.0.3"} and state.shut_out.ips(Reason.STALLED) == {"127.0.0.3"}
     look(state, 4.0, site("127.0.0.2"))  # the filter dropped its connection
     assert shut_out(look(state, stall.STALL_AFTER + STALL_EVERY + stall.BAN_FOR, site("127.0.0.2"))) == set()
+
+
+RATE = 12_500_000  # bytes/s a T3 sends us: one 100 Mbit/s uplink
+HALF_A_SECOND = int(RATE * PARKED_AFTER / BLOCK)  # the requests it clears in PARKED_AFTER
+
+
+def paced(state: Steering, *sites: Peer, queued: int) -> list:
+    """Two looks, STALL_EVERY apart, at `sites` and one T3 holding `queued` of our requests and sending at RATE."""
+    look(state, 10.0, *sites, t3(1, seed=True, queued=queued, received=50_000_000))
+    return look(state, 10.0 + STALL_EVERY, *sites,
+                t3(1, seed=True, queued=queued, received=50_000_000 + int(RATE * STALL_EVERY)))
+
+
+def test_in_end_game_a_t3_holding_more_than_it_sends_in_half_a_second_is_dropped_while_a_site_unchokes_us():
+    state = steering()
+    actions = paced(state, site("127.0.0.2", endgame=True), queued=HALF_A_SECOND + 100)
+    assert shut_out(actions) == {"127.0.0.101"} and state.shut_out.ips(Reason.PARKED) == {"127.0.0.101"}
+    assert any(isinstance(a, Said) and "127.0.0.101 holds" in a.text for a in actions)
+    # It comes back after its time.
+    assert shut_out(look(state, 10.0 + STALL_EVERY + PARKED_FOR, site("127.0.0.2", endgame=True))) == set()
+
+
+def test_a_t3_that_clears_our_requests_in_half_a_second_is_kept():
+    state = steering()
+    assert shut_out(paced(state, site("127.0.0.2", endgame=True), queued=HALF_A_SECOND - 100)) is None
+
+
+def test_a_t3_holding_many_requests_is_kept_before_end_game_or_when_no_site_unchokes_us():
+    # Before end game the sites have blocks of their own to send.
+    assert shut_out(paced(steering(), site("127.0.0.2"), queued=10 * HALF_A_SECOND)) is None
+    # No site unchokes us: that T3 is where the pieces come from.
+    assert shut_out(paced(steering(), site("127.0.0.2", unchokes=False, endgame=True),
+                          queued=10 * HALF_A_SECOND)) is None
 
 
 def test_a_peer_banned_for_corrupt_pieces_stays_out_for_the_run():
