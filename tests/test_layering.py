@@ -156,6 +156,16 @@ def test_the_core_library_loads_neither_aiohttp_nor_libtorrent():
     assert out.stdout.strip() == "[]"
 
 
+def test_a_public_fetch_starts_without_the_certificate_and_token_libraries():
+    """cryptography and PyJWT cost every bt-get's start (and each worker's) a tenth of a CPU-second; only a
+    restricted dataset or a token check needs them (btget/resolve/peercert.py, torrents/tokens.py)."""
+    code = ("import sys\nimport btget.cli, btget.worker.process\n"
+            "print(sorted(m for m in ('cryptography', 'jwt') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 # Forked from one interpreter that has loaded the third-party modules ours import (and none of ours): each
 # module still imports alone, ours first, at a tenth of the cost of an interpreter each (21 s for 120 modules).
 IMPORT_EACH = """

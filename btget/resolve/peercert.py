@@ -15,7 +15,6 @@ from pathlib import Path
 
 import aiohttp
 
-from torrents import peerca
 from torrents.config import default_state_dir
 from torrents.errors import BtswarmError, ConfigError
 from torrents.servicekit.httpclient import client_session
@@ -39,6 +38,8 @@ def peer_cert_for(name: str, restricted: bool, ca: str, cert: str, key: str,
         return ()
     if not (ca and cert and key):
         raise ConfigError("--peer-cert", f"needs all three of {FLAGS}")
+    from torrents import peerca  # here: `cryptography` costs every public fetch's start a tenth of a CPU-second
+
     pems = {}
     for flag, path in (("--peer-ca", ca), ("--peer-cert", cert), ("--peer-key", key)):
         try:
@@ -60,6 +61,8 @@ def request_from_repo(repo: str, ca_file: str, name: str, state: str | None = No
     """A certificate for `name` from the repository (POST /api/peer-certificate, btrepo/peercerts.py):
     (certificate, key) files under bt-get's state directory. The key is made here once and never sent;
     only a CSR naming `name` is, with the user's bearer token (the repository signs for what it reads)."""
+    from torrents import peerca
+
     directory = Path(state or default_state_dir("get")) / "peer"
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     key_path = directory / "peer.key"
