@@ -127,21 +127,28 @@ def test_site_killed_mid_transfer_download_completes_from_the_other(fed, tmp_pat
     idle(fed)
     old = service_pid(fed, "site1")
     assert old is not None
-    # Peers only: on a loaded host site2's seed can take longer than web_seed_after to be handed
-    # out, and the web seeds' fall-back (tests/e2e/test_webseeds.py) would take over.
+    # Both seeds running before bt-get asks (as the tracker would start them), so that both are handed
+    # out at once: on a loaded host a seed started on demand was once handed out seconds late.
+    info_hash = get_json(f"{fed.repo}/api/datasets/{fed.dataset}")["info_hash"]
+    for name in ("site1", "site2"):
+        code, answer = signed_seed_start(fed, name, info_hash)
+        assert code == 200 and answer["state"] == "seeding", (name, answer)
+    # Peers only: the web seeds' fall-back (tests/e2e/test_webseeds.py) would take over a slow site.
     proc = bt_get_popen(fed, tmp_path, "--json", "--stall-timeout", "60", "--no-web-seeds", "-v")
     try:
-        def site1_busy() -> bool:
-            seeds = fed.site_status("site1")["seeds"]
-            return bool(seeds) and seeds[0]["uploaded"] > 1_000_000
+        def both_sending() -> bool:
+            # site2 too: on a loaded host its seed was once handed out so late that site1, killed and
+            # brought back by the supervisor, sent the whole dataset, and nothing came from "the other".
+            sent = {name: [s["uploaded"] for s in fed.site_status(name)["seeds"]] for name in ("site1", "site2")}
+            return sum(sent["site1"]) > 1_000_000 and sum(sent["site2"]) > 0
         try:
-            wait_for(site1_busy, timeout=30, interval=0.1, what="site1 to be sending")
-        except WaitTimeout:  # say what each side saw (a full run failed here once, not reproduced alone)
+            wait_for(both_sending, timeout=30, interval=0.1, what="both sites to be sending")
+        except WaitTimeout:  # say what each side saw
             seeds = {name: fed.site_status(name)["seeds"] for name in ("site1", "site2")}
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate(timeout=10)
             tracker_log = "".join(p.read_text(errors="replace") for p in fed.state.rglob("tracker*.log"))
-            pytest.fail(f"site1 sent no 1 MB in 30 s; the sites' seeds: {seeds}; bt-get "
+            pytest.fail(f"site1 sent no 1 MB or site2 nothing in 30 s; the sites' seeds: {seeds}; bt-get "
                         f"(exit {proc.returncode}) said: {err[-3000:]}; the tracker's log ends: {tracker_log[-3000:]}")
         os.kill(old, signal.SIGKILL)
         out, err = proc.communicate(timeout=120)
