@@ -270,9 +270,11 @@ def _parked(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]:
     out = state.shut_out.ips(Reason.STALLED) | stalled
     if not any(p.kind is Kind.SITE and p.unchokes_us and p.endgame and p.ip not in out for p in seen.peers):
         return []
+    # The IP filter works by address: a T3 on a site's address or ours (one host running both) is kept.
+    keep = out | set(state.sites) | state.stall.never
     said: list[Action] = []
     for p in seen.peers:
-        if p.kind is not Kind.T3 or p.ip in out or (p.ip, p.port) not in paced or not p.queued:
+        if p.kind is not Kind.T3 or p.ip in keep or (p.ip, p.port) not in paced or not p.queued:
             continue
         then, before = paced[(p.ip, p.port)]
         pace = max(0, p.received - before) / (now - then)  # a new connection counts from 0

@@ -177,6 +177,14 @@ def test_in_end_game_a_t3_holding_more_than_it_sends_in_half_a_second_is_dropped
     assert shut_out(look(state, 10.0 + STALL_EVERY + PARKED_FOR, site("127.0.0.2", endgame=True))) == set()
 
 
+def test_a_parked_t3_on_a_sites_address_is_kept_the_filter_would_drop_the_site_too():
+    state = steering()
+    look(state, 10.0, site("127.0.0.2", endgame=True), Peer("127.0.0.3", 40001, Kind.T3, queued=10 * HALF_A_SECOND))
+    actions = look(state, 10.0 + STALL_EVERY, site("127.0.0.2", endgame=True),
+                   Peer("127.0.0.3", 40001, Kind.T3, queued=10 * HALF_A_SECOND, received=1000))
+    assert shut_out(actions) is None
+
+
 def test_a_t3_that_clears_our_requests_in_half_a_second_is_kept():
     state = steering()
     assert shut_out(paced(state, site("127.0.0.2", endgame=True), queued=HALF_A_SECOND - 100)) is None
