@@ -36,7 +36,7 @@ SITE1, SITE2 = 40_000_000, 16_000_000  # bit/s: site2 slower, so an override is 
 def wan(tmp_path_factory):
     need_root()
     tmp = tmp_path_factory.mktemp("wan")
-    sample.generate(tmp / "data", files=8, total_size=32 * 2**20)
+    sample.generate(tmp / "data", files=8, total_size=24 * 2**20)
     fed = start_federation(tmp, "--hosts", "--sites", "2", "--t3-hosts", "1", "--data", str(tmp / "data"),
                            "--heartbeat", "1s", "--site-link", "40mbit", "--site-link", "site2=16mbit",
                            "--client-link", "100mbit")
@@ -180,7 +180,7 @@ def test_one_namespace_federation_btswarm_run_gets_identical_bytes_through_each_
     """`btswarm up --site-link` without --hosts: every part in one private namespace, each address's uplink
     a class of `lo`'s htb; `btswarm run` gives bt-get a shaped client address."""
     need_root(what="a private network namespace and tc shaping")
-    sample.generate(tmp_path / "data", files=4, total_size=16 * 2**20)
+    sample.generate(tmp_path / "data", files=4, total_size=8 * 2**20)
     fed = start_federation(tmp_path, "--sites", "2", "--data", str(tmp_path / "data"), "--heartbeat", "1s",
                            "--site-link", "100mbit", "--site-link", "site2=40mbit", "--client-link", "100mbit",
                            "--client-addresses", "2")
