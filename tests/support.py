@@ -78,6 +78,31 @@ def alive(pid: int) -> bool:
     return True
 
 
+HOSTS_NEED = "network namespaces, a bridge, veths and tc shaping"  # what the hosts test bed needs root for
+
+
+def need_root(what: str = HOSTS_NEED) -> None:
+    """Skip the calling test (or fixture) unless root, saying what for."""
+    if os.geteuid() != 0:
+        pytest.skip(f"needs root: {what}")
+
+
+def namespaces() -> set[str]:
+    """The named network namespaces (`ip netns`)."""
+    return set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+
+
+def stopped_cleanly(fed, stop) -> None:
+    """`stop()` ends a federation of hosts' `btswarm up`; then every part's process and every namespace
+    (veths and the bridge in them) is gone."""
+    names = {h.netns for h in fed.hosts} | {fed.netns}
+    pids = fed.pids()
+    assert set(pids) >= {"tracker", "repo", *(s.name for s in fed.sites)}
+    stop()
+    assert not any(alive(pid) for pid in pids.values()), pids
+    assert not names & namespaces(), "namespaces outlived btswarm up"
+
+
 async def until(predicate, timeout: float = 10.0, what: str = "condition", interval: float = 0.05):
     """wait_for inside an event loop: `predicate()` (a value or a coroutine) until truthy, returned;
     AssertionError after `timeout` s."""

@@ -9,21 +9,17 @@ bt-get's own defaults across hosts are another change's (issue 44 item 2).
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from btswarm import hosts
 from btswarm.federation import get_json
-from tests.e2e.conftest import start_federation
-from tests.support import alive, command, wait_for
+from tests.e2e.conftest import sink, start_federation
+from tests.support import command, namespaces, need_root, stopped_cleanly, wait_for
 from torrents import metainfo, sample, urls
 
 pytestmark = pytest.mark.slow
@@ -31,34 +27,14 @@ pytestmark = pytest.mark.slow
 T3_RATE = 20_000_000  # bit/s: slow enough that a few MB measure the link, not the machine
 
 
-def _need_root() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: network namespaces, a bridge, veths and tc shaping")
-
-
-def _namespaces() -> set[str]:
-    return set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
-
-
 def _root_macs() -> set[str]:
     out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
     return {w for line in out.splitlines() for w in line.split() if w.count(":") == 5}
 
 
-def _stopped_cleanly(fed, stop) -> None:
-    """`stop()` ends btswarm up; then every part's process and every namespace (veths and the bridge in
-    them) is gone."""
-    names = {h.netns for h in fed.hosts} | {fed.netns}
-    pids = fed.pids()
-    assert set(pids) >= {"tracker", "repo", *(s.name for s in fed.sites)}
-    stop()
-    assert not any(alive(pid) for pid in pids.values()), pids
-    assert not names & _namespaces(), "namespaces outlived btswarm up"
-
-
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory):
-    _need_root()
+    need_root()
     tmp = tmp_path_factory.mktemp("hosts")
     sample.generate(tmp / "data", files=4, total_size=8 * 2**20)
     before = _root_macs()
@@ -67,14 +43,14 @@ def fed(tmp_path_factory):
                            "--client-link", "20mbit")
     fed.root_macs_before = before
     yield fed
-    _stopped_cleanly(fed, lambda: fed.stop(timeout=30) == 0 or pytest.fail(fed.log()[-3000:]))
+    stopped_cleanly(fed, lambda: fed.stop(timeout=30) == 0 or pytest.fail(fed.log()[-3000:]))
 
 
 def test_each_part_is_on_a_host_of_its_own_and_the_root_namespace_gets_nothing(fed):
     assert [(h.name, h.address) for h in fed.hosts] == [
         ("services", "127.20.0.1"), ("site1", "127.20.1.1"), ("site2", "127.20.1.2"),
         ("t3-1", "127.20.2.1"), ("t3-2", "127.20.2.2")]
-    assert {h.netns for h in fed.hosts} | {fed.netns} <= _namespaces()
+    assert {h.netns for h in fed.hosts} | {fed.netns} <= namespaces()
     assert fed.repo == "http://127.20.0.1:8080" and fed.site("site2").control_url == "http://127.20.1.2:8700"
     assert not {m for m in _root_macs() - fed.root_macs_before if m.startswith("02:00:7f:14")}
     for h in fed.hosts:  # lo: this host only; the veth: its address, its MAC, Ethernet's MTU
@@ -128,25 +104,6 @@ def test_hosts_reach_each_others_services_and_127_0_0_1_is_this_host(fed):
     assert local.stdout.strip() == "ConnectionRefusedError", local.stderr
 
 
-def sink(fed, received: dict, host: str = "services") -> tuple[socket.socket, threading.Thread]:
-    """A TCP sink on `host`: first and last byte's times, the byte count, and (time, bytes) at each read
-    in received["marks"]."""
-    with fed.on_host(host):  # the socket stays in the namespace it was made in
-        server = socket.create_server((fed.host(host).address, 0))
-
-    def drain() -> None:
-        conn, _ = server.accept()
-        with conn:
-            while data := conn.recv(1 << 16):
-                now = time.monotonic()
-                received.setdefault("first", now)
-                received["last"], received["bytes"] = now, received.get("bytes", 0) + len(data)
-                received.setdefault("marks", []).append((now, received["bytes"]))
-    thread = threading.Thread(target=drain, daemon=True)
-    thread.start()
-    return server, thread
-
-
 def test_a_t3_hosts_uplink_holds_its_rate_in_its_class_counter(fed):
     payload = 5 * 2**20
     received: dict = {}
@@ -180,7 +137,7 @@ def test_a_second_federation_of_hosts_beside_the_first_and_ctrl_c_removes_it(fed
         def ctrl_c() -> None:
             second.proc.send_signal(signal.SIGINT)
             second.proc.wait(30)
-        _stopped_cleanly(second, ctrl_c)
+        stopped_cleanly(second, ctrl_c)
     finally:
         second.stop(timeout=30)
     with fed.on_host("t3-2"):  # the first one is untouched

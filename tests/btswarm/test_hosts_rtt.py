@@ -12,48 +12,33 @@ with the federation.
 from __future__ import annotations
 
 import json
-import socket
 import sys
-import time
 
 import pytest
 
-from tests.btswarm.test_hosts import _need_root, _stopped_cleanly, sink
-from tests.e2e.conftest import start_federation
-from tests.e2e.test_hosts_fetch import bt_get_on, result, same_as_source
+from tests.e2e.conftest import bt_get_on, connect_ms, result, same_as_source, sink, start_federation
+from tests.support import need_root, stopped_cleanly
 from torrents import sample
 
 pytestmark = pytest.mark.slow
 
 SITE = (100_000_000, 0.040)  # rate bit/s, RTT s
 T3 = (20_000_000, 0.020)
-CONNECTS = 10  # the least of these is the round trip; the others may wait for a loaded core
 
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory):
-    _need_root()
+    need_root()
     tmp = tmp_path_factory.mktemp("hosts-rtt")
     sample.generate(tmp / "data", files=4, total_size=8 * 2**20)
     fed = start_federation(tmp, "--hosts", "--sites", "1", "--t3-hosts", "2", "--data", str(tmp / "data"),
                            "--heartbeat", "1s", "--site-link", "100mbit/40ms", "--client-link", "20mbit/20ms")
     yield fed
-    _stopped_cleanly(fed, lambda: fed.stop(timeout=30) == 0 or pytest.fail(fed.log()[-3000:]))
+    stopped_cleanly(fed, lambda: fed.stop(timeout=30) == 0 or pytest.fail(fed.log()[-3000:]))
     # Each host's delay line stopped with it, and says what it carried (its counters, written at its exit).
     counters = {h.name: json.loads((fed.state / "logs" / f"delayline-{h.name}.log").read_text().splitlines()[-1])
                 for h in fed.hosts}
     assert counters["site1"]["packets"] > 0 and counters["t3-1"]["packets"] > 0, counters
-
-
-def _connect_ms(fed, src: str, dst: str, port: int) -> float:
-    """The least of CONNECTS TCP connects from host `src` to `dst`:`port`, in ms."""
-    best = float("inf")
-    with fed.on_host(src):
-        for _ in range(CONNECTS):
-            t = time.monotonic()
-            socket.create_connection((fed.host(dst).address, port), timeout=10).close()
-            best = min(best, (time.monotonic() - t) * 1e3)
-    return best
 
 
 @pytest.mark.parametrize("src, dst, rtt_ms", [
@@ -63,10 +48,7 @@ def _connect_ms(fed, src: str, dst: str, port: int) -> float:
     ("site1", "services", 40),
 ])
 def test_a_connect_between_two_hosts_takes_the_sum_of_their_links_round_trips(fed, src, dst, rtt_ms):
-    with fed.on_host(dst):  # a listening socket: the kernel completes the handshakes, no accept needed
-        server = socket.create_server((fed.host(dst).address, 0), backlog=CONNECTS)
-    with server:
-        took = _connect_ms(fed, src, dst, server.getsockname()[1])
+    took = connect_ms(fed, src, dst)
     assert rtt_ms - 1.0 <= took <= rtt_ms + 3.0, (src, dst, took)
 
 

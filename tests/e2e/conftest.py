@@ -1,17 +1,25 @@
-"""A real federation (`btswarm up`) for end-to-end tests: real processes on 127.0.0.x.
+"""A real federation (`btswarm up`) for end-to-end tests: real processes on 127.0.0.x, or on hosts of their own
+(`--hosts`).
 
 Started and read through btswarm.federation, the machinery the benchmarks use too.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import subprocess
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 from btswarm import federation as fedlib
+from btswarm import netns, run
 from btswarm.federation import get_json  # noqa: F401  (re-exported for the tests)
 from tests.support import command
 
@@ -66,3 +74,65 @@ def federation(tmp_path_factory):
     yield from running_federation(tmp_path_factory, "federation", "--sites", "2", "--sample-files", "12",
                                   "--sample-size", "24M", "--idle-ttl", "6s", "--heartbeat", "1s",
                                   env={"BTSWARM_SERVER_UPLOAD_RATE_LIMIT": "4MB/s"})
+
+
+# --- a federation of hosts (btswarm up --hosts) ---------------------------------------------------------
+def bt_get_on(fed, host: str, out, *args: str, env: dict[str, str] | None = None,
+              stderr: int | IO = subprocess.PIPE) -> subprocess.Popen:
+    """`bt-get NAME -o OUT --json` on `host`, as `btswarm run --host` starts it: the repository in the
+    environment (and `env`), no listen address. Its log goes to `stderr` (a file for a long `-v` one)."""
+    argv = ["bt-get", fed.dataset, "-o", str(out), "--json", "--timeout", "180", *args]
+    h = fed.host(host)
+    return subprocess.Popen(argv, env=run.host_env(fed.ready, h, {**os.environ, **(env or {})}),
+                            preexec_fn=netns.preexec(h.netns), stdout=subprocess.PIPE, stderr=stderr, text=True)
+
+
+def result(proc: subprocess.Popen) -> tuple[int, dict, str]:
+    """A bt_get_on's exit code, its --json document ({} without one) and its log (what went to a pipe)."""
+    out, err = proc.communicate(timeout=240)
+    return proc.returncode, json.loads(out) if out.strip() else {}, err or ""
+
+
+def same_as_source(fed, copy) -> bool:
+    source = fed.data / fed.dataset
+    names = sorted(p.name for p in source.iterdir())
+    got = sorted(p.name for p in copy.iterdir() if not p.name.startswith("."))
+    return names == got and all((source / n).read_bytes() == (copy / n).read_bytes() for n in names)
+
+
+def on_disk(directory) -> int:
+    """Bytes the files under `directory` hold on disk (allocated blocks: what has been written)."""
+    return sum(p.stat().st_blocks * 512 for p in directory.rglob("*") if p.is_file() and ".bt-get" not in p.parts)
+
+
+def sink(fed, received: dict, host: str = "services") -> tuple[socket.socket, threading.Thread]:
+    """A TCP sink on `host`: first and last byte's times, the byte count, and (time, bytes) at each read
+    in received["marks"]."""
+    with fed.on_host(host):  # the socket stays in the namespace it was made in
+        server = socket.create_server((fed.host(host).address, 0))
+
+    def drain() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while data := conn.recv(1 << 16):
+                now = time.monotonic()
+                received.setdefault("first", now)
+                received["last"], received["bytes"] = now, received.get("bytes", 0) + len(data)
+                received.setdefault("marks", []).append((now, received["bytes"]))
+    thread = threading.Thread(target=drain, daemon=True)
+    thread.start()
+    return server, thread
+
+
+def connect_ms(fed, src: str, dst: str, connects: int = 10) -> float:
+    """The least of `connects` TCP connects from host `src` to a listening socket on host `dst`, in ms: the
+    round trip between them (the others may have waited for a loaded core)."""
+    with fed.on_host(dst):  # a listening socket: the kernel completes the handshakes, no accept needed
+        server = socket.create_server((fed.host(dst).address, 0), backlog=connects)
+    best = float("inf")
+    with server, fed.on_host(src):
+        for _ in range(connects):
+            t = time.monotonic()
+            socket.create_connection(server.getsockname(), timeout=10).close()
+            best = min(best, (time.monotonic() - t) * 1e3)
+    return best

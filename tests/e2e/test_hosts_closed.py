@@ -15,8 +15,7 @@ import pytest
 
 from btswarm.federation import get_json
 from btswarm.testbed import firewall
-from tests.e2e.conftest import start_federation
-from tests.e2e.test_hosts_fetch import bt_get_on, on_disk, result, same_as_source
+from tests.e2e.conftest import bt_get_on, on_disk, result, same_as_source, start_federation
 from tests.support import wait_for
 from torrents import sample
 

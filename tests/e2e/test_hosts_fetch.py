@@ -7,14 +7,12 @@ defaults must reach the tracker, the sites and the other T3 (issue 44). Root onl
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
 
 import pytest
 
-from tests.e2e.conftest import start_federation
+from tests.e2e.conftest import bt_get_on, on_disk, result, same_as_source, start_federation
 from tests.support import wait_for
 from torrents import sample
 
@@ -33,35 +31,6 @@ def fed(tmp_path_factory):
                            "--heartbeat", "1s", "--site-link", SITE_LINK, "--client-link", T3_LINK)
     yield fed
     assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
-
-
-def bt_get_on(fed, host: str, out, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """`bt-get NAME -o OUT --json` on `host`, as `btswarm run --host` starts it: the repository in the
-    environment (and `env`), no listen address."""
-    argv = ["bt-get", fed.dataset, "-o", str(out), "--json", "--timeout", "180", *args]
-    from btswarm import netns, run
-
-    h = fed.host(host)
-    return subprocess.Popen(argv, env=run.host_env(fed.ready, h, {**os.environ, **(env or {})}),
-                            preexec_fn=netns.preexec(h.netns),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def result(proc: subprocess.Popen) -> tuple[int, dict, str]:
-    out, err = proc.communicate(timeout=240)
-    return proc.returncode, json.loads(out) if out.strip() else {}, err
-
-
-def same_as_source(fed, copy) -> bool:
-    source = fed.data / fed.dataset
-    names = sorted(p.name for p in source.iterdir())
-    got = sorted(p.name for p in copy.iterdir() if not p.name.startswith("."))
-    return names == got and all((source / n).read_bytes() == (copy / n).read_bytes() for n in names)
-
-
-def on_disk(directory) -> int:
-    """Bytes the files under `directory` hold on disk (allocated blocks: what has been written)."""
-    return sum(p.stat().st_blocks * 512 for p in directory.rglob("*") if p.is_file() and ".bt-get" not in p.parts)
 
 
 def test_two_t3s_on_hosts_of_their_own_fetch_with_only_the_repository_and_trade(fed, tmp_path):

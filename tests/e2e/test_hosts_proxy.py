@@ -16,8 +16,7 @@ import pytest
 
 from btswarm.testbed import firewall
 from btswarm.testbed.squid import Squid
-from tests.e2e.conftest import start_federation
-from tests.e2e.test_hosts_fetch import bt_get_on, result, same_as_source
+from tests.e2e.conftest import bt_get_on, result, same_as_source, start_federation
 from torrents import sample
 
 pytestmark = [pytest.mark.slow,

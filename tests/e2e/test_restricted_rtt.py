@@ -17,10 +17,8 @@ import subprocess
 
 import pytest
 
-from tests.btswarm.test_hosts import _need_root, _stopped_cleanly
-from tests.e2e.conftest import start_federation
-from tests.e2e.test_hosts_fetch import bt_get_on, result, same_as_source
-from tests.support import command
+from tests.e2e.conftest import bt_get_on, result, same_as_source, start_federation
+from tests.support import command, need_root, stopped_cleanly
 from torrents import peerca
 
 pytestmark = pytest.mark.slow
@@ -30,13 +28,13 @@ LIFETIME = 15  # s: a T3 certificate's, from the repository
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory):
-    _need_root()  # the 100 ms round trip is the hosts test bed's delay lines: network namespaces, a bridge, tc
+    need_root()  # the 100 ms round trip is the hosts test bed's delay lines: network namespaces, a bridge, tc
     tmp = tmp_path_factory.mktemp("restricted-rtt")
     fed = start_federation(tmp, "--hosts", "--restricted", "--sites", "1", "--t3-hosts", "1", "--sample-files", "6",
                            "--sample-size", "24M", "--heartbeat", "1s", "--site-link", "8mbit/50ms",
                            "--client-link", "100mbit/50ms", env={"BTSWARM_REPO_PEER_CERT_LIFETIME": f"{LIFETIME}s"})
     yield fed
-    _stopped_cleanly(fed, lambda: fed.stop(timeout=30) == 0 or pytest.fail(fed.log()[-3000:]))
+    stopped_cleanly(fed, lambda: fed.stop(timeout=30) == 0 or pytest.fail(fed.log()[-3000:]))
 
 
 def test_a_member_s_certificate_renewed_mid_fetch_at_100ms(fed, tmp_path):
