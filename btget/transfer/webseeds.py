@@ -9,9 +9,10 @@ mode (`auto`), the web seeds are used only when BitTorrent does not deliver:
 - no BitTorrent peer (not a sibling worker) connected for `after` seconds,
   since the start or since the last one left;
 - peers blocked: connections attempted, refused or unanswered, and none
-  made, `blocked_after` seconds into the run (sooner than `after`: a
-  reachable peer answers in a few round trips, a firewall that drops SYNs
-  never does);
+  made, `blocked_after` seconds after the first attempt (sooner than
+  `after`: a reachable peer answers in a few round trips, a firewall that
+  drops SYNs never does; counted from the attempt, not the run's start, so
+  that a loaded host's slow start is not taken for a firewall);
 - no peer can be known at all: every tracker fails, or there is none and no
   `--peer`;
 - peers connected but silent for `idle_after` seconds (a swarm stuck on
@@ -95,6 +96,7 @@ class State:
     since: float  # when the web seeds were last switched on or off (or the run started)
     peer_moved_at: float  # when BitTorrent peers last sent a byte (or the run started)
     connected_at: float  # when a BitTorrent peer was last seen connected (or the run started)
+    tried_at: float | None = None  # when connections to peers were first seen attempted
     peer_bytes: int = 0
     peer_bytes_at_switch: int = 0
     ever_connected: bool = False
@@ -131,6 +133,8 @@ def decide(rule: Rule, state: State, seen: Seen, now: float, complete: bool) -> 
         state.peer_bytes, state.peer_moved_at = seen.peer_bytes, now
     if seen.peers_connected:
         state.ever_connected, state.connected_at = True, now
+    if state.tried_at is None and (seen.connect_attempts or seen.connect_failures):
+        state.tried_at = now
     if not rule.usable or rule.mode is Mode.ALWAYS or complete:
         return None
     if state.active:
@@ -149,11 +153,11 @@ def decide(rule: Rule, state: State, seen: Seen, now: float, complete: bool) -> 
         why = "no tracker and no peer to ask"
     elif seen.trackers_failing and not state.ever_connected:
         why = "no tracker answers"
-    elif ((seen.connect_attempts or seen.connect_failures) and not state.ever_connected and not state.peer_bytes
-          and now - state.since >= rule.blocked_after):
+    elif (state.tried_at is not None and not state.ever_connected and not state.peer_bytes
+          and now - max(state.since, state.tried_at) >= rule.blocked_after):
         tried = max(seen.connect_attempts, seen.connect_failures)
-        why = (f"no connection to a peer in {now - state.since:.1f} s ({tried} tried, {seen.connect_failures} "
-               "refused or timed out): peer ports blocked?")
+        why = (f"no connection to a peer in {now - max(state.since, state.tried_at):.1f} s ({tried} tried, "
+               f"{seen.connect_failures} refused or timed out): peer ports blocked?")
     elif not seen.peers_connected and now - max(state.since, state.connected_at) >= rule.after:
         why = f"no BitTorrent peer connected for {rule.after:g} s"
     elif now - max(state.since, state.peer_moved_at) >= rule.idle_after:

@@ -63,17 +63,34 @@ def test_the_grace_time_counts_from_the_last_peer_that_left():
 def test_peers_blocked_switch_after_a_short_wait_not_after_the_grace_time():
     state = start(after=5.0, blocked_after=1.5)
     assert switches(step(state, peers(1, connect_attempts=2, connect_failures=1), 0.2)) == []  # a stale peer?
-    assert switches(step(state, peers(1, connect_attempts=2, connect_failures=1), 1.4)) == []
-    (use,) = switches(step(state, peers(1, connect_attempts=2, connect_failures=1), 1.5))
+    assert switches(step(state, peers(1, connect_attempts=2, connect_failures=1), 1.6)) == []
+    (use,) = switches(step(state, peers(1, connect_attempts=2, connect_failures=1), 1.7))
     assert use.sources == BOTH
     assert ("no connection to a peer in 1.5 s (2 tried, 1 refused or timed out): peer ports blocked?"
             in state.web.switches[0][2])
 
 
+def test_peers_blocked_counts_from_the_first_attempt_not_the_runs_start():
+    # A loaded host: the worker's session made its first attempts 2 s into the run, to seeds still starting.
+    state = start(after=5.0, blocked_after=1.5)
+    assert switches(step(state, Tick(), 2.0)) == []
+    assert switches(step(state, peers(1, connect_attempts=3, connect_failures=3), 2.1)) == []
+    assert switches(step(state, peers(1, connect_attempts=3, connect_failures=3), 3.5)) == []
+    step(state, peers(1, connect_attempts=3, peers_remote=1), 3.5)  # a seed up: connected in time
+    assert switches(step(state, peers(1, peer_bytes=100, connect_attempts=3, peers_remote=1), 4.0)) == []
+    # With none connected, 1.5 s after the first attempt.
+    state = start(after=5.0, blocked_after=1.5)
+    step(state, peers(1, connect_attempts=3, connect_failures=3), 2.1)
+    assert switches(step(state, peers(1, connect_attempts=3, connect_failures=3), 3.5)) == []
+    (use,) = switches(step(state, peers(1, connect_attempts=3, connect_failures=3), 3.6))
+    assert "no connection to a peer in 1.5 s" in state.web.switches[0][2]
+
+
 def test_a_firewall_that_drops_is_noticed_before_any_connection_times_out():
     state = start(after=5.0, blocked_after=1.5)
     step(state, peers(1, connect_attempts=3), 0.6)  # attempts started, no answer, no failure yet
-    assert len(switches(step(state, Tick(), 1.6))) == 1
+    assert switches(step(state, Tick(), 2.0)) == []
+    assert len(switches(step(state, Tick(), 2.1))) == 1
 
 
 def test_peers_connecting_in_time_are_no_reason():
