@@ -319,8 +319,11 @@ def _carry_out(action: Action, job: Job, procs: dict[int, WorkerProcess], displa
     """Do what step decided; returns the checksum thread once it is started."""
     if isinstance(action, Show):
         if isinstance(action.event, Listening):
-            # -v: where this run can be reached (a peer for another bt-get while it seeds)
-            log.info("worker %d listening on %s:%d", action.event.worker, action.event.ip, action.event.port)
+            # -v: where this run can be reached (a peer for another bt-get while it seeds). The event's address
+            # is where sibling workers connect: this host's loopback when listening on every address.
+            e = action.event
+            where = f"every address, port {e.port}" if job.listen_ip == ANY else format_hostport(e.ip, e.port)
+            log.info("worker %d listening on %s", e.worker, where)
         display.update(action.event)
     elif isinstance(action, Note):
         log.info("%s", action.text)

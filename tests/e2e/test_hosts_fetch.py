@@ -8,6 +8,7 @@ defaults must reach the tracker, the sites and the other T3 (issue 44). Root onl
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 import pytest
@@ -34,11 +35,13 @@ def fed(tmp_path_factory):
 
 
 def test_two_t3s_on_hosts_of_their_own_fetch_with_only_the_repository_and_trade(fed, tmp_path):
-    procs = {h: bt_get_on(fed, h, tmp_path / h) for h in ("t3-1", "t3-2")}
+    procs = {h: bt_get_on(fed, h, tmp_path / h, *(("-v",) if h == "t3-1" else ())) for h in ("t3-1", "t3-2")}
     results = {h: result(p) for h, p in procs.items()}
     for h, (code, doc, err) in results.items():
         assert code == 0, (h, err)
         assert same_as_source(fed, tmp_path / h / fed.dataset), h
+    # Its log says where it can be reached: every address, not the loopback its sibling workers would use.
+    assert re.search(r"worker 1 listening on every address, port \d+", results["t3-1"][2]), results["t3-1"][2][-2000:]
     # They traded: bytes from the other T3's host address, named by it (which way depends on who is ahead).
     traded = {h: sum(n for src, n in results[h][1]["sources"].items() if src.startswith(fed.host(other).address + ":"))
               for h, other in (("t3-1", "t3-2"), ("t3-2", "t3-1"))}
