@@ -195,8 +195,7 @@ class Steering:
     next_stall: float = 0.0
     nowhere_seen: deque = field(default_factory=deque)  # (time, pieces held nowhere around us)
     nothing_since: float | None = None  # since when no T3 around us has held a piece we lack
-    paced: dict = field(default_factory=dict)  # (ip, port) -> (time, bytes received): each T3's pace
-    next_parked: float = 0.0
+    paced: dict = field(default_factory=dict)  # (ip, port) -> (time, bytes received) at the last look at stalls
     kept_slices: frozenset[int] = frozenset()  # the slices asked for first, as libtorrent was told
     filtered: frozenset[str] = frozenset()  # what the IP filter holds
 
@@ -242,7 +241,6 @@ def step(state: Steering, seen: Seen) -> list[Action]:
         for ip in sorted(stalled):
             actions.append(Said(f"{ip} holds our requests and nothing moved either way: shut out for "
                                 f"{stall.BAN_FOR:.0f} s"))
-    if seen.fetching and now >= state.next_parked:
         actions += _parked(state, seen, stalled)
     if seen.fetching and state.preferred:
         actions += _defer(state, seen, stalled)
@@ -265,7 +263,6 @@ def _parked(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]:
     """The T3s to drop for a while: in end game, while a site unchokes us, those holding more of our requests
     than they sent us in the last PARKED_AFTER (their pace over the last STALL_EVERY)."""
     now = seen.now
-    state.next_parked = now + STALL_EVERY
     paced, state.paced = state.paced, {(p.ip, p.port): (now, p.received) for p in seen.peers if p.kind is Kind.T3}
     out = state.shut_out.ips(Reason.STALLED) | stalled
     if not any(p.kind is Kind.SITE and p.unchokes_us and p.endgame and p.ip not in out for p in seen.peers):
