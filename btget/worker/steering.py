@@ -313,7 +313,9 @@ def _share_sites(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]
     if state.crowd and now >= state.next_share and state.paces.judged(site_peers):
         # On half a second of bytes: looking every sample, T3s on loopback let sites go on their first bursts.
         state.next_share = now + STALL_EVERY
-        for ip in siteshare.to_shed(site_peers, len(site_peers), downloading, state.whole):
+        # The share is of the dataset's sites: those already let go are no longer connected, and counting
+        # only the connected ones would shrink it at every look.
+        for ip in siteshare.to_shed(site_peers, len(sites), downloading, state.whole):
             if ip not in held:
                 state.shut_out.add(Reason.SHED, ip, now + siteshare.SHED_FOR)
     for ip in siteshare.turns_done(site_peers, len(sites), 1 + len(t3s), downloading, state.whole,

@@ -62,6 +62,19 @@ def test_in_a_busy_swarm_a_t3_keeps_its_share_the_site_that_sent_most_and_asks_i
     assert order == (siteshare.TOP,) * 10 + (siteshare.NORMAL,) * 20
 
 
+def test_its_share_is_of_the_datasets_sites_not_of_those_still_connected():
+    """Two of eight T3s still downloading: each keeps ceil(3/2) sites. The site let go is no longer connected,
+    and the next looks must not take the share from the two left (ceil(2/2) would shed one more)."""
+    state = steering()
+    t3s = others(1) + others(7, seed=True)[1:]
+    assert shut_out(judged(state, t3s, 3_000_000, 1_000_000, 2_000_000)) == {"127.0.0.3"}
+    kept = [site("127.0.0.2", 4_000_000), site("127.0.0.4", 3_000_000)]
+    for k in range(1, 4):
+        now = 0.2 + k * STALL_EVERY
+        assert shut_out(look(state, now, *kept, *t3s)) is None
+    assert state.let_go() == {"127.0.0.3"}
+
+
 def test_a_shard_keeps_every_site():
     state = steering(whole=False)
     assert shut_out(judged(state, others(7), 3_000_000, 1_000_000, 2_000_000)) is None
