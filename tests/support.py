@@ -92,13 +92,16 @@ def namespaces() -> set[str]:
     return set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
 
 
-def stopped_cleanly(fed, stop) -> None:
-    """`stop()` ends a federation of hosts' `btswarm up`; then every part's process and every namespace
-    (veths and the bridge in them) is gone."""
+def stopped_cleanly(fed, stop=None) -> None:
+    """`stop()` ends a federation of hosts' `btswarm up` (by default its own stop, which must exit 0); then
+    every part's process and every namespace (veths and the bridge in them) is gone."""
     names = {h.netns for h in fed.hosts} | {fed.netns}
     pids = fed.pids()
     assert set(pids) >= {"tracker", "repo", *(s.name for s in fed.sites)}
-    stop()
+    if stop is None:
+        assert fed.stop(timeout=30) == 0, fed.log()[-3000:]
+    else:
+        stop()
     assert not any(alive(pid) for pid in pids.values()), pids
     assert not names & namespaces(), "namespaces outlived btswarm up"
 
