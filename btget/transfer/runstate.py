@@ -203,13 +203,15 @@ def step(state: RunState, event: Event, now: float) -> list[Action]:
         return _end(state, End(Ending.FAILED, TransferError(event.subject, event.problem)))
     actions = observe(state, event)
     if isinstance(event, TrackerReply):
-        return actions + _trackers_refuse(state)
+        return actions + _trackers_refuse(state, now)
     if isinstance(event, WebSeedBanned):
         return actions + _web_seeds(webseeds.banned(state.policy.web, _web(state), event.url), warning=True)
     actions += _introductions(state) + _progress(state, now) + _rates(state, now)
     if state.ended is None:
         actions += _web_seeds(webseeds.decide(state.policy.web, _web(state), _seen(state), now,
                                               state.completed_at is not None))
+    if state.ended is None:
+        actions += _trackers_refuse(state, now)  # the web seeds' time for a first byte may be over
     return actions
 
 
@@ -341,15 +343,21 @@ def _capped_bytes(p: Progress) -> int:
     return p.peer_bytes + sum(n for key, n in p.sources.items() if key.startswith(WEB_SEED))
 
 
-def _trackers_refuse(state: RunState) -> list[Action]:
+def _trackers_refuse(state: RunState, now: float) -> list[Action]:
     """Every tracker of the torrent said no for good, to every worker, and no peer or web seed has sent a
     byte: nothing will start this swarm; say the trackers' words now rather than wait out the timeouts.
 
     A connection is not a source: the sites' web seeds answer 404 for a torrent they never made (a forged
     one, or a version nobody published), and sibling workers have nothing to trade. Counted as sources,
-    they made such a run wait 30 s and blame the sites (exit 7), or never end with --no-web-seeds."""
+    they made such a run wait 30 s and blame the sites (exit 7), or never end with --no-web-seeds.
+
+    Web seeds switched on (the trackers' no is what switches them on) get the web rule's `after` for a first
+    byte: a members-only dataset whose tracker refuses plain announces is served by its token-checking web
+    seeds, and on a loaded host their first byte came after the tracker's second no, 3 s after its first."""
     p = state.policy
     if not p.trackers or state.best_done > 0 or state.total("downloaded") > 0:
+        return []
+    if state.web is not None and state.web.active and now - state.web.since < p.web.after:
         return []
     views = state.workers.values()
     if not all(url in v.refused for v in views for url in p.trackers):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from btget.events import Progress, Tick, TrackerReply, WebSeedBanned
-from btget.transfer.runstate import Note, Policy, RunState, SetWebSeeds, step
+from btget.transfer.runstate import End, Note, Policy, RunState, SetWebSeeds, step
 from btget.transfer.webseeds import Mode, Rule, Source
 
 SITE1 = Source("http://127.0.0.2:8701/data/", "site1")
@@ -182,3 +182,22 @@ def test_a_peer_wire_out_of_reach_switches_at_once_and_peers_still_take_over():
     assert switches(step(state, peers(1, peer_bytes=1600, peers_remote=1), 2.0)) == []  # not back at once again
     assert not state.web.active
     assert switches(step(start(unreachable=why, mode=Mode.OFF), Tick(), 0.0)) == []  # --no-web-seeds: peers only
+
+
+def test_trackers_saying_no_for_good_leave_the_web_seeds_their_time_for_a_first_byte():
+    """A members-only dataset whose tracker refuses a plain announce: its web seeds (token-checked) serve it,
+    and the trackers' second no must not end the run before they have had `after` seconds."""
+    url, no = "http://t/announce", "restricted dataset ds: announce over https"
+    for first_byte in (True, False):
+        state = RunState.start(Policy(name="ds", workers=1, size=100, trackers=(url,), web=Rule(sources=BOTH)), 0.0)
+        step(state, TrackerReply(1, False, url, no), 0.3)
+        (use,) = switches(step(state, Tick(), 0.4))  # no tracker answers: the web seeds, at once
+        assert use.sources == BOTH
+        assert step(state, TrackerReply(1, False, url, no, definitive=True), 3.3) == []
+        assert step(state, Tick(), 5.3) == [] and state.ended is None
+        if first_byte:
+            step(state, Progress(1, done=10, wanted=100, sources={"web seed site1": 10}), 5.35)
+            assert step(state, Tick(), 5.5) == [] and state.ended is None  # bytes came: the run goes on
+        else:  # none within `after` of the switch: the trackers' words end the run
+            (end,) = [a for a in step(state, Tick(), 5.5) if isinstance(a, End)]
+            assert no in str(end.error)
