@@ -260,6 +260,12 @@ def _progress(state: RunState, now: float) -> list[Action]:
     if done > state.best_done:
         state.best_done, state.last_progress = done, now
     if state.completed_at is None and all(v.finished for v in state.workers.values()):
+        held = sum(state.files.values())
+        if all(v.files for v in state.workers.values()) and held < p.size:
+            # libtorrent's "finished" means every piece of priority above 0 is held: a piece left at 0 that
+            # a selected file needs would end the fetch short, and no checksum need name the file.
+            return _end(state, End(Ending.FAILED, Incomplete(p.name, f"the workers said complete with {held} of "
+                                                                     f"{p.size} bytes held; run again to resume")))
         state.completed_at = now
         state.uploaded_at = (now, state.total("uploaded"))
         done_now: list[Action] = [Completed(now - state.started, p.seed_time > 0 or p.seed_ratio > 0)]

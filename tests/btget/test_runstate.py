@@ -92,6 +92,23 @@ def test_completion_verifies_then_ends_when_seeding_is_done():
     assert state.verified and end.ending is Ending.SEEDED and end.error is None
 
 
+def test_workers_that_say_complete_with_bytes_missing_end_the_run_incomplete():
+    # libtorrent says "finished" when every piece of priority above 0 is held: a piece wrongly left at 0
+    # must not make a short file a complete run.
+    state = RunState.start(policy(workers=1), 0.0)
+    actions = step(state, Progress(1, Phase.FINISHED, done=100, wanted=100, flushed=True,
+                                   files={0: 60, 1: 33}), 2.0)
+    ends = [a for a in actions if isinstance(a, End)]
+    assert state.completed_at is None and len(ends) == 1 and ends[0].ending is Ending.FAILED
+    assert isinstance(ends[0].error, Incomplete) and "93 of 100 bytes held" in str(ends[0].error)
+
+
+def test_workers_that_say_complete_with_every_byte_complete_the_run():
+    state = RunState.start(policy(workers=1), 0.0)
+    step(state, Progress(1, Phase.FINISHED, done=100, wanted=100, flushed=True, files={0: 60, 1: 40}), 2.0)
+    assert state.completed_at == 2.0 and state.ended == End(Ending.SEEDED)
+
+
 def test_seeding_ends_at_the_time_or_the_ratio_whichever_first():
     state = RunState.start(policy(workers=1, seed_time=60.0, seed_ratio=2.0), 0.0)
     step(state, Progress(1, Phase.FINISHED, done=100, wanted=100, flushed=True), 1.0)
