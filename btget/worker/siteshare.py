@@ -34,6 +34,14 @@ So that the sites send each piece about once, in a busy swarm (see busy):
   T3 can forward. The T3 a site fed keeps it past its slice, or takes it
   back, only while a slower site's slice is held nowhere (helps).
 
+- a T3 that lags the T3s around it (behind: LAG of the pieces fewer than
+  their median) keeps one site, past its turn and its slice held around,
+  until it has caught up. The T3s ahead serve each other as much as it,
+  and a T3 a site fed first sends its slice to all of them while its
+  requests to them wait behind those pieces: it got 2–5 MB/s from them
+  while they got 10–20 from each other, and finished 8–10 s after them,
+  with the sites idle (docs/design-notes.md "A T3 left behind").
+
 - a site slow enough to steer (Paces) sends one T3 a turn of TURN of its
   slice, then that T3 lets it go (turns_done): the site's slot passes to
   another T3, and its slice enters the swarm at several T3s, not one. Without
@@ -143,6 +151,27 @@ def busy(sites: int, t3s: int, downloading: int) -> bool:
     return sites > 0 and t3s >= max(sites, MIN_BUSY) and downloading >= 2
 
 
+LAG = 0.1  # of the pieces: a T3 this far behind the T3s around it keeps a site (behind)...
+LAG_BUDGET = 2.0  # ...while it has taken less than this many copies over the T3s in the swarm (lag_budget)
+
+
+def behind(held: int, others: list[int], pieces: int) -> bool:
+    """Whether we lag the T3s around us (the pieces each holds, a seed all): we hold LAG of the pieces fewer
+    than the median of theirs. Their uplinks serve each other as much as us, and the T3s ahead would finish
+    and leave us to the last ones' uplinks: a site kept fetches what we lack while the sites stand idle."""
+    if not others:
+        return False
+    return held < sorted(others)[len(others) // 2] - LAG * pieces
+
+
+def lag_budget(t3s: int) -> float:
+    """The copies of the dataset a lagging T3 may have taken from the sites and still keep one (behind):
+    twice its even share of one copy among `t3s` T3s (us and those around us). The T3s a site fed first
+    lag most, and took more than the others already: uncapped, four T3s' sites sent 1.40 copies, eight
+    T3s' 1.54–1.69."""
+    return LAG_BUDGET / max(1, t3s)
+
+
 def to_shed(peers: list[SitePeer], sites: int, downloading: int, whole: bool) -> list[str]:
     """The site addresses to let go: those unchoking us beyond our share (fewest bytes received first)."""
     if not whole:
@@ -220,6 +249,10 @@ class Cover:
 
     def _slice(self, k: int, sites: int) -> int:
         return span(-(-k * self.pieces // sites), -(-(k + 1) * self.pieces // sites))
+
+    def lacking_in(self, k: int, sites: int) -> int:
+        """How many pieces of slice k we lack."""
+        return (self._slice(k, sites) & self.lacking).bit_count()
 
     def covers(self, k: int, sites: int) -> bool:
         """Whether every piece of slice k we lack is held around us."""

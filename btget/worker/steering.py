@@ -85,6 +85,10 @@ class ShutOut:
     def add(self, reason: Reason, ip: str, until: float = math.inf) -> None:
         self._until[reason][ip] = until
 
+    def let_back(self, reason: Reason, ip: str) -> bool:
+        """End `ip`'s shut-out for `reason`; whether it had one."""
+        return self._until[reason].pop(ip, None) is not None
+
     def take_back(self, *reasons: Reason) -> set[str]:
         """End every shut-out for `reasons`; the addresses it ended."""
         ended: set[str] = set()
@@ -188,6 +192,9 @@ class Steering:
     paces: siteshare.Paces | None = None
     crowd: bool = False  # a busy swarm at the last sample (siteshare.busy)
     helping: bool = False  # the site that fed us is kept to fetch a slower site's slice (siteshare.helps)
+    lag_site: str | None = None  # the site kept while we lag the T3s around us (siteshare.behind)
+    from_sites: int = 0  # payload bytes the sites have sent us in all, over every connection
+    site_received: dict = field(default_factory=dict)  # site address -> its connection's count at the last sample
     fed_by: int | None = None  # the slice of the site that fed us, remembered after we let it go
     next_cover: float = 0.0
     cover_t3s: frozenset[tuple[str, int]] = frozenset()  # the T3s whose bitfields the last cover read
@@ -303,9 +310,12 @@ def _share_sites(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]
     t3s = [p for p in seen.peers if p.kind is Kind.T3 and p.ip not in stalled]
     downloading = 1 + sum(1 for p in t3s if not p.seed)
     state.paces.see(now, site_peers)
+    _count_from_sites(state, site_peers)
     held = state.paces.held(site_peers)
     state.crowd = state.whole and siteshare.busy(len(sites), 1 + len(t3s), downloading)
     returned: set[str] = set()
+    if state.crowd and seen.have is not None:
+        _lag(state, seen, site_peers, t3s)
     if _nothing_around(state, now, t3s):
         # Nobody around us stands in for the sites: the T3s that fed us left or stalled, or those still here
         # hold nothing we lack (every one of them let the sites go too): all come back.
@@ -316,13 +326,16 @@ def _share_sites(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]
         # The share is of the dataset's sites: those already let go are no longer connected, and counting
         # only the connected ones would shrink it at every look.
         for ip in siteshare.to_shed(site_peers, len(sites), downloading, state.whole):
-            if ip not in held:
+            if ip not in held and ip != state.lag_site:
                 state.shut_out.add(Reason.SHED, ip, now + siteshare.SHED_FOR)
     for ip in siteshare.turns_done(site_peers, len(sites), 1 + len(t3s), downloading, state.whole,
                                    state.paces.slice_bytes):
-        if ip not in held and ip not in state.shut_out.ips(Reason.SHED):
+        if ip not in held and ip not in state.shut_out.ips(Reason.SHED) and ip != state.lag_site:
             state.shut_out.add(Reason.SHED, ip, now + siteshare.SHED_FOR)
+    if state.lag_site is not None and state.shut_out.let_back(Reason.SHED, state.lag_site):
+        returned.add(state.lag_site)
     if not state.crowd:
+        state.lag_site = None
         state.next_cover = 0.0
         returned |= state.shut_out.take_back(Reason.SPARED)
     elif seen.have is not None:
@@ -355,8 +368,33 @@ def _spared(state: Steering, seen: Seen, site_peers: list[siteshare.SitePeer], t
     state.helping = siteshare.helps(len(state.sites), state.fed_by, cover, state.helping,
                                     _clearing_time(state, seen.now, cover))
     helper = state.sites[state.fed_by] if state.helping else None
+    if state.lag_site is not None:
+        helper = state.lag_site
     downloading = 1 + sum(1 for p in t3s if not p.seed)
     return set(siteshare.to_spare(state.sites, 1 + len(t3s), downloading, state.whole, cover, helper))
+
+
+def _count_from_sites(state: Steering, site_peers: list[siteshare.SitePeer]) -> None:
+    """What the sites have sent us in all: each connection's count grows, and starts again at 0 on a new one."""
+    for p in site_peers:
+        before = state.site_received.get(p.ip, 0)
+        state.from_sites += p.received - before if p.received >= before else p.received
+        state.site_received[p.ip] = p.received
+
+
+def _lag(state: Steering, seen: Seen, site_peers: list[siteshare.SitePeer], t3s: list[Peer]) -> None:
+    """At a cover reading, before the sites are let go: whether we lag the T3s around us (siteshare.behind),
+    and if so the site we keep, chosen once: one unchoking us (the one that sent most), else the one whose
+    slice holds the most pieces we lack."""
+    others = [state.pieces if p.seed else p.pieces for p in t3s]
+    took = state.from_sites / max(1, state.pieces * state.piece_bytes)
+    if not siteshare.behind(seen.have.bit_count(), others, state.pieces) or took >= siteshare.lag_budget(1 + len(t3s)):
+        state.lag_site = None
+    elif state.lag_site is None:
+        serving = sorted((p for p in site_peers if p.unchokes_us), key=lambda p: (-p.received, p.ip))
+        lacking = siteshare.Cover(state.pieces, siteshare.span(0, state.pieces) & ~seen.have, 0)
+        state.lag_site = serving[0].ip if serving else max(
+            state.sites, key=lambda ip: lacking.lacking_in(state.sites.index(ip), len(state.sites)))
 
 
 def _clearing_time(state: Steering, now: float, cover: siteshare.Cover) -> float:

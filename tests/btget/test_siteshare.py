@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from btget.worker.siteshare import (NORMAL, TOP, Cover, Paces, SitePeer, busy, clearing_time, feeding, helps, mask,
+from btget.worker.siteshare import (LAG, LAG_BUDGET, NORMAL, TOP, Cover, Paces, SitePeer, behind, busy, clearing_time, feeding, helps, lag_budget, mask,
                                     pace, priorities, share, slice_of, span, to_shed, to_spare, turns_done)
 
 SITES = [SitePeer("127.0.0.2", 30_000_000, True), SitePeer("127.0.0.3", 10_000_000, True),
@@ -39,6 +39,18 @@ def test_the_shard_rule_a_t3_fetching_part_of_the_dataset_keeps_every_site():
 # --- turns: a site sends each T3 of a busy swarm half its slice, then passes its slot on ---
 
 SLICE = 35_000_000
+
+
+def test_a_t3_lags_when_it_holds_lag_of_the_pieces_fewer_than_the_median_t3_around_it():
+    far = int(LAG * 1000)
+    assert behind(500 - far - 1, [500, 500, 900], 1000)
+    assert not behind(500 - far, [500, 500, 900], 1000)
+    assert not behind(100, [900, 50, 0], 1000)  # one far ahead is not the swarm: the median is 50
+    assert not behind(0, [], 1000)  # nobody around to lag
+
+
+def test_the_lag_budget_is_twice_a_t3s_even_share_of_one_copy():
+    assert [lag_budget(n) for n in (1, 4, 8)] == [LAG_BUDGET, LAG_BUDGET / 4, LAG_BUDGET / 8]
 
 
 def test_a_site_is_let_go_once_it_has_sent_us_half_its_slice_in_a_busy_swarm():

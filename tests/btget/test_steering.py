@@ -110,6 +110,48 @@ def test_a_site_whose_slice_the_t3s_around_us_hold_is_spared_while_they_do():
     assert shut_out(actions) == set() and Announce() in actions
 
 
+def test_a_t3_lagging_the_t3s_around_it_keeps_a_site_whose_slice_they_hold():
+    """Their uplinks serve each other as much as us: the site would otherwise stand idle while we wait."""
+    state = steering()
+    peers = [site(ip, unchokes=False) for ip in SITES]
+    ahead = [t3(k, bitfield=SLICE0, pieces=20) for k in range(1, 8)]  # 20 of 30 pieces each; we hold none
+    look(state, 0.0, *peers, *ahead)
+    actions = look(state, 0.05, *peers, *ahead, have=0)
+    assert state.lag_site == "127.0.0.2" and shut_out(actions) is None and state.let_go() == set()
+    # Caught up (within LAG of them: 17 of 30 against their 20): the site is spared like any other.
+    level = siteshare.span(0, 17)
+    state.next_cover = 0.0
+    actions = look(state, 0.1, *peers, *ahead, have=level)
+    assert state.lag_site is None and shut_out(actions) == {"127.0.0.2"}
+
+
+def test_the_site_a_lagging_t3_keeps_is_not_let_go_for_its_turn_and_comes_back_if_it_was():
+    state = steering()
+    ahead = [t3(k, bitfield=EVERY, pieces=25) for k in range(1, 4)]  # four T3s: a lag budget of half a copy
+    judged(state, ahead, 3_000_000, 1_000_000, 2_000_000)  # keeps its share, the site that sent most
+    assert state.shut_out.ips(Reason.SHED) == {"127.0.0.3", "127.0.0.4"}
+    turn = int(siteshare.TURN * state.paces.slice_bytes)
+    actions = look(state, 0.3, site("127.0.0.2", turn), *ahead, have=0)
+    assert state.lag_site == "127.0.0.2" and "127.0.0.2" not in state.let_go() and shut_out(actions) is None
+    # A lagging T3 whose kept site had been shed takes it back at once.
+    state.lag_site, state.next_cover = "127.0.0.3", 0.0
+    actions = look(state, 0.35, site("127.0.0.2", turn), *ahead, have=0)
+    assert "127.0.0.3" not in state.let_go() and Announce() in actions
+
+
+def test_a_lagging_t3_that_took_its_budget_from_the_sites_keeps_none():
+    """Twice its even share of one copy (siteshare.lag_budget): 0.25 of the dataset among eight T3s."""
+    state = steering()
+    ahead = [t3(k, bitfield=SLICE0, pieces=20) for k in range(1, 8)]
+    choked = [site(ip, unchokes=False) for ip in SITES[1:]]
+    look(state, 0.0, site("127.0.0.2", 7_000_000, unchokes=False), *choked, *ahead)
+    look(state, 0.05, site("127.0.0.2", 7_000_000, unchokes=False), *choked, *ahead, have=0)
+    assert state.lag_site == "127.0.0.2"  # 7 of 30 MB: within its budget
+    state.next_cover = 0.0
+    actions = look(state, 0.1, site("127.0.0.2", 8_000_000, unchokes=False), *choked, *ahead, have=0)
+    assert state.lag_site is None and shut_out(actions) == {"127.0.0.2"}
+
+
 def test_every_site_let_go_comes_back_at_once_when_the_t3s_that_fed_us_leave():
     state = steering()
     judged(state, others(7), 3_000_000, 1_000_000, 2_000_000)
