@@ -39,8 +39,9 @@ So that the sites send each piece about once, in a busy swarm (see busy):
   until it has caught up. The T3s ahead serve each other as much as it,
   and a T3 a site fed first sends its slice to all of them while its
   requests to them wait behind those pieces: it got 2–5 MB/s from them
-  while they got 10–20 from each other, and finished 8–10 s after them,
-  with the sites idle (docs/design-notes.md "A T3 left behind").
+  while they got 10–20 from each other, and finished 8–16 s after them,
+  with the sites idle (docs/design-notes.md "A T3 left behind (1 GiB)").
+  Within a budget of the sites' bytes (lag_budget).
 
 - a site slow enough to steer (Paces) sends one T3 a turn of TURN of its
   slice, then that T3 lets it go (turns_done): the site's slot passes to

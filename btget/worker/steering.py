@@ -36,7 +36,8 @@ back, and so do they when the T3s still connected hold nothing we lack
 would wait for the sites' time to run out); when the swarm is no longer
 busy, or a T3 around us leaves (its bitfield was part of what held a
 slice), the spared sites are looked at again. A site that comes back is asked for at once (`Announce`): the IP
-filter dropped its connection.
+filter dropped its connection. A T3 lagging the T3s around it keeps one site through all of this while
+within its budget of the sites' bytes (siteshare.behind, siteshare.lag_budget).
 """
 
 from __future__ import annotations
@@ -388,7 +389,8 @@ def _lag(state: Steering, seen: Seen, site_peers: list[siteshare.SitePeer], t3s:
     slice holds the most pieces we lack."""
     others = [state.pieces if p.seed else p.pieces for p in t3s]
     took = state.from_sites / max(1, state.pieces * state.piece_bytes)
-    if not siteshare.behind(seen.have.bit_count(), others, state.pieces) or took >= siteshare.lag_budget(1 + len(t3s)):
+    lagging = siteshare.behind(seen.have.bit_count(), others, state.pieces)
+    if not lagging or took >= siteshare.lag_budget(1 + len(t3s)):
         state.lag_site = None
     elif state.lag_site is None:
         serving = sorted((p for p in site_peers if p.unchokes_us), key=lambda p: (-p.received, p.ip))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
-from btget.worker.siteshare import (LAG, LAG_BUDGET, NORMAL, TOP, Cover, Paces, SitePeer, behind, busy, clearing_time, feeding, helps, lag_budget, mask,
-                                    pace, priorities, share, slice_of, span, to_shed, to_spare, turns_done)
+from btget.worker.siteshare import (LAG, LAG_BUDGET, NORMAL, TOP, Cover, Paces, SitePeer, behind, busy, clearing_time,
+                                    feeding, helps, lag_budget, mask, pace, priorities, share, slice_of, span, to_shed,
+                                    to_spare, turns_done)
 
 SITES = [SitePeer("127.0.0.2", 30_000_000, True), SitePeer("127.0.0.3", 10_000_000, True),
          SitePeer("127.0.0.4", 20_000_000, True)]
