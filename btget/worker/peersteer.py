@@ -39,13 +39,15 @@ class PeerSteer:
     def sample(self, now: float, connections: list, fetching: bool) -> None:
         """One sample of the connections (libtorrent's peer_info) through the steering core, and what it says
         done: the IP filter, the piece priorities, an announce, a line for the log."""
-        peers, have, cost = self._peers(connections), None, 0.0
+        peers, have, cost, from_sites = self._peers(connections), None, 0.0, 0
         if fetching and steering.cover_due(self.state, now, peers):
             took = time.perf_counter()
             peers = self._peers(connections, bitfields=True)
             have = mask(self.handle.status(self.lt.status_flags_t.query_pieces).pieces)
+            sites = self.site_keys or {format_hostport(p.ip, p.port) for p in peers if p.kind is steering.Kind.SITE}
+            from_sites = sum(n for key, n in self.ledger.counted.items() if key in sites)
             cost = time.perf_counter() - took
-        for action in steering.step(self.state, steering.Seen(now, fetching, peers, have, cost)):
+        for action in steering.step(self.state, steering.Seen(now, fetching, peers, have, cost, from_sites)):
             self._apply(action, fetching)
 
     def ban(self, ip: str) -> None:

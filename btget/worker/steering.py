@@ -150,6 +150,7 @@ class Seen:
     peers: tuple[Peer, ...] = ()
     have: int | None = None  # the pieces we hold (siteshare.mask), when a cover was read
     cover_cost: float = 0.0  # seconds the worker spent reading it
+    from_sites: int = 0  # payload bytes the sites have sent us in all, over every connection, with a cover
 
 
 # --- actions ----------------------------------------------------------------------------------
@@ -194,8 +195,6 @@ class Steering:
     crowd: bool = False  # a busy swarm at the last sample (siteshare.busy)
     helping: bool = False  # the site that fed us is kept to fetch a slower site's slice (siteshare.helps)
     lag_site: str | None = None  # the site kept while we lag the T3s around us (siteshare.behind)
-    from_sites: int = 0  # payload bytes the sites have sent us in all, over every connection
-    site_received: dict = field(default_factory=dict)  # site address -> its connection's count at the last sample
     fed_by: int | None = None  # the slice of the site that fed us, remembered after we let it go
     next_cover: float = 0.0
     cover_t3s: frozenset[tuple[str, int]] = frozenset()  # the T3s whose bitfields the last cover read
@@ -311,7 +310,6 @@ def _share_sites(state: Steering, seen: Seen, stalled: set[str]) -> list[Action]
     t3s = [p for p in seen.peers if p.kind is Kind.T3 and p.ip not in stalled]
     downloading = 1 + sum(1 for p in t3s if not p.seed)
     state.paces.see(now, site_peers)
-    _count_from_sites(state, site_peers)
     held = state.paces.held(site_peers)
     state.crowd = state.whole and siteshare.busy(len(sites), 1 + len(t3s), downloading)
     returned: set[str] = set()
@@ -375,28 +373,20 @@ def _spared(state: Steering, seen: Seen, site_peers: list[siteshare.SitePeer], t
     return set(siteshare.to_spare(state.sites, 1 + len(t3s), downloading, state.whole, cover, helper))
 
 
-def _count_from_sites(state: Steering, site_peers: list[siteshare.SitePeer]) -> None:
-    """What the sites have sent us in all: each connection's count grows, and starts again at 0 on a new one."""
-    for p in site_peers:
-        before = state.site_received.get(p.ip, 0)
-        state.from_sites += p.received - before if p.received >= before else p.received
-        state.site_received[p.ip] = p.received
-
-
 def _lag(state: Steering, seen: Seen, site_peers: list[siteshare.SitePeer], t3s: list[Peer]) -> None:
     """At a cover reading, before the sites are let go: whether we lag the T3s around us (siteshare.behind),
     and if so the site we keep, chosen once: one unchoking us (the one that sent most), else the one whose
     slice holds the most pieces we lack."""
     others = [state.pieces if p.seed else p.pieces for p in t3s]
-    took = state.from_sites / max(1, state.pieces * state.piece_bytes)
+    took = seen.from_sites / max(1, state.pieces * state.piece_bytes)
     lagging = siteshare.behind(seen.have.bit_count(), others, state.pieces)
     if not lagging or took >= siteshare.lag_budget(1 + len(t3s)):
         state.lag_site = None
     elif state.lag_site is None:
         serving = sorted((p for p in site_peers if p.unchokes_us), key=lambda p: (-p.received, p.ip))
         lacking = siteshare.Cover(state.pieces, siteshare.span(0, state.pieces) & ~seen.have, 0)
-        state.lag_site = serving[0].ip if serving else max(
-            state.sites, key=lambda ip: lacking.lacking_in(state.sites.index(ip), len(state.sites)))
+        k = max(range(len(state.sites)), key=lambda k: lacking.lacking_in(k, len(state.sites)))
+        state.lag_site = serving[0].ip if serving else state.sites[k]
 
 
 def _clearing_time(state: Steering, now: float, cover: siteshare.Cover) -> float:

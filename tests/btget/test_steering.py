@@ -27,8 +27,9 @@ def steering(whole: bool = True, preferred: frozenset[str] = frozenset()) -> Ste
     return Steering(list(SITES), PIECES, PIECE, whole=whole, preferred=preferred)
 
 
-def look(state: Steering, now: float, *peers: Peer, have: int | None = None, fetching: bool = True) -> list:
-    return step(state, Seen(now, fetching, peers, have, 0.0))
+def look(state: Steering, now: float, *peers: Peer, have: int | None = None, fetching: bool = True,
+         from_sites: int = 0) -> list:
+    return step(state, Seen(now, fetching, peers, have, 0.0, from_sites))
 
 
 def shut_out(actions: list) -> set[str] | None:
@@ -143,12 +144,12 @@ def test_a_lagging_t3_that_took_its_budget_from_the_sites_keeps_none():
     """Twice its even share of one copy (siteshare.lag_budget): 0.25 of the dataset among eight T3s."""
     state = steering()
     ahead = [t3(k, bitfield=SLICE0, pieces=20) for k in range(1, 8)]
-    choked = [site(ip, unchokes=False) for ip in SITES[1:]]
-    look(state, 0.0, site("127.0.0.2", 7_000_000, unchokes=False), *choked, *ahead)
-    look(state, 0.05, site("127.0.0.2", 7_000_000, unchokes=False), *choked, *ahead, have=0)
+    peers = [site(ip, unchokes=False) for ip in SITES]
+    look(state, 0.0, *peers, *ahead)
+    look(state, 0.05, *peers, *ahead, have=0, from_sites=7_000_000)
     assert state.lag_site == "127.0.0.2"  # 7 of 30 MB: within its budget
     state.next_cover = 0.0
-    actions = look(state, 0.1, site("127.0.0.2", 8_000_000, unchokes=False), *choked, *ahead, have=0)
+    actions = look(state, 0.1, *peers, *ahead, have=0, from_sites=8_000_000)
     assert state.lag_site is None and shut_out(actions) == {"127.0.0.2"}
 
 
