@@ -122,8 +122,9 @@ class Supervisor:
         while True:
             assert child.proc is not None
             if child.proc.returncode is not None:
-                raise StartError(child.label, f"exited with code {child.proc.returncode} while starting; "
-                                              f"see {self.log_dir / (child.label + '.log')}")
+                log = self.log_dir / (child.label + ".log")
+                raise StartError(child.label, f"exited with code {child.proc.returncode} while starting: "
+                                              f"{_last_line(log)}; see {log}")
             if await self.healthy(child.service.health_url):
                 return
             if time.monotonic() > deadline:
@@ -178,3 +179,14 @@ class Supervisor:
                     pass
                 await proc.wait()
         self.children.clear()
+
+
+def _last_line(log: Path) -> str:
+    """What a part said last before it exited: its error, for the message that names it."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = f.read().decode(errors="replace").strip().splitlines()
+    except OSError as e:
+        return f"(its log: {e.strerror})"
+    return lines[-1] if lines else "(its log is empty)"

@@ -10,17 +10,44 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import random
 import signal
 import socket
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on at `host` now (the kernel's pick; free until someone binds it)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+    """A TCP port nothing is bound to at `host` now, free until someone binds it.
+
+    Picked at random outside the kernel's ephemeral range: a port the kernel hands out itself (to an
+    outgoing connection, or a bind to port 0) between our pick and our service's bind would take it, and
+    on a busy host it did (a site of `btswarm up` then could not listen). Ports are asked of the kernel
+    only when that range leaves none outside it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    candidates = _outside_ephemeral()
+    for port in random.sample(candidates, min(len(candidates), 64)):
+        with socket.socket(family) as s:
+            try:
+                s.bind((host, port))
+            except OSError as e:
+                if e.errno in (errno.EADDRINUSE, errno.EACCES):
+                    continue
+                raise
+            return port
+    with socket.socket(family) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def _outside_ephemeral(low_bound: int = 10000) -> list[int]:
+    """Unprivileged ports above `low_bound` that the kernel never picks by itself (ip_local_port_range)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return []
+    return [*range(low_bound, low), *range(high + 1, 65536)]
 
 
 class PortPicker:

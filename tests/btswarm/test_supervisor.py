@@ -39,8 +39,10 @@ async def test_dead_child_is_restarted_and_everything_stops(tmp_path):
     assert not alive(second_pid)
 
 
-async def test_child_that_exits_while_starting_is_a_clear_error(tmp_path):
-    service = Service("broken", (sys.executable, "-c", "raise SystemExit(3)"), "http://127.0.0.1:9/", tmp_path / "x")
+async def test_child_that_exits_while_starting_is_a_clear_error_with_what_it_said_last(tmp_path):
+    said = "import sys; print('starting'); print('broken: error: cannot listen', file=sys.stderr); sys.exit(3)"
+    service = Service("broken", (sys.executable, "-c", said), "http://127.0.0.1:9/", tmp_path / "x")
     async with Supervisor(tmp_path / "logs") as sup:
-        with pytest.raises(StartError, match=r"broken: exited with code 3 while starting; see .*broken.log"):
+        with pytest.raises(StartError, match=r"broken: exited with code 3 while starting: "
+                                             r"broken: error: cannot listen; see .*broken.log$"):
             await sup.start(service, timeout=20)
