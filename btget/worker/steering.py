@@ -366,9 +366,7 @@ def _spared(state: Steering, seen: Seen, site_peers: list[siteshare.SitePeer], t
     state.fed_by = state.fed_by if fed_by is None else fed_by
     state.helping = siteshare.helps(len(state.sites), state.fed_by, cover, state.helping,
                                     _clearing_time(state, seen.now, cover))
-    helper = state.sites[state.fed_by] if state.helping else None
-    if state.lag_site is not None:
-        helper = state.lag_site
+    helper = state.lag_site or (state.sites[state.fed_by] if state.helping else None)
     downloading = 1 + sum(1 for p in t3s if not p.seed)
     return set(siteshare.to_spare(state.sites, 1 + len(t3s), downloading, state.whole, cover, helper))
 
@@ -383,10 +381,13 @@ def _lag(state: Steering, seen: Seen, site_peers: list[siteshare.SitePeer], t3s:
     if not lagging or took >= siteshare.lag_budget(1 + len(t3s)):
         state.lag_site = None
     elif state.lag_site is None:
-        serving = sorted((p for p in site_peers if p.unchokes_us), key=lambda p: (-p.received, p.ip))
-        lacking = siteshare.Cover(state.pieces, siteshare.span(0, state.pieces) & ~seen.have, 0)
-        k = max(range(len(state.sites)), key=lambda k: lacking.lacking_in(k, len(state.sites)))
-        state.lag_site = serving[0].ip if serving else state.sites[k]
+        serving = [p for p in site_peers if p.unchokes_us]
+        if serving:
+            state.lag_site = min(serving, key=lambda p: (-p.received, p.ip)).ip
+        else:
+            lacking = siteshare.Cover(state.pieces, siteshare.span(0, state.pieces) & ~seen.have, 0)
+            state.lag_site = state.sites[max(range(len(state.sites)),
+                                             key=lambda k: lacking.lacking_in(k, len(state.sites)))]
 
 
 def _clearing_time(state: Steering, now: float, cover: siteshare.Cover) -> float:
