@@ -14,6 +14,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.e2e.conftest import Federation, get_json, start_federation  # noqa: F401  (re-exported)
 from tests.support import command, verified_bytes, wait_for  # noqa: F401  (verified_bytes re-exported)
@@ -71,10 +72,10 @@ def start_throttled(tmp: Path, rate: int, *args: str, env: dict | None = None) -
     return start_federation(tmp, *args, env={**(rate_env(rate) if rate else {}), **(env or {})})
 
 
-def bt_get_popen(fed: Federation, out: Path, *args: str) -> subprocess.Popen:
+def bt_get_popen(fed: Federation, out: Path, *args: str, stderr: Any = subprocess.PIPE) -> subprocess.Popen:
     """bt-get in a process group of its own (it has worker processes): killed as a group by its PID."""
     return subprocess.Popen([command("bt-get"), fed.dataset, "--repo", fed.repo, "-o", str(out), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
 
 
 def bytes_on_disk(directory: Path) -> int:
