@@ -32,8 +32,6 @@ def torrent_params(lt: Any, spec: "WorkerSpec") -> Any:
     from torrents.servicekit import ltsession
 
     ti = ltsession.torrent_info(spec.torrent)
-    # The torrent's own web seeds are the parent's to use (btget/transfer/webseeds.py), never libtorrent's at once.
-    ti.set_web_seeds([])
     atp = None
     if not spec.recheck and os.path.isfile(spec.resume_path):
         try:
@@ -59,8 +57,10 @@ def torrent_params(lt: Any, spec: "WorkerSpec") -> Any:
         if found:
             recover.claim(atp, found, ti.num_pieces())
     atp.file_priorities = [4 if i in wanted else 0 for i in range(ti.num_files())]
+    # The torrent's own web seeds are the parent's to use (btget/transfer/webseeds.py), never libtorrent's at
+    # once: only those in url_seeds are used (override_web_seeds), none unless the parent gave some.
     atp.url_seeds = list(spec.web_seeds)
-    flags = atp.flags
+    flags = atp.flags | lt.torrent_flags.override_web_seeds
     flags &= ~lt.torrent_flags.paused
     flags &= ~lt.torrent_flags.auto_managed
     flags &= ~lt.torrent_flags.seed_mode
