@@ -112,6 +112,10 @@ class Relays:
         self._local: dict[str, str] = {}  # door base URL → the relay's base URL
         self._doors: dict[tuple[str, int], tuple[str, int]] = {}  # relay endpoint → door endpoint
         self._servers: list[asyncio.base_events.Server] = []
+        # asyncio keeps only weak references to tasks, and a stream server's protocol drops its task when the
+        # client goes: a serve() still sending answers would be collected mid-way, by whichever thread
+        # collects, outside its loop.
+        self._serving: set[asyncio.Task] = set()
 
     def local(self, url: str) -> str:
         """The URL libtorrent is given for web seed `url` (itself, for an https door without `tls`, or if no relay
@@ -143,6 +147,11 @@ class Relays:
     def endpoints(self) -> set[tuple[str, int]]:
         return set(self._doors)
 
+    @property
+    def serving(self) -> int:
+        """How many of libtorrent's connections the relays are serving (a client gone is served no longer)."""
+        return len(self._serving)
+
     def close(self) -> None:
         if self._loop is None:
             return
@@ -162,16 +171,23 @@ class Relays:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _listen(self, door: Door) -> int:
-        server = await asyncio.start_server(lambda r, w: serve(door, r, w), "127.0.0.1", 0, limit=HEAD_LIMIT)
+        def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.get_running_loop().create_task(serve(door, reader, writer))
+            self._serving.add(task)
+            task.add_done_callback(self._serving.discard)
+
+        server = await asyncio.start_server(accepted, "127.0.0.1", 0, limit=HEAD_LIMIT)
         self._servers.append(server)
         return server.sockets[0].getsockname()[1]
 
     async def _shutdown(self) -> None:
         for server in self._servers:
             server.close()
-        for task in asyncio.all_tasks():
-            if task is not asyncio.current_task():
-                task.cancel()
+        tasks = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in tasks:
+            task.cancel()
+        if tasks:  # their cancellation runs before the loop stops: none is left pending for the collector
+            await asyncio.wait(tasks, timeout=1)
 
 
 # --- HTTP/1.1, as much of it as a web seed's GETs need --------------------------------------
@@ -196,9 +212,12 @@ async def serve(door: Door, client_r: asyncio.StreamReader, client_w: asyncio.St
             if request is None:
                 items.put_nowait(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 items.put_nowait(CLOSE)
-                await answers.put((None, items))
+                await _queued(answers, (None, items), writer)
                 break
-            await answers.put((asyncio.create_task(_fetch(door, request, items)), items))
+            fetch = asyncio.create_task(_fetch(door, request, items))
+            if not await _queued(answers, (fetch, items), writer):
+                fetch.cancel()
+                break
     except asyncio.CancelledError:
         pass  # the relay is closing
     finally:
@@ -211,9 +230,21 @@ async def serve(door: Door, client_r: asyncio.StreamReader, client_w: asyncio.St
             writer.cancel()
         else:  # libtorrent said all it will: the answers still due go out first
             with contextlib.suppress(asyncio.CancelledError):
-                await answers.put(None)
+                await _queued(answers, None, writer)
                 await writer
         client_w.close()
+
+
+async def _queued(answers: asyncio.Queue, entry: object, writer: asyncio.Task) -> bool:
+    """Put `entry` in line for `writer` (_write_back) once there is room; False if the writer ends first. It
+    ends when the client is gone, and then nobody makes room: a relay whose client left with PARALLEL answers
+    due waited here for ever."""
+    put = asyncio.ensure_future(answers.put(entry))
+    try:
+        await asyncio.wait((put, writer), return_when=asyncio.FIRST_COMPLETED)
+        return put.done()
+    finally:
+        put.cancel()
 
 
 async def _write_back(answers: asyncio.Queue, client_w: asyncio.StreamWriter) -> None:
@@ -272,6 +303,7 @@ def _forwarded(head: bytes, door: Door) -> bytes | None:
 async def _fetch(door: Door, request: bytes, items: asyncio.Queue) -> None:
     """Send `request` alone on a connection to the door; put its answer in `items` as it arrives (head, body
     chunks, then END), or the error that ended it. A GET whose answer stalls is asked again for the rest."""
+    writer = None  # the connection to the door, closed at the end unless it goes back to the door's idle ones
     try:
         reader, writer, head = await _ask(door, request)
         status, fields = _parse_head(head)
@@ -309,11 +341,15 @@ async def _fetch(door: Door, request: bytes, items: asyncio.Queue) -> None:
             items.put_nowait(_with_length(head, len(body)) + body)
         if keep:
             door.idle.append((reader, writer))
-        else:
-            writer.close()
+            writer = None
         items.put_nowait(END)
     except FAILED as exc:
         items.put_nowait(exc)
+    finally:
+        # Closed here, in the loop's thread: a connection left to the collector is closed in whichever thread
+        # collects, outside the loop.
+        if writer is not None:
+            writer.close()
 
 
 async def _ask(door: Door, request: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
@@ -321,15 +357,18 @@ async def _ask(door: Door, request: bytes) -> tuple[asyncio.StreamReader, asynci
     is asked for again on another connection (READ_TIMEOUT in all)."""
     for attempt in range(ASK_AGAIN + 1):
         reader, writer = await _connection(door)
-        writer.write(request)
-        await writer.drain()
         try:
+            writer.write(request)
+            await writer.drain()
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), STALL if attempt < ASK_AGAIN else READ_TIMEOUT - ASK_AGAIN * STALL)
             return reader, writer, head
         except asyncio.TimeoutError:
             writer.close()
             if attempt == ASK_AGAIN:
                 raise
+        except BaseException:
+            writer.close()
+            raise
     raise AssertionError("unreachable")
 
 

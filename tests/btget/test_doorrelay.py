@@ -4,11 +4,13 @@ tests/btget/test_door_xrootd.py): pipelined requests answered whole and in order
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 
 import pytest
 
-from btget.worker.doorrelay import Relays
+from btget.worker.doorrelay import PARALLEL, Relays
+from tests.support import until
 
 BODY = bytes(range(256)) * 1024  # 256 KiB
 
@@ -74,6 +76,41 @@ async def test_a_door_answer_other_than_206_passes_through_and_the_connection_go
     _, _, endpoint = relay
     got = await asyncio.to_thread(ask, endpoint, get("/store/ds/missing", 0, 9), get("/store/ds/f", 0, 9))
     assert got.startswith(b"HTTP/1.1 404") and got.endswith(BODY[:10])
+
+
+async def test_a_client_that_leaves_with_more_answers_due_than_the_relay_holds_is_served_no_longer():
+    """libtorrent drops a web seed's connection with requests still due (a piece done elsewhere, a web seed
+    removed). With more due than PARALLEL the relay used to wait for ever for room in a line nobody read,
+    until the collector took the task from whichever thread, outside its loop (a bt-get's web seed then
+    failed: "Task was destroyed but it is pending!", "cannot reuse already awaited coroutine")."""
+    asked, release = [], asyncio.Event()
+
+    async def held(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A door that answers once released: the client is gone by then."""
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while await reader.readuntil(b"\r\n\r\n"):
+                asked.append(1)
+                await release.wait()
+                writer.write(f"HTTP/1.1 200 OK\r\nContent-Length: {len(BODY)}\r\n\r\n".encode() + BODY)
+                await writer.drain()
+        writer.close()
+
+    door = await asyncio.start_server(held, "127.0.0.1", 0)
+    relays = Relays()
+    try:
+        local = await asyncio.to_thread(relays.local, f"http://127.0.0.1:{door.sockets[0].getsockname()[1]}/store/")
+        endpoint = tuple(local.split("//")[1].split("/")[0].split(":"))
+        with socket.create_connection((endpoint[0], int(endpoint[1])), timeout=10) as s:
+            s.sendall(get("/store/ds/f", 0, len(BODY) - 1) * (PARALLEL + 3))
+            # one answer with the writer, PARALLEL in line, one more asked while the relay waits for room
+            await until(lambda: len(asked) >= PARALLEL + 2, what="the relay to ask the door")
+        release.set()
+        await until(lambda: relays.serving == 0, what="the relay to let the connection go")
+        got = await asyncio.to_thread(ask, (endpoint[0], int(endpoint[1])), get("/store/ds/f", 0, 9))
+        assert got.startswith(b"HTTP/1.1 200") and BODY[:10] in got  # and it serves the next one
+    finally:
+        await asyncio.to_thread(relays.close)
+        door.close()
 
 
 @pytest.mark.parametrize("bad", [b"POST /store/x HTTP/1.1\r\n\r\n", b"GET http://elsewhere/ HTTP/1.1\r\n\r\n",
