@@ -28,6 +28,7 @@ those of curl where curl has one:
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 from dataclasses import dataclass
 from typing import Mapping
@@ -53,6 +54,13 @@ class Proxy:
         """Its URL without credentials (what is logged and said)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def authorization(self) -> str:
+        """Its credentials as an HTTP Basic header value (RFC 7617), "" when it wants none."""
+        if not self.username:
+            return ""
+        return "Basic " + base64.b64encode(f"{self.username}:{self.password}".encode()).decode("ascii")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,6 @@ is its whole interface (`local(url)`, `door_of(endpoint)`, `close()`).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import ssl
@@ -292,9 +291,8 @@ def _forwarded(head: bytes, door: Door) -> bytes | None:
     # absolute URL, RFC 9112 3.2.2).
     if door.proxy is not None:
         target = f"http://{door.netloc}{target}"
-        if door.proxy.username:
-            token = base64.b64encode(f"{door.proxy.username}:{door.proxy.password}".encode()).decode()
-            own.append(f"Proxy-Authorization: Basic {token}")
+        if door.proxy.authorization:
+            own.append(f"Proxy-Authorization: {door.proxy.authorization}")
 
     return "\r\n".join([f"{method} {target} HTTP/1.1", f"Host: {door.netloc}", "Connection: keep-alive",
                         *headers, *own, "", ""]).encode("latin-1")

@@ -43,6 +43,8 @@ def test_a_proxy_without_scheme_or_port_is_http_on_1080_with_credentials_kept():
     assert proxies.http == Proxy("squid.example", 1080)
     assert proxies.https == Proxy("fd00::5", 3128, "u@cern", "p:w")
     assert proxies.https.url == "http://[fd00::5]:3128"
+    # The credentials as a proxy is sent them (RFC 7617), by aiohttp's requests and by the web-seed relay
+    assert proxies.https.authorization == "Basic dUBjZXJuOnA6dw==" and proxies.http.authorization == ""
 
 
 @pytest.mark.parametrize("value, problem", [

@@ -8,7 +8,6 @@ launched at once each pay (docs/benchmarks.md "wan").
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import aiohttp
@@ -31,16 +30,10 @@ class ProxiedRequest(aiohttp.ClientRequest):
         chosen = self.proxies.for_url(str(self.url)) if proxy is None else None
         if chosen is not None:
             proxy = URL(chosen.url)
-            if chosen.username:  # aiohttp sends a proxy header's Authorization as Proxy-Authorization
-                proxy_headers = {**dict(proxy_headers or {}), "Authorization": basic_auth(chosen.username,
-                                                                                          chosen.password)}
+            if chosen.authorization:  # aiohttp sends a proxy header's Authorization as Proxy-Authorization
+                # (aiohttp.BasicAuth is deprecated, its successor not in the aiohttp releases we support)
+                proxy_headers = {**dict(proxy_headers or {}), "Authorization": chosen.authorization}
         super().update_proxy(proxy, proxy_auth, proxy_headers)
-
-
-def basic_auth(username: str, password: str) -> str:
-    """HTTP Basic credentials (RFC 7617) as a header value; aiohttp.BasicAuth is deprecated, and its successor
-    encode_basic_auth is not in the aiohttp releases we support."""
-    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
 
 
 def client_session(ca: str = "", *, limit: int = 100, proxies: Proxies = NONE, **kwargs: Any) -> aiohttp.ClientSession:
